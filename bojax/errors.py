@@ -1,0 +1,67 @@
+"""Typed errors raised by bojax.
+
+Every error bojax raises on purpose derives from :class:`BojaxError` and from the
+built-in exception a Python user would expect (``ValueError``, ``TypeError``,
+``LookupError``, ``numpy.linalg.LinAlgError``), so both ``except BojaxError`` and the
+usual idioms catch them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class BojaxError(Exception):
+    """Base class of all errors raised deliberately by bojax."""
+
+
+class SpaceDefinitionError(BojaxError, ValueError):
+    """A search space or one of its parameters is defined inconsistently."""
+
+
+class ParameterError(BojaxError):
+    """A point does not fit its search space. ``name`` is the offending parameter."""
+
+    def __init__(self, name: str, message: str):
+        self.name = name
+        super().__init__(f"parameter {name!r}: {message}")
+
+
+class ParameterTypeError(ParameterError, TypeError):
+    """A parameter value has the wrong type (a string for a real, 2.5 for an integer)."""
+
+
+class InvalidValueError(ParameterError, ValueError):
+    """A parameter value is NaN or infinite."""
+
+
+class OutOfBoundsError(InvalidValueError):
+    """A parameter value lies outside its bounds."""
+
+    def __init__(self, name: str, value: float, low: float, high: float):
+        self.value, self.low, self.high = value, low, high
+        super().__init__(name, f"value {value!r} is outside [{low}, {high}]")
+
+
+class MissingParameterError(ParameterError, LookupError):
+    """A point lacks a parameter of the space."""
+
+
+class UnknownParameterError(ParameterError, LookupError):
+    """A point names a parameter the space does not have."""
+
+
+class UnknownNameError(BojaxError, LookupError):
+    """A registry (kernels, means, ...) was asked for a name it does not hold."""
+
+    def __init__(self, kind: str, name: str, known: list[str]):
+        self.kind, self.name, self.known = kind, name, known
+        super().__init__(f"unknown {kind} {name!r}; known: {', '.join(sorted(known))}")
+
+
+class DataError(BojaxError, ValueError):
+    """Observations are unusable: empty, mis-shaped, or not finite."""
+
+
+class CholeskyError(BojaxError, np.linalg.LinAlgError):
+    """The Cholesky factorisation failed even with the largest jitter of the ladder."""

@@ -1,0 +1,218 @@
+"""GP core: gradients, the jitter ladder, padding, compilation counts and data validation."""
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bojax import gp, linalg
+from bojax.compilation import count_compilations
+from bojax.errors import CholeskyError, DataError
+
+
+def random_problem(n=20, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(size=(n, d))
+    return x, np.cos(4 * x).sum(axis=1) + 0.05 * rng.normal(size=n)
+
+
+def test_gradients_match_finite_differences():
+    """d log p / d(log hyperparameter) by autodiff vs central differences, every leaf."""
+    x, y = random_problem()
+    model = gp.GP(kernel="matern52", mean="constant")
+    params = {
+        "kernel": {"amplitude": 1.3, "lengthscales": np.array([0.3, 0.6, 1.1])},
+        "mean": {"value": 0.2},
+        "noise": 0.02,
+    }
+    log_params = jax.tree.map(lambda v: jnp.log(jnp.abs(jnp.asarray(v, jnp.float64))), params)
+    data = gp.make_data(x, y)
+
+    def objective(log_p):
+        p = jax.tree.map(jnp.exp, log_p)
+        p["mean"]["value"] = log_p["mean"]["value"]  # the mean is unconstrained
+        return gp.log_marginal_likelihood(model, p, data)
+
+    log_params["mean"]["value"] = jnp.asarray(0.2)
+    grads = jax.grad(objective)(log_params)
+    leaves, tree = jax.tree.flatten(log_params)
+    grad_leaves = jax.tree.leaves(grads)
+    h = 1e-6
+    for i, leaf in enumerate(leaves):
+        for j in np.ndindex(leaf.shape):
+            step = np.zeros(leaf.shape)
+            step[j] = h
+            up = [v + step if k == i else v for k, v in enumerate(leaves)]
+            down = [v - step if k == i else v for k, v in enumerate(leaves)]
+            fd = (
+                objective(jax.tree.unflatten(tree, up)) - objective(jax.tree.unflatten(tree, down))
+            ) / (2 * h)
+            np.testing.assert_allclose(grad_leaves[i][j], fd, rtol=1e-6, atol=1e-8)
+
+
+def test_gradient_through_a_jittered_factor_matches_finite_differences():
+    """When a rung > 0 is used, the gradient is that of chol(A + c s(A) I), s the mean diagonal."""
+    x = np.repeat(np.linspace(0, 1, 6)[:, None], 2, axis=0)  # every input twice
+    ladder = (0.0, 1e-6, 1e-3)
+
+    def logdet(lengthscale):
+        params = {"amplitude": 1.0, "lengthscales": jnp.array([lengthscale])}
+        k = jax.vmap(jax.vmap(gp.get_kernel("se"), (None, None, 0)), (None, 0, None))(params, x, x)
+        result = linalg.jittered_cholesky(k, ladder=ladder)
+        return 2 * jnp.sum(jnp.log(jnp.diag(result.factor))), result.jitter
+
+    value, jitter = logdet(0.5)
+    assert jitter > 0 and np.isfinite(value)
+    grad = jax.grad(lambda ell: logdet(ell)[0])(0.5)
+    fd = (logdet(0.5 + 1e-6)[0] - logdet(0.5 - 1e-6)[0]) / 2e-6
+    np.testing.assert_allclose(grad, fd, rtol=1e-5)
+
+
+@pytest.mark.parametrize("noise", [0.0, 1e-16, 1e-14, 1e-10])
+def test_duplicate_inputs_with_tiny_noise_are_finite_and_report_jitter(noise):
+    x, y = random_problem(n=12)
+    x = np.concatenate([x, x[:6]])
+    y = np.concatenate([y, y[:6] + 1e-3])
+    model = gp.GP(kernel="se", mean="zero")
+    params = model.init_params(3, noise=noise)
+    params["kernel"]["lengthscales"] = jnp.full(3, 2.0)
+    data = gp.make_data(x, y)
+    post = gp.condition(model, params, data)
+    assert bool(post.ok)
+    # Below the rounding level n eps s (about 4e-15 here) the noise cannot keep K positive
+    # definite, so the ladder must add jitter; above it the factor is trustworthy as is.
+    assert (post.jitter > 0) == (noise < 1e-15)
+    lml = gp.log_marginal_likelihood(model, params, data)
+    mean, var = gp.predict(model, post, x)
+    assert np.isfinite(lml) and np.all(np.isfinite(mean)) and np.all(np.isfinite(var))
+    grads = jax.grad(gp.log_marginal_likelihood, argnums=1)(model, params, data)
+    assert all(np.all(np.isfinite(g)) for g in jax.tree.leaves(grads))
+
+
+def test_exhausted_ladder_gives_minus_inf_inside_and_typed_error_outside():
+    x, y = random_problem(n=5)
+    model = gp.GP(kernel="se", mean="zero")
+    params = model.init_params(3)
+    params["noise"] = jnp.asarray(-10.0)  # K - 10 I is negative definite: no jitter helps
+    data = gp.make_data(x, y)
+    assert gp.log_marginal_likelihood(model, params, data) == -np.inf
+    grads = jax.grad(gp.log_marginal_likelihood, argnums=1)(model, params, data)
+    assert all(np.all(np.isfinite(g)) for g in jax.tree.leaves(grads))
+    with pytest.raises(CholeskyError, match="ladder"):
+        gp.condition(model, params, data)
+    with pytest.raises(np.linalg.LinAlgError):
+        linalg.cholesky(jnp.array([[1.0, 0.0], [0.0, jnp.nan]]))
+
+
+def test_ladder_takes_the_first_rung_that_works():
+    a = jnp.ones((3, 3))  # rank one
+    result = linalg.cholesky(a, ladder=(0.0, 1e-12, 1e-6))
+    assert 0 < result.jitter <= 1e-6 and bool(result.ok)
+    np.testing.assert_allclose(
+        result.factor @ result.factor.T, a + result.jitter * np.eye(3), atol=1e-12
+    )
+    assert linalg.cholesky(jnp.eye(3) * 4.0).jitter == 0.0
+
+
+def test_ladder_under_vmap_handles_each_matrix_separately():
+    batch = jnp.stack([jnp.eye(2), jnp.ones((2, 2)), -jnp.eye(2)])
+    result = jax.vmap(linalg.jittered_cholesky)(batch)
+    assert result.ok.tolist() == [True, True, False]
+    assert result.jitter[0] == 0 and result.jitter[1] > 0
+
+
+@pytest.mark.parametrize("kernel", ["se", "matern52"])
+@pytest.mark.parametrize("mean", ["zero", "constant", "exploration"])
+def test_padded_and_unpadded_agree(kernel, mean):
+    x, y = random_problem(n=13)
+    model = gp.GP(kernel=kernel, mean=mean)
+    params = model.init_params(3, noise=1e-2)
+    x_star = np.random.default_rng(5).uniform(size=(7, 3))
+    exact = gp.make_data(x, y, size=13)
+    padded = gp.make_data(x, y, size=64)
+    assert padded.x.shape == (64, 3) and int(padded.mask.sum()) == 13
+    lml_exact = gp.log_marginal_likelihood(model, params, exact)
+    np.testing.assert_allclose(
+        gp.log_marginal_likelihood(model, params, padded), lml_exact, rtol=1e-10
+    )
+    for predict in (gp.predict, gp.predict_cov):
+        a = predict(model, gp.condition(model, params, exact), x_star)
+        b = predict(model, gp.condition(model, params, padded), x_star)
+        for u, v in zip(a, b, strict=True):
+            np.testing.assert_allclose(u, v, rtol=1e-10, atol=1e-13)
+
+
+@partial(jax.jit, static_argnums=0)
+def lml_and_grad(model, params, data):
+    return jax.value_and_grad(gp.log_marginal_likelihood, argnums=1)(model, params, data)
+
+
+def test_growing_data_compiles_once_per_bucket():
+    """Adding observations one at a time from 10 to 40 must not recompile every iteration."""
+    x, y = random_problem(n=40, d=4)
+    model = gp.GP()
+    params = model.init_params(4)
+    x_star = np.random.default_rng(1).uniform(size=(100, 4))
+    buckets = {gp.bucket_size(n) for n in range(10, 41)}
+    assert buckets == {16, 32, 64}
+
+    def grow():
+        for n in range(10, 41):
+            data = gp.make_data(x[:n], y[:n])
+            gp.log_marginal_likelihood(model, params, data)
+            lml_and_grad(model, params, data)
+            gp.predict(model, gp.posterior(model, params, data), x_star)
+
+    with count_compilations() as first:
+        grow()
+    for name in ("log_marginal_likelihood", "lml_and_grad", "posterior", "predict"):
+        assert 1 <= first.of(name) <= len(buckets), first
+    with count_compilations() as second:  # same buckets again: everything is cached
+        grow()
+    assert second.total == 0, second
+
+
+def test_exploration_mean_is_eq7_and_ignores_padding():
+    y = np.array([3.0, 1.0, 2.0, 6.0])
+    data = gp.make_data(np.zeros((4, 1)), y, size=16)
+    value = gp.get_mean("exploration")({}, jnp.zeros(1), data)
+    assert value == pytest.approx(1.0 + 0.5 * (3.0 - 1.0))
+
+
+def test_bucket_sizes():
+    assert [gp.bucket_size(n) for n in (1, 16, 17, 33, 128, 129, 200)] == [
+        16,
+        16,
+        32,
+        64,
+        128,
+        192,
+        256,
+    ]
+
+
+@pytest.mark.parametrize(
+    "x, y, message",
+    [
+        (np.zeros((0, 2)), np.zeros(0), "no observations"),
+        (np.zeros((3, 2)), np.zeros(2), "rows"),
+        (np.zeros((3, 2, 1)), np.zeros(3), "shape"),
+        (np.zeros((3, 2)), np.array([0.0, np.nan, 1.0]), "NaN"),
+        (np.array([[0.0], [np.inf]]), np.zeros(2), "NaN"),
+    ],
+)
+def test_bad_data_is_a_typed_error(x, y, message):
+    with pytest.raises(DataError, match=message):
+        gp.make_data(x, y)
+
+
+def test_constant_outputs_give_finite_posterior():
+    x, _ = random_problem(n=8)
+    model = gp.GP(mean="exploration")
+    params = model.init_params(3)
+    data = gp.make_data(x, np.full(8, 4.2))
+    mean, var = gp.predict(model, gp.condition(model, params, data), x)
+    np.testing.assert_allclose(mean, 4.2, rtol=1e-12)
+    assert np.all(np.isfinite(var))

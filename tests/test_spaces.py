@@ -1,0 +1,212 @@
+"""Search spaces: unit-cube round trips, integer rounding, sampling and every validation error."""
+
+import jax
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bojax.errors import (
+    BojaxError,
+    InvalidValueError,
+    MissingParameterError,
+    OutOfBoundsError,
+    ParameterTypeError,
+    SpaceDefinitionError,
+    UnknownParameterError,
+)
+from bojax.spaces import Integer, Real, Space, repeated_mask
+
+SPACE = Space(
+    [
+        Real("dropout", 0.0, 1.0),
+        Real("lr", 1e-5, 1e-1, log=True),
+        Integer("layers", 1, 5),
+        Integer("width", 1, 1024, log=True),
+    ]
+)
+
+
+@given(
+    dropout=st.floats(0.0, 1.0),
+    lr=st.floats(1e-5, 1e-1),
+    layers=st.integers(1, 5),
+    width=st.integers(1, 1024),
+)
+def test_point_round_trips_through_the_unit_cube(dropout, lr, layers, width):
+    point = {"dropout": dropout, "lr": lr, "layers": layers, "width": width}
+    u = SPACE.to_unit(point)
+    assert u.shape == (4,) and np.all((u >= 0) & (u <= 1))
+    back = SPACE.from_unit(u)
+    assert back["layers"] == layers and back["width"] == width
+    assert isinstance(back["layers"], int) and isinstance(back["width"], int)
+    assert back["dropout"] == pytest.approx(dropout, abs=1e-12)
+    assert back["lr"] == pytest.approx(lr, rel=1e-12)
+    np.testing.assert_array_equal(SPACE.snap(u), u)  # encoded points are already snapped
+
+
+@given(u=st.lists(st.floats(0.0, 1.0), min_size=4, max_size=4))
+def test_unit_points_decode_inside_bounds_and_snap_is_idempotent(u):
+    u = np.array(u)
+    point = SPACE.from_unit(u)
+    SPACE.validate(point)  # decoded points are always valid
+    snapped = SPACE.snap(u)
+    np.testing.assert_array_equal(SPACE.snap(snapped), snapped)
+    assert SPACE.from_unit(snapped) == point
+
+
+def test_integer_bins_have_equal_width():
+    """Uniform unit coordinates give each integer of {1..5} probability 1/5."""
+    layers = Integer("layers", 1, 5)
+    u = np.linspace(0, 1, 100_001)
+    counts = np.bincount(layers.decode(u))[1:]
+    np.testing.assert_allclose(counts / len(u), 0.2, atol=1e-4)
+    assert layers.decode(np.array([0.0, 0.19999, 0.2000001, 1.0])).tolist() == [1, 1, 2, 5]
+    np.testing.assert_allclose(layers._encode(np.arange(1, 6)), [0.1, 0.3, 0.5, 0.7, 0.9])
+
+
+def test_log_integer_bins_are_equal_in_log_space():
+    """With log=True, integer k owns [k - 1/2, k + 1/2] measured in log space."""
+    width = Integer("width", 1, 1024, log=True)
+    u = np.linspace(0, 1, 1_000_001)
+    counts = np.bincount(width.decode(u), minlength=1025)
+    total = np.log(1024.5) - np.log(0.5)
+    for k in (1, 2, 100, 1024):
+        expected = (np.log(k + 0.5) - np.log(k - 0.5)) / total
+        assert counts[k] / len(u) == pytest.approx(expected, abs=2e-6)
+
+
+@pytest.mark.parametrize("method", ["uniform", "sobol"])
+def test_sampling_is_snapped_reproducible_and_in_bounds(method):
+    key = jax.random.key(3)
+    u = SPACE.sample(key, 257, method=method)
+    assert u.shape == (257, 4) and np.all((u >= 0) & (u <= 1))
+    np.testing.assert_array_equal(u, SPACE.snap(u))
+    np.testing.assert_array_equal(u, SPACE.sample(key, 257, method=method))
+    assert not np.array_equal(u, SPACE.sample(jax.random.key(4), 257, method=method))
+    assert SPACE.sample(key, 0, method=method).shape == (0, 4)
+
+
+def test_sobol_covers_the_cube_more_evenly_than_uniform():
+    space = Space([Real("a", 0, 1), Real("b", 0, 1)])
+    key = jax.random.key(0)
+    sobol = space.sample(key, 256, method="sobol")
+    uniform = space.sample(key, 256, method="uniform")
+
+    def worst_cell_error(u):  # 16 x 16 grid: Sobol puts exactly one point per cell
+        counts = np.histogram2d(u[:, 0], u[:, 1], bins=16, range=[[0, 1], [0, 1]])[0]
+        return np.abs(counts - 1).max()
+
+    assert worst_cell_error(sobol) < worst_cell_error(uniform)
+
+
+def test_repeated_mask_finds_candidates_that_round_to_evaluated_points():
+    space = Space([Integer("a", 0, 9), Integer("b", 0, 9), Real("c", 0, 1)])
+    evaluated = space.to_unit([{"a": 3, "b": 4, "c": 0.5}, {"a": 0, "b": 9, "c": 0.25}])
+    candidates = space.snap(
+        np.array(
+            [
+                [0.35 + 0.02, 0.45 - 0.03, 0.5],  # rounds to (3, 4), same c: a repeat
+                [0.35, 0.45, 0.5001],  # same integers, different real: new
+                [0.01, 0.99, 0.25],  # rounds to (0, 9): a repeat
+                [0.55, 0.45, 0.5],  # new
+            ]
+        )
+    )
+    assert repeated_mask(candidates, evaluated).tolist() == [True, False, True, False]
+    assert repeated_mask(candidates, np.zeros((0, 3))).tolist() == [False] * 4
+
+
+@pytest.mark.parametrize(
+    "point, error, name",
+    [
+        ({"dropout": 0.5, "lr": 1e-3, "layers": 3}, MissingParameterError, "width"),
+        (
+            {"dropout": 0.5, "lr": 1e-3, "layers": 3, "width": 8, "momentum": 0.9},
+            UnknownParameterError,
+            "momentum",
+        ),
+        ({"dropout": 1.5, "lr": 1e-3, "layers": 3, "width": 8}, OutOfBoundsError, "dropout"),
+        ({"dropout": 0.5, "lr": 1e-6, "layers": 3, "width": 8}, OutOfBoundsError, "lr"),
+        ({"dropout": 0.5, "lr": 1e-3, "layers": 6, "width": 8}, OutOfBoundsError, "layers"),
+        ({"dropout": 0.5, "lr": 1e-3, "layers": 2.5, "width": 8}, ParameterTypeError, "layers"),
+        ({"dropout": "0.5", "lr": 1e-3, "layers": 3, "width": 8}, ParameterTypeError, "dropout"),
+        ({"dropout": True, "lr": 1e-3, "layers": 3, "width": 8}, ParameterTypeError, "dropout"),
+        ({"dropout": 0.5, "lr": 1e-3, "layers": None, "width": 8}, ParameterTypeError, "layers"),
+        (
+            {"dropout": float("nan"), "lr": 1e-3, "layers": 3, "width": 8},
+            InvalidValueError,
+            "dropout",
+        ),
+        ({"dropout": 0.5, "lr": float("inf"), "layers": 3, "width": 8}, InvalidValueError, "lr"),
+    ],
+)
+def test_invalid_points_raise_typed_errors_naming_the_parameter(point, error, name):
+    with pytest.raises(error, match=name) as info:
+        SPACE.validate(point)
+    assert info.value.name == name and isinstance(info.value, BojaxError)
+    with pytest.raises(error):
+        SPACE.to_unit(point)
+
+
+def test_validation_normalises_types():
+    point = SPACE.validate(
+        {"dropout": np.float32(0.25), "lr": 1e-3, "layers": np.int64(2), "width": 8.0}
+    )
+    assert point == {"dropout": 0.25, "lr": 1e-3, "layers": 2, "width": 8}
+    assert type(point["layers"]) is int and type(point["width"]) is int
+    with pytest.raises(ParameterTypeError):
+        SPACE.validate([0.5, 1e-3, 2, 8])
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        np.array([0.5, 0.5, 0.5, 1.2]),
+        np.array([0.5, np.nan, 0.5, 0.5]),
+    ],
+)
+def test_unit_coordinates_outside_the_cube_are_refused(bad):
+    with pytest.raises(InvalidValueError):
+        SPACE.from_unit(bad)
+    # Rounding error just outside the cube is tolerated.
+    assert SPACE.from_unit(np.array([1 + 1e-12, -1e-12, 0.5, 0.5]))["dropout"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: Real("x", 1.0, 1.0), "low < high"),
+        (lambda: Real("x", 0.0, float("inf")), "finite"),
+        (lambda: Real("x", 0.0, 1.0, log=True), "low > 0"),
+        (lambda: Integer("x", 0, 10, log=True), "low >= 1"),
+        (lambda: Integer("x", 0.5, 3), "whole"),
+        (lambda: Real("", 0.0, 1.0), "non-empty"),
+        (lambda: Space([]), "at least one"),
+        (lambda: Space([Real("x", 0, 1), Integer("x", 0, 3)]), "repeat"),
+        (lambda: Space([("x", 0, 1)]), "Real or Integer"),
+    ],
+)
+def test_inconsistent_definitions_are_refused(make, message):
+    with pytest.raises(SpaceDefinitionError, match=message):
+        make()
+
+
+def test_space_serialises_and_compares():
+    again = Space.from_dict(SPACE.to_dict())
+    assert again == SPACE and hash(again) == hash(SPACE)
+    assert SPACE != Space([Real("dropout", 0.0, 1.0)])
+    assert SPACE["layers"] == Integer("layers", 1, 5)
+    with pytest.raises(UnknownParameterError):
+        SPACE["depth"]
+    with pytest.raises(SpaceDefinitionError):
+        Space.from_dict({"parameters": [{"type": "complex", "name": "z"}]})
+
+
+def test_batch_conversion_shapes():
+    points = SPACE.from_unit(SPACE.sample(jax.random.key(0), 5))
+    assert len(points) == 5
+    u = SPACE.to_unit(points)
+    assert u.shape == (5, 4)
+    with pytest.raises(ValueError, match="shape"):
+        SPACE.from_unit(np.zeros((5, 3)))
