@@ -1,1 +1,14 @@
-"""bojax."""
+"""bojax: Bayesian optimisation of neural-network designs in JAX.
+
+Modules: ``spaces`` (search spaces), ``kernels`` and ``means`` (GP building blocks),
+``linalg`` (jitter-ladder Cholesky), ``gp`` (the GP core), ``problems`` (test
+functions), ``compilation`` (compile counting). bojax does not enable float64 on
+import; entry points (CLI, experiments) do, and so should scripts that fit GPs.
+"""
+
+from bojax import errors, gp, kernels, means
+from bojax.errors import BojaxError
+from bojax.spaces import Integer, Real, Space
+
+__all__ = ["BojaxError", "Integer", "Real", "Space", "errors", "gp", "kernels", "means"]
+__version__ = "0.1.0"

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bojax import gp, linalg
+from bojax import gp, kernels, linalg, means
 from bojax.compilation import count_compilations
 from bojax.errors import CholeskyError, DataError
 
@@ -59,7 +59,9 @@ def test_gradient_through_a_jittered_factor_matches_finite_differences():
 
     def logdet(lengthscale):
         params = {"amplitude": 1.0, "lengthscales": jnp.array([lengthscale])}
-        k = jax.vmap(jax.vmap(gp.get_kernel("se"), (None, None, 0)), (None, 0, None))(params, x, x)
+        k = jax.vmap(jax.vmap(kernels.get_kernel("se"), (None, None, 0)), (None, 0, None))(
+            params, x, x
+        )
         result = linalg.jittered_cholesky(k, ladder=ladder)
         return 2 * jnp.sum(jnp.log(jnp.diag(result.factor))), result.jitter
 
@@ -177,7 +179,7 @@ def test_growing_data_compiles_once_per_bucket():
 def test_exploration_mean_is_eq7_and_ignores_padding():
     y = np.array([3.0, 1.0, 2.0, 6.0])
     data = gp.make_data(np.zeros((4, 1)), y, size=16)
-    value = gp.get_mean("exploration")({}, jnp.zeros(1), data)
+    value = means.get_mean("exploration")({}, jnp.zeros(1), data)
     assert value == pytest.approx(1.0 + 0.5 * (3.0 - 1.0))
 
 
