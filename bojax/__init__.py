@@ -8,7 +8,23 @@ import; entry points (CLI, experiments) do, and so should scripts that fit GPs.
 
 from bojax import errors, gp, kernels, means
 from bojax.errors import BojaxError
+from bojax.loop import Result, Settings, ask, init, minimize, tell
 from bojax.spaces import Integer, Real, Space
 
-__all__ = ["BojaxError", "Integer", "Real", "Space", "errors", "gp", "kernels", "means"]
+__all__ = [
+    "BojaxError",
+    "Integer",
+    "Real",
+    "Result",
+    "Settings",
+    "Space",
+    "ask",
+    "errors",
+    "gp",
+    "init",
+    "kernels",
+    "means",
+    "minimize",
+    "tell",
+]
 __version__ = "0.1.0"

@@ -63,5 +63,21 @@ class DataError(BojaxError, ValueError):
     """Observations are unusable: empty, mis-shaped, or not finite."""
 
 
+class SettingsError(BojaxError, ValueError):
+    """A run setting is out of range, mistyped, or names nothing registered."""
+
+
+class SpaceExhaustedError(BojaxError, RuntimeError):
+    """Every candidate repeats an evaluated or pending point (a used-up integer space)."""
+
+
+class ObjectiveError(BojaxError, RuntimeError):
+    """Too many evaluations of the objective failed for the run to continue."""
+
+
+class JournalError(BojaxError, ValueError):
+    """A run journal is corrupt, or does not match the run that tries to resume it."""
+
+
 class CholeskyError(BojaxError, np.linalg.LinAlgError):
     """The Cholesky factorisation failed even with the largest jitter of the ladder."""

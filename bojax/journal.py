@@ -1,0 +1,127 @@
+"""Crash-safe run records: ``run.json``, ``journal.jsonl``, ``sampler.json``, ``summary.json``.
+
+* ``run.json``: the space and settings, written once. A resume with a different space
+  or settings raises :class:`~bojax.errors.JournalError` and touches nothing.
+* ``journal.jsonl``: one JSON record per finished evaluation, flushed and ``fsync``-ed
+  before the run moves on, so a ``kill -9`` loses at most the evaluation in flight. A
+  torn last line (the kill hit mid-write) is dropped on resume; a corrupt line before
+  the last is an error.
+* ``sampler.json``: the surrogate's chain state *before* the fit of iteration ``t``,
+  tagged with ``t``, replaced atomically. Together with keys derived from the seed and
+  the iteration, it makes a resumed run propose exactly what an uninterrupted one would.
+* ``summary.json``: best point, best value, counts and time, at the end.
+
+Floats are written with ``repr`` precision by :mod:`json`, so they read back bit-exact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from bojax.errors import JournalError
+
+FORMAT_VERSION = 1
+
+
+def _write_atomic(path: Path, payload: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w") as handle:
+        json.dump(payload, handle, indent=1)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+class Journal:
+    """The files of one run in ``folder``."""
+
+    def __init__(self, folder: str | os.PathLike):
+        self.folder = Path(folder)
+        self.header_path = self.folder / "run.json"
+        self.records_path = self.folder / "journal.jsonl"
+        self.sampler_path = self.folder / "sampler.json"
+        self.summary_path = self.folder / "summary.json"
+
+    # -- header ----------------------------------------------------------------------
+    def exists(self) -> bool:
+        return self.header_path.exists() or self.records_path.exists()
+
+    def start(self, header: Mapping[str, Any]) -> None:
+        """Begin a new run; refuses to overwrite an existing one."""
+        if self.exists():
+            raise JournalError(
+                f"{self.folder} already holds a run; pass resume=True (--resume) to continue "
+                "it, or choose another folder"
+            )
+        self.folder.mkdir(parents=True, exist_ok=True)
+        _write_atomic(self.header_path, {"format": FORMAT_VERSION, **header})
+        self.records_path.touch()
+
+    def check(self, header: Mapping[str, Any]) -> None:
+        """Raise :class:`JournalError` unless the stored header equals ``header``."""
+        try:
+            stored = json.loads(self.header_path.read_text())
+        except FileNotFoundError:
+            raise JournalError(f"{self.header_path} is missing; nothing to resume") from None
+        except json.JSONDecodeError as error:
+            raise JournalError(f"{self.header_path} is corrupt: {error}") from None
+        expected = json.loads(json.dumps({"format": FORMAT_VERSION, **header}))
+        for key in sorted(set(stored) | set(expected)):
+            if stored.get(key) != expected.get(key):
+                raise JournalError(
+                    f"cannot resume {self.folder}: its {key!r} differs from this run's "
+                    f"(stored {stored.get(key)!r}, now {expected.get(key)!r})"
+                )
+
+    # -- records ---------------------------------------------------------------------
+    def read(self) -> list[dict[str, Any]]:
+        """All complete records; drops (and truncates away) a torn last line."""
+        if not self.records_path.exists():
+            return []
+        raw = self.records_path.read_bytes()
+        lines = raw.split(b"\n")
+        complete, tail = lines[:-1], lines[-1]  # tail is b"" when the file ends in a newline
+        records = []
+        for number, line in enumerate(complete, start=1):
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise JournalError(f"{self.records_path}:{number} is corrupt: {error}") from None
+            if not isinstance(record, dict) or record.get("iteration") != len(records):
+                raise JournalError(
+                    f"{self.records_path}:{number} is out of sequence (expected iteration "
+                    f"{len(records)})"
+                )
+            records.append(record)
+        if tail:
+            # A kill during the write of the last record: that evaluation is not finished.
+            with open(self.records_path, "r+b") as handle:
+                handle.truncate(len(raw) - len(tail))
+                handle.flush()
+                os.fsync(handle.fileno())
+        return records
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        line = json.dumps(record, allow_nan=False) + "\n"
+        with open(self.records_path, "a") as handle:
+            handle.write(line)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    # -- sampler state and summary -------------------------------------------------------
+    def save_sampler(self, iteration: int, state: Mapping[str, Any]) -> None:
+        _write_atomic(self.sampler_path, {"iteration": iteration, **state})
+
+    def load_sampler(self) -> dict[str, Any] | None:
+        """The saved chain state, or None if absent or unreadable (then it is replayed)."""
+        try:
+            return json.loads(self.sampler_path.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+
+    def write_summary(self, summary: Mapping[str, Any]) -> None:
+        _write_atomic(self.summary_path, summary)

@@ -1,0 +1,397 @@
+"""The BO loop: a functional ``init`` / ``ask`` / ``tell`` and the one-call :func:`minimize`.
+
+Iteration ``n`` (the number of finished evaluations) is the unit of everything: the
+first ``initial`` iterations take points of a scrambled Sobol design, later ones fit
+the surrogate to the successful evaluations so far (outputs standardised, negated when
+maximising) and maximise the acquisition. All randomness derives from
+``fold_in(key(seed), n)``, and the surrogate's chain state is the only thing carried
+between iterations, which is what makes a resumed run bit-identical to an uninterrupted
+one (see :mod:`bojax.journal`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bojax import gp
+from bojax.acquisition import get_acquisition
+from bojax.errors import JournalError, ObjectiveError, SettingsError
+from bojax.journal import Journal
+from bojax.optimize import propose
+from bojax.spaces import Space, repeated_mask
+from bojax.surrogates import GPState, GPSurrogate, get_surrogate
+
+Objective = Callable[[dict[str, Any]], float]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that defines a run; a resume must use the same settings."""
+
+    surrogate: str = "gp-slice"
+    acquisition: str = "ei"
+    optimizer: str = "sobol"
+    iterations: int = 20
+    initial: int = 5
+    seed: int = 0
+    maximize: bool = False
+    num_candidates: int = 2048
+    kappa: float = 2.0
+    incumbent: str = "observed"
+
+    def __post_init__(self) -> None:
+        for name in ("iterations", "initial", "seed", "num_candidates"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+                raise SettingsError(f"{name} must be a non-negative integer, got {value!r}")
+        if self.initial < 1 or self.num_candidates < 1:
+            raise SettingsError("initial and num_candidates must be at least 1")
+        if self.optimizer not in ("sobol", "random"):
+            raise SettingsError(f"optimizer must be 'sobol' or 'random', got {self.optimizer!r}")
+        if self.incumbent not in ("observed", "posterior_mean"):
+            raise SettingsError(
+                f"incumbent must be 'observed' or 'posterior_mean', got {self.incumbent!r}"
+            )
+        if not (
+            isinstance(self.kappa, numbers.Real) and math.isfinite(self.kappa) and self.kappa >= 0
+        ):
+            raise SettingsError(f"kappa must be a finite non-negative number, got {self.kappa!r}")
+        get_surrogate(self.surrogate), get_acquisition(self.acquisition)  # typed errors if unknown
+
+
+class BOState(NamedTuple):
+    """The loop's state: evaluated unit points ``u`` (n, d), outputs ``y`` (NaN = failed)."""
+
+    space: Space
+    settings: Settings
+    u: np.ndarray
+    y: np.ndarray
+    surrogate: GPState | None
+
+
+def init(space: Space, settings: Settings = Settings()) -> BOState:
+    return BOState(space, settings, np.zeros((0, space.dim)), np.zeros(0), None)
+
+
+def tell(state: BOState, u: np.ndarray, y: float) -> BOState:
+    """Record the outcome of evaluating unit point ``u``; ``y`` NaN marks a failure."""
+    u = np.asarray(u, dtype=np.float64).reshape(1, state.space.dim)
+    return state._replace(u=np.concatenate([state.u, u]), y=np.append(state.y, float(y)))
+
+
+def _design_key(settings: Settings) -> jax.Array:
+    return jax.random.split(jax.random.key(settings.seed))[0]
+
+
+def _iteration_key(settings: Settings, n: int) -> jax.Array:
+    return jax.random.fold_in(jax.random.split(jax.random.key(settings.seed))[1], n)
+
+
+def _standardised(settings: Settings, y: np.ndarray) -> np.ndarray:
+    """Successful outputs, negated to minimise if maximising, centred and scaled.
+
+    A constant or single output keeps scale 1, so no division by zero.
+    """
+    y = -y if settings.maximize else y
+    shift, scale = y.mean(), y.std()
+    if not scale > 1e-12 * max(1.0, abs(shift)):
+        scale = 1.0
+    return (y - shift) / scale
+
+
+def _fits_at(state: BOState) -> bool:
+    return len(state.y) >= state.settings.initial and bool(np.isfinite(state.y).any())
+
+
+def _fit(state: BOState) -> tuple[GPSurrogate, GPState, gp.Data, jax.Array]:
+    settings, n = state.settings, len(state.y)
+    surrogate = get_surrogate(settings.surrogate)
+    ok = np.isfinite(state.y)
+    data = gp.make_data(state.u[ok], _standardised(settings, state.y[ok]))
+    fit_key, propose_key = jax.random.split(jax.random.fold_in(_iteration_key(settings, n), 1))
+    previous = state.surrogate if state.surrogate is not None else surrogate.init(state.space.dim)
+    return surrogate, surrogate.fit(fit_key, previous, data), data, propose_key
+
+
+@functools.cache
+def _score_function(surrogate: GPSurrogate, acquisition: str):
+    """One jitted score per (surrogate, acquisition): a stable object, so no recompiles."""
+    acquire = get_acquisition(acquisition)
+
+    @jax.jit
+    def score(x, args):
+        posteriors, best, options = args
+        mean, var = jax.vmap(gp.predict, in_axes=(None, 0, None))(surrogate.model, posteriors, x)
+        return acquire(mean, var, best, **options)
+
+    return score
+
+
+def ask(state: BOState) -> tuple[np.ndarray, BOState, dict[str, Any]]:
+    """The next unit point to evaluate, the state with the fitted surrogate, and diagnostics."""
+    settings, space, n = state.settings, state.space, len(state.y)
+    if not _fits_at(state):
+        design = space.sample(_design_key(settings), max(settings.initial, n + 1), "sobol")
+        u = design[n]
+        if bool(repeated_mask(jnp.asarray(u[None]), jnp.asarray(space.snap(state.u)))[0]):
+            u = space.sample(_iteration_key(settings, n), 1)[
+                0
+            ]  # a repeat of the design: draw afresh
+        return u, state, {"phase": "initial"}
+
+    surrogate, fitted, data, propose_key = _fit(state)
+    best = jnp.min(jnp.where(data.mask, data.y, jnp.inf))
+    if settings.incumbent == "posterior_mean":
+        mean, _ = surrogate.predict(fitted, state.u[np.isfinite(state.y)])
+        best = jnp.min(jnp.mean(mean, axis=0))
+    options = {"kappa": settings.kappa} if settings.acquisition == "lcb" else {}
+    u, value = propose(
+        propose_key,
+        _score_function(surrogate, settings.acquisition),
+        (fitted.posteriors, best, options),
+        space,
+        state.u,
+        method=settings.optimizer,
+        num_candidates=settings.num_candidates,
+    )
+    info = {"phase": "bo", "acquisition_value": value, **fitted.diagnostics}
+    return u, state._replace(surrogate=fitted), info
+
+
+# -- the one-call driver ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Result:
+    """Outcome of :func:`minimize`: the best successful evaluation and the full history."""
+
+    best_point: dict[str, Any]
+    best_value: float
+    history: list[dict[str, Any]]
+    evaluations: int
+    failures: int
+    seconds: float
+
+
+def _evaluate(objective: Objective, point: dict[str, Any]) -> tuple[float, str | None]:
+    """``(y, None)`` or ``(nan, error text)``; never raises for the objective's errors."""
+    try:
+        value = objective(dict(point))
+    except Exception as error:  # the objective is user code: record, don't crash the run
+        return math.nan, f"{type(error).__name__}: {error}"
+    if isinstance(value, np.ndarray | jax.Array) and value.size == 1:
+        value = value.reshape(()).item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return math.nan, f"objective returned {type(value).__name__} {value!r}, expected a number"
+    if not math.isfinite(value):
+        return math.nan, f"objective returned {value!r}"
+    return float(value), None
+
+
+def _pack(state: GPState | None) -> dict[str, Any]:
+    if state is None:
+        return {"fits": 0}
+    position = jax.flatten_util.ravel_pytree(state.position)[0]
+    return {
+        "fits": state.fits,
+        "position": np.asarray(position).tolist(),
+        "widths": np.asarray(state.widths).tolist(),
+    }
+
+
+def _unpack(settings: Settings, space: Space, saved: Mapping[str, Any]) -> GPState | None:
+    if saved["fits"] == 0:
+        return None
+    template = get_surrogate(settings.surrogate).init(space.dim)
+    _, unravel = jax.flatten_util.ravel_pytree(template.position)
+    return template._replace(
+        position=unravel(jnp.asarray(saved["position"], dtype=jnp.float64)),
+        widths=jnp.asarray(saved["widths"], dtype=jnp.float64),
+        fits=int(saved["fits"]),
+    )
+
+
+def _restore(state: BOState, journal: Journal, records: list[dict[str, Any]]) -> BOState:
+    """Rebuild the state after ``records``, replaying at most the fits the file lacks."""
+    settings, space = state.settings, state.space
+    saved = journal.load_sampler()
+    start, surrogate_state = 0, None
+    if saved is not None and saved.get("iteration", -1) <= len(records):
+        start, surrogate_state = saved["iteration"], _unpack(settings, space, saved)
+    state = state._replace(surrogate=surrogate_state)
+    for n, record in enumerate(records):
+        if n >= start and _fits_at(state):
+            state = state._replace(surrogate=_fit(state)[1])  # the fit iteration n made
+        y = record["y"] if record["status"] == "ok" else math.nan
+        state = tell(state, np.asarray(record["u"], dtype=np.float64), y)
+    return state
+
+
+def _record(n: int, point, u, y, error, seconds, info) -> dict[str, Any]:
+    diagnostics = {k: v for k, v in info.items() if k != "phase" and math.isfinite(v)}
+    return {
+        "iteration": n,
+        "phase": info["phase"],
+        "x": point,
+        "u": np.asarray(u).tolist(),
+        "y": None if error else y,
+        "status": "failed" if error else "ok",
+        "error": error,
+        "seconds": seconds,
+        "diagnostics": diagnostics,
+    }
+
+
+def minimize(
+    objective: Objective,
+    space: Space,
+    *,
+    surrogate: str = "gp-slice",
+    acquisition: str = "ei",
+    optimizer: str = "sobol",
+    iterations: int = 20,
+    initial: int = 5,
+    seed: int = 0,
+    maximize: bool = False,
+    num_candidates: int = 2048,
+    kappa: float = 2.0,
+    incumbent: str = "observed",
+    out: str | Path | None = None,
+    resume: bool = False,
+    progress: bool = True,
+) -> Result:
+    """Minimise (or maximise) ``objective(point: dict) -> float`` over ``space``.
+
+    Runs ``initial`` Sobol points, then ``iterations`` BO steps. With ``out``, every
+    evaluation is journalled there as it finishes; ``resume=True`` continues a killed
+    run without repeating or losing a finished evaluation. A failing objective (raises,
+    returns NaN/inf or a non-number) is recorded and skipped; if more than half of the
+    evaluations after the initial design have failed, :class:`ObjectiveError` is raised.
+    """
+    settings = Settings(
+        surrogate,
+        acquisition,
+        optimizer,
+        iterations,
+        initial,
+        seed,
+        maximize,
+        num_candidates,
+        kappa,
+        incumbent,
+    )
+    state = init(space, settings)
+    journal = Journal(out) if out is not None else None
+    header = {"space": space.to_dict(), "settings": asdict(settings)}
+    history: list[dict[str, Any]] = []
+    if journal is not None:
+        if resume and journal.exists():
+            journal.check(header)
+            history = journal.read()
+            if len(history) > initial + iterations:
+                raise JournalError(
+                    f"{journal.folder} holds more evaluations than this run asks for"
+                )
+            state = _restore(state, journal, history)
+        else:
+            journal.start(header)
+
+    total = initial + iterations
+    started = time.perf_counter()
+    with _Progress(progress, total, len(history)) as bar:
+        while len(state.y) < total:
+            n = len(state.y)
+            if journal is not None and _fits_at(state):
+                journal.save_sampler(n, _pack(state.surrogate))
+            tick = time.perf_counter()
+            u, state, info = ask(state)
+            point = space.from_unit(u)
+            y, error = _evaluate(objective, point)
+            state = tell(state, u, y)
+            record = _record(n, point, u, y, error, time.perf_counter() - tick, info)
+            history.append(record)
+            if journal is not None:
+                journal.append(record)
+            bar.update(state, record)
+            failures = int(np.sum(~np.isfinite(state.y)))
+            if n + 1 >= initial and 2 * failures > n + 1:
+                raise ObjectiveError(
+                    f"{failures} of {n + 1} evaluations failed (last: {error or 'ok'}); stopping. "
+                    + (f"Finished evaluations are in {journal.records_path}." if journal else "")
+                )
+
+    result = _result(space, settings, history, time.perf_counter() - started)
+    if journal is not None:
+        journal.write_summary(
+            {
+                "best_point": result.best_point,
+                "best_value": result.best_value,
+                "evaluations": result.evaluations,
+                "failures": result.failures,
+                "seconds": result.seconds,
+            }
+        )
+    return result
+
+
+def _result(space: Space, settings: Settings, history: list[dict], seconds: float) -> Result:
+    ok = [r for r in history if r["status"] == "ok"]
+    if not ok:
+        raise ObjectiveError("every evaluation failed; see the history for the errors")
+    pick = max if settings.maximize else min
+    best = pick(ok, key=lambda r: r["y"])
+    return Result(best["x"], best["y"], history, len(history), len(history) - len(ok), seconds)
+
+
+class _Progress:
+    """A live line: iteration, best so far, seconds per iteration (rich)."""
+
+    def __init__(self, enabled: bool, total: int, done: int):
+        self.enabled, self.total, self.done = enabled, total, done
+        self.best = math.nan
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            self.progress = Progress(
+                TextColumn("[bold]BO"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("best {task.fields[best]}  last {task.fields[last]:.2f} s/it"),
+                TimeElapsedColumn(),
+            )
+            self.progress.__enter__()
+            self.task = self.progress.add_task(
+                "bo", total=self.total, completed=self.done, best="-", last=0.0
+            )
+        return self
+
+    def update(self, state: BOState, record: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        ok = state.y[np.isfinite(state.y)]
+        best = "-" if ok.size == 0 else f"{(ok.max() if state.settings.maximize else ok.min()):.6g}"
+        self.progress.update(self.task, advance=1, best=best, last=record["seconds"])
+
+    def __exit__(self, *exc):
+        if self.enabled:
+            self.progress.__exit__(*exc)
+        return False

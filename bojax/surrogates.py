@@ -1,0 +1,179 @@
+"""Surrogates behind one narrow interface: ``init``, ``fit`` and ``predict``.
+
+``predict(state, x: (M, d)) -> (mean: (S, M), var: (S, M))`` with ``S`` the sample axis
+(hyperparameter draws; 1 for MAP). Outputs are in whatever units the data were given
+(the BO loop standardises them). A new surrogate is a class with these three methods
+and one line in :data:`SURROGATES`.
+
+:class:`GPSurrogate` treats the GP's hyperparameters fully Bayesian: ``slice``
+(Spearmint's choice, the ensemble-design and arc-kernel reports), ``nuts``, or ``map``
+(a point estimate, S = 1). The slice chain burns in on the first fit only and then
+continues across BO iterations from its last position, so later fits cost only the
+retained sweeps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bojax import gp, inference, priors
+from bojax.errors import UnknownNameError
+
+PyTree = Any
+
+
+class GPState(NamedTuple):
+    """What a GP surrogate carries between BO iterations (all arrays: it is saved to disk)."""
+
+    prior: PyTree  # numpyro distributions shaped like the parameters
+    position: PyTree  # unconstrained hyperparameters where the chain stands
+    widths: jax.Array  # slice bracket widths per coordinate (adapted during burn-in)
+    fits: int  # number of completed fits (0: the next fit burns in)
+    samples: PyTree | None = None  # constrained hyperparameters, leading axis S
+    posteriors: gp.Posterior | None = None  # one conditioned GP per sample
+    diagnostics: dict | None = None
+
+
+def _log_posterior(model: gp.GP, prior, data: gp.Data, z) -> jax.Array:
+    """``log p(y | X, T(z)) + log p(T(z)) + log |det dT/dz|``."""
+    params = priors.to_constrained(prior, z)
+    return gp.log_marginal_likelihood(model, params, data) + priors.log_prior_unconstrained(
+        prior, z
+    )
+
+
+@dataclass(frozen=True)
+class GPSurrogate:
+    """A GP with hyperparameters integrated out by ``slice``/``nuts``, or fixed by ``map``."""
+
+    model: gp.GP = field(default_factory=gp.GP)
+    method: str = "slice"
+    num_samples: int = 128
+    burn_in: int = 256  # slice sweeps or NUTS warm-up steps on the first fit
+    warmup_later: int = 64  # NUTS warm-up on later fits (slice needs none)
+    thin: int = 1
+    map_restarts: int = 8
+    map_steps: int = 300
+
+    def __post_init__(self) -> None:
+        if self.method not in ("slice", "nuts", "map"):
+            raise ValueError(f"method must be 'slice', 'nuts' or 'map', got {self.method!r}")
+        for name in ("num_samples", "thin", "map_restarts", "map_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if self.burn_in < 0 or self.warmup_later < 0:
+            raise ValueError("burn_in and warmup_later must be non-negative")
+
+    @property
+    def samples_per_fit(self) -> int:
+        return 1 if self.method == "map" else self.num_samples
+
+    def init(self, dim: int, prior: PyTree | None = None) -> GPState:
+        prior = priors.default_prior(self.model, dim) if prior is None else prior
+        start = self.model.init_params(dim, noise=1e-2)
+        start["kernel"] = jax.tree.map(
+            lambda leaf: jnp.full_like(leaf, 0.5) if jnp.ndim(leaf) else leaf, start["kernel"]
+        )
+        position = priors.to_unconstrained(prior, start)
+        size = jax.flatten_util.ravel_pytree(position)[0].shape[0]
+        return GPState(prior, position, jnp.ones(size), 0)
+
+    def fit(self, key: jax.Array, state: GPState, data: gp.Data) -> GPState:
+        """Draw hyperparameters given ``data`` and condition one GP per draw."""
+        first = state.fits == 0 and self.method != "map"  # MAP has no burn-in
+        samples, posteriors, position, widths, diagnostics = _fit(
+            self, first, key, state.prior, data, state.position, state.widths
+        )
+        return state._replace(
+            position=position,
+            widths=widths,
+            fits=state.fits + 1,
+            samples=samples,
+            posteriors=posteriors,
+            diagnostics={k: float(v) for k, v in diagnostics.items()},
+        )
+
+    def predict(self, state: GPState, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Predictive mean and latent variance per sample, each ``(S, M)``."""
+        if state.posteriors is None:
+            raise RuntimeError("predict() before fit(): the surrogate has no data yet")
+        return _predict(self.model, state.posteriors, jnp.asarray(x))
+
+
+@partial(jax.jit, static_argnums=(0, 1))
+def _fit(surrogate: GPSurrogate, first: bool, key, prior, data, position, widths):
+    model = surrogate.model
+
+    def logdensity(z):
+        return _log_posterior(model, prior, data, z)
+
+    if surrogate.method == "slice":
+        chain = inference.slice_chain(
+            key,
+            logdensity,
+            position,
+            surrogate.num_samples,
+            burn_in=surrogate.burn_in if first else 0,
+            thin=surrogate.thin,
+            widths=widths,
+            adapt_widths=first,
+        )
+        widths = chain.tuning
+    elif surrogate.method == "nuts":
+        chain = inference.nuts_chain(
+            key,
+            logdensity,
+            position,
+            surrogate.num_samples,
+            warmup=surrogate.burn_in if first else surrogate.warmup_later,
+        )
+    else:
+        draws = jax.vmap(lambda k: priors.sample_unconstrained(k, prior, position))(
+            jax.random.split(key, surrogate.map_restarts - 1)
+        )
+        starts = jax.tree.map(lambda p, d: jnp.concatenate([p[None], d]), position, draws)
+        chain = inference.map_fit(logdensity, starts, steps=surrogate.map_steps)
+    samples = jax.vmap(lambda z: priors.to_constrained(prior, z))(chain.positions)
+    posteriors = jax.vmap(gp.posterior, in_axes=(None, 0, None))(model, samples, data)
+    diagnostics = {
+        **chain.diagnostics,
+        "cholesky_failures": jnp.sum(~posteriors.ok),
+        "max_jitter": jnp.max(posteriors.jitter),
+    }
+    return samples, posteriors, chain.last, widths, diagnostics
+
+
+@partial(jax.jit, static_argnums=0)
+def _predict(model: gp.GP, posteriors: gp.Posterior, x):
+    return jax.vmap(gp.predict, in_axes=(None, 0, None))(model, posteriors, x)
+
+
+SURROGATES: dict[str, GPSurrogate] = {
+    "gp-slice": GPSurrogate(method="slice"),
+    "gp-hmc": GPSurrogate(method="nuts"),
+    "gp-map": GPSurrogate(method="map"),
+}
+
+
+def get_surrogate(name: str | GPSurrogate) -> GPSurrogate:
+    if not isinstance(name, str):
+        return name
+    try:
+        return SURROGATES[name]
+    except KeyError:
+        raise UnknownNameError("surrogate", name, list(SURROGATES)) from None
+
+
+def summarise(samples: PyTree) -> dict[str, np.ndarray]:
+    """Posterior mean of each hyperparameter, by dotted path, for logs and journals."""
+    flat = jax.tree_util.tree_flatten_with_path(samples)[0]
+    return {
+        ".".join(str(getattr(p, "key", getattr(p, "idx", p))) for p in path): np.asarray(v).mean(0)
+        for path, v in flat
+    }
