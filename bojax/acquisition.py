@@ -22,6 +22,7 @@ Adding an acquisition is one function and one line in :data:`ACQUISITIONS`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import jax.numpy as jnp
@@ -29,8 +30,11 @@ from jax.scipy.special import erfcx, logsumexp, ndtr
 
 from bojax.errors import UnknownNameError
 
-_LOG_SQRT_2PI = 0.5 * jnp.log(2 * jnp.pi)
-_SQRT_HALF_PI = jnp.sqrt(jnp.pi / 2)
+# Python floats, not jnp arrays: a module-level jnp constant would be frozen as float32
+# if bojax is imported before float64 is enabled.
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+_SQRT_HALF_PI = math.sqrt(math.pi / 2)
+_ASYMPTOTIC_T = 100.0  # beyond, the 4-term series is exact to ~1e-13 relative
 _MIN_STD = 1e-12  # where sigma is below this, improvement is treated as deterministic
 
 
@@ -45,13 +49,18 @@ def _log_h(z):
 
     For z < -1 it uses ``phi(z) + z Phi(z) = phi(z) (1 - |z| R(|z|))`` with the Mills
     ratio ``R(t) = Phi(-t) / phi(t) = sqrt(pi/2) erfcx(t / sqrt 2)``, which avoids the
-    catastrophic cancellation of the direct form.
+    catastrophic cancellation of the direct form, and for t > 100 the asymptotic series
+    of ``1 - t R(t)``.
     """
     direct_z = jnp.maximum(z, -1.0)
     direct = jnp.log(jnp.exp(-0.5 * direct_z**2 - _LOG_SQRT_2PI) + direct_z * ndtr(direct_z))
-    tail_z = jnp.minimum(z, -1.0)
-    t = -tail_z
-    tail = -0.5 * t**2 - _LOG_SQRT_2PI + jnp.log1p(-t * _SQRT_HALF_PI * erfcx(t / jnp.sqrt(2.0)))
+    t = -jnp.minimum(z, -1.0)
+    near = jnp.minimum(t, _ASYMPTOTIC_T)
+    mills = jnp.log1p(-near * _SQRT_HALF_PI * erfcx(near / math.sqrt(2.0)))
+    # Far out, 1 - t R(t) = t^-2 (1 - 3 t^-2 + 15 t^-4 - ...) avoids log1p(-1) = -inf.
+    far = jnp.maximum(t, _ASYMPTOTIC_T)
+    series = -2.0 * jnp.log(far) + jnp.log1p(-3.0 / far**2 + 15.0 / far**4 - 105.0 / far**6)
+    tail = -0.5 * t**2 - _LOG_SQRT_2PI + jnp.where(t < _ASYMPTOTIC_T, mills, series)
     return jnp.where(z > -1.0, direct, tail)
 
 

@@ -38,16 +38,68 @@ def demo(
 
 
 @app.command()
+def optimize(
+    problem: Annotated[str, typer.Argument(help="a built-in problem (see `bojax problems`)")],
+    surrogate: Annotated[str, typer.Option(help="gp-slice, gp-hmc or gp-map")] = "gp-slice",
+    acquisition: Annotated[str, typer.Option(help="ei, log_ei, pi, lcb or max_variance")] = "ei",
+    optimizer: Annotated[
+        str, typer.Option(help="acquisition optimiser: sobol or random")
+    ] = "sobol",
+    iterations: Annotated[int, typer.Option(min=0, help="BO steps after the initial design")] = 20,
+    initial: Annotated[int, typer.Option(min=1, help="Sobol points before BO starts")] = 5,
+    seed: Annotated[int, typer.Option(min=0, help="random seed")] = 0,
+    candidates: Annotated[int, typer.Option(min=1, help="acquisition candidates per step")] = 2048,
+    out: Annotated[Path | None, typer.Option(help="folder for the run journal")] = None,
+    resume: Annotated[bool, typer.Option(help="continue the run journalled in --out")] = False,
+) -> None:
+    """Run BO on a built-in problem, journalling every evaluation to --out."""
+    from bojax.errors import BojaxError
+    from bojax.loop import minimize
+    from bojax.problems import get_problem
+
+    console = Console()
+    try:
+        spec = get_problem(problem)
+        result = minimize(
+            spec,
+            spec.space,
+            surrogate=surrogate,
+            acquisition=acquisition,
+            optimizer=optimizer,
+            iterations=iterations,
+            initial=initial,
+            seed=seed,
+            maximize=spec.maximize,
+            num_candidates=candidates,
+            out=out,
+            resume=resume,
+        )
+    except BojaxError as error:
+        console.print(f"[bold red]error:[/bold red] {error}")
+        raise typer.Exit(code=1) from None
+    where = ", ".join(f"{k}={v:.6g}" for k, v in result.best_point.items())
+    console.print(
+        f"best {result.best_value:.6g} at {where}  (optimum {spec.optimum:.6g}; "
+        f"{result.evaluations} evaluations, {result.failures} failed, {result.seconds:.1f} s)"
+    )
+    if result.stopped:
+        console.print(f"stopped early: {result.stopped}")
+    if out is not None:
+        console.print(f"journal: {out / 'journal.jsonl'}")
+
+
+@app.command()
 def problems() -> None:
     """List the built-in benchmark problems and their known minima."""
     from bojax.problems import PROBLEMS
 
     table = Table(title="bojax problems")
-    for column in ("name", "dim", "minimum", "minimiser", "description"):
+    for column in ("name", "dim", "goal", "optimum", "at", "description"):
         table.add_column(column)
     for p in PROBLEMS.values():
-        where = ", ".join(f"{k}={v:.6g}" for k, v in p.minimiser.items())
-        table.add_row(p.name, str(p.space.dim), f"{p.minimum:.6g}", where, p.description)
+        where = ", ".join(f"{k}={v:.4g}" for k, v in p.optimiser.items())
+        goal = "max" if p.maximize else "min"
+        table.add_row(p.name, str(p.space.dim), goal, f"{p.optimum:.6g}", where, p.description)
     Console().print(table)
 
 

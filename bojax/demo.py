@@ -198,7 +198,7 @@ def _report(console: Console, result: DemoResult, problem, points: int) -> None:
     table.add_row("jitter used", f"{result.jitter:.3g}")
     table.add_row("XLA compilations", str(result.compilations))
     console.print(table)
-    true_x = problem.minimiser["x"]
+    true_x = problem.optimiser["x"]
     console.print(
         f"posterior-mean minimiser x = {result.predicted_minimiser:.4f} "
         f"(true {true_x:.4f}, from {points} points)"

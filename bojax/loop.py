@@ -26,7 +26,7 @@ import numpy as np
 
 from bojax import gp
 from bojax.acquisition import get_acquisition
-from bojax.errors import JournalError, ObjectiveError, SettingsError
+from bojax.errors import JournalError, ObjectiveError, SettingsError, SpaceExhaustedError
 from bojax.journal import Journal
 from bojax.optimize import propose
 from bojax.spaces import Space, repeated_mask
@@ -182,6 +182,7 @@ class Result:
     evaluations: int
     failures: int
     seconds: float
+    stopped: str | None = None  # why the run ended before its budget, if it did
 
 
 def _evaluate(objective: Objective, point: dict[str, Any]) -> tuple[float, str | None]:
@@ -293,7 +294,9 @@ def minimize(
     )
     state = init(space, settings)
     journal = Journal(out) if out is not None else None
-    header = {"space": space.to_dict(), "settings": asdict(settings)}
+    # ``iterations`` is not part of a run's identity: a resume may extend the budget.
+    identity = {k: v for k, v in asdict(settings).items() if k != "iterations"}
+    header = {"space": space.to_dict(), "settings": identity}
     history: list[dict[str, Any]] = []
     if journal is not None:
         if resume and journal.exists():
@@ -308,14 +311,18 @@ def minimize(
             journal.start(header)
 
     total = initial + iterations
-    started = time.perf_counter()
+    started, stopped = time.perf_counter(), None
     with _Progress(progress, total, len(history)) as bar:
         while len(state.y) < total:
             n = len(state.y)
             if journal is not None and _fits_at(state):
                 journal.save_sampler(n, _pack(state.surrogate))
             tick = time.perf_counter()
-            u, state, info = ask(state)
+            try:
+                u, state, info = ask(state)
+            except SpaceExhaustedError as error:
+                stopped = str(error)
+                break
             point = space.from_unit(u)
             y, error = _evaluate(objective, point)
             state = tell(state, u, y)
@@ -331,7 +338,7 @@ def minimize(
                     + (f"Finished evaluations are in {journal.records_path}." if journal else "")
                 )
 
-    result = _result(space, settings, history, time.perf_counter() - started)
+    result = _result(space, settings, history, time.perf_counter() - started, stopped)
     if journal is not None:
         journal.write_summary(
             {
@@ -340,18 +347,23 @@ def minimize(
                 "evaluations": result.evaluations,
                 "failures": result.failures,
                 "seconds": result.seconds,
+                "stopped": result.stopped,
             }
         )
     return result
 
 
-def _result(space: Space, settings: Settings, history: list[dict], seconds: float) -> Result:
+def _result(
+    space: Space, settings: Settings, history: list[dict], seconds: float, stopped=None
+) -> Result:
     ok = [r for r in history if r["status"] == "ok"]
     if not ok:
         raise ObjectiveError("every evaluation failed; see the history for the errors")
     pick = max if settings.maximize else min
     best = pick(ok, key=lambda r: r["y"])
-    return Result(best["x"], best["y"], history, len(history), len(history) - len(ok), seconds)
+    return Result(
+        best["x"], best["y"], history, len(history), len(history) - len(ok), seconds, stopped
+    )
 
 
 class _Progress:

@@ -1,0 +1,113 @@
+"""Acquisitions against SciPy, Monte Carlo, quadrature and the asymptotic series of log-EI."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import integrate
+from scipy.stats import norm
+
+from bojax import acquisition as acq
+from bojax.errors import UnknownNameError
+
+RNG = np.random.default_rng(0)
+MEAN = RNG.normal(size=(16, 40))
+VAR = RNG.uniform(0.01, 2.0, size=(16, 40))
+BEST = -0.3
+
+
+def reference_ei(mean, var, best):
+    sd = np.sqrt(var)
+    z = (best - mean) / sd
+    return sd * (z * norm.cdf(z) + norm.pdf(z))
+
+
+def test_ei_matches_scipy_and_integrates_by_the_mean():
+    per_sample = reference_ei(MEAN, VAR, BEST)
+    np.testing.assert_allclose(
+        acq.expected_improvement(MEAN, VAR, BEST), per_sample.mean(0), rtol=1e-12
+    )
+    one = acq.expected_improvement(MEAN[3:4], VAR[3:4], BEST)
+    np.testing.assert_allclose(one, per_sample[3], rtol=1e-12)
+
+
+def test_ei_matches_monte_carlo():
+    mean, sd, best = 0.4, 0.7, 0.1
+    draws = np.random.default_rng(1).normal(mean, sd, size=2_000_000)
+    mc = np.maximum(best - draws, 0).mean()
+    value = float(acq.expected_improvement(jnp.array([[mean]]), jnp.array([[sd**2]]), best)[0])
+    assert value == pytest.approx(mc, rel=5e-3)
+
+
+def test_log_ei_is_log_of_integrated_ei_not_mean_of_logs():
+    log_ei = acq.log_expected_improvement(MEAN, VAR, BEST)
+    np.testing.assert_allclose(log_ei, np.log(reference_ei(MEAN, VAR, BEST).mean(0)), rtol=1e-10)
+    mean_of_logs = np.log(reference_ei(MEAN, VAR, BEST)).mean(0)
+    assert np.all(log_ei >= mean_of_logs - 1e-12) and np.any(log_ei > mean_of_logs + 1e-3)
+
+
+def log_h_reference(z):
+    """log(phi(z) + z Phi(z)): quadrature of Phi for moderate z, asymptotic series far out."""
+    if z > -15:
+        value, _ = integrate.quad(norm.cdf, -np.inf, z, epsabs=0, epsrel=1e-13, limit=200)
+        return np.log(value)
+    # h(z) = phi(z) / z^2 * sum_k (-1)^k (2k+1)!! / z^(2k); 8 terms are exact to 1e-13 here.
+    series = sum((-1) ** k * np.prod(np.arange(1, 2 * k + 2, 2)) / z ** (2 * k) for k in range(8))
+    return norm.logpdf(z) - 2 * np.log(-z) + np.log(series)
+
+
+@pytest.mark.parametrize(
+    "z", [-1e6, -1e3, -40.0, -20.0, -12.0, -9.0, -5.0, -1.5, -1.0, -0.3, 0.0, 1.0, 6.0]
+)
+def test_log_ei_is_finite_and_accurate_far_in_the_tail(z):
+    value = float(acq.log_expected_improvement(jnp.array([[-z]]), jnp.array([[1.0]]), 0.0)[0])
+    assert np.isfinite(value)
+    assert value == pytest.approx(log_h_reference(z), rel=1e-9, abs=1e-12)
+    grad = jax.grad(lambda m: acq.log_expected_improvement(m, jnp.ones((1, 1)), 0.0)[0])(
+        jnp.array([[-z]])
+    )
+    assert np.all(np.isfinite(grad))
+
+
+def test_pi_lcb_and_max_variance():
+    sd = np.sqrt(VAR)
+    np.testing.assert_allclose(
+        acq.probability_of_improvement(MEAN, VAR, BEST),
+        norm.cdf((BEST - MEAN) / sd).mean(0),
+        rtol=1e-12,
+    )
+    np.testing.assert_allclose(
+        acq.lower_confidence_bound(MEAN, VAR, BEST, kappa=1.5),
+        (1.5 * sd - MEAN).mean(0),
+        rtol=1e-12,
+    )
+    np.testing.assert_allclose(acq.max_variance(MEAN, VAR, BEST), sd.mean(0), rtol=1e-12)
+
+
+def test_zero_variance_gives_deterministic_improvement():
+    mean = jnp.array([[-1.0, 0.5]])
+    value = acq.expected_improvement(mean, jnp.zeros((1, 2)), 0.0)
+    np.testing.assert_allclose(value, [1.0, 0.0])
+    assert np.all(np.isfinite(acq.log_expected_improvement(mean, jnp.zeros((1, 2)), 0.0)))
+
+
+def test_registry():
+    assert acq.get_acquisition("ei") is acq.expected_improvement
+    with pytest.raises(UnknownNameError, match="log_ei"):
+        acq.get_acquisition("ucb2")
+
+
+def test_importing_before_enabling_float64_changes_nothing():
+    """Module-level constants must not freeze as float32 when bojax is imported first."""
+    import subprocess
+    import sys
+
+    code = (
+        "import bojax, jax; jax.config.update('jax_enable_x64', True)\n"
+        "import jax.numpy as jnp\n"
+        "from bojax.acquisition import log_expected_improvement as f\n"
+        "print(repr(float(f(jnp.array([[0.3]]), jnp.array([[0.7]]), -2.0)[0])))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    here = float(acq.log_expected_improvement(jnp.array([[0.3]]), jnp.array([[0.7]]), -2.0)[0])
+    assert float(out.stdout) == here

@@ -1,0 +1,153 @@
+"""Samplers on targets with known moments, MAP on a known mode, and bounded GP fits."""
+
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro.distributions as dist
+import pytest
+
+from bojax import gp, inference, priors
+from bojax.surrogates import GPSurrogate
+
+MEAN = jnp.array([1.0, -2.0, 0.5])
+COV = jnp.array([[1.0, 0.8, 0.0], [0.8, 1.0, 0.3], [0.0, 0.3, 2.0]])
+PRECISION = jnp.linalg.inv(COV)
+
+
+def gaussian(z):
+    d = z["a"] - MEAN
+    return -0.5 * d @ PRECISION @ d
+
+
+def gamma_in_log_space(z):
+    """log-density of z = log(x), x ~ Gamma(3, 2): E[z] = digamma(3) - log 2."""
+    return dist.Gamma(3.0, 2.0).log_prob(jnp.exp(z["b"])) + z["b"]
+
+
+def within_ess_tolerance(draws, expected_mean, expected_sd, ess):
+    """|mean error| < 4.5 Monte Carlo standard errors (sd / sqrt(ESS))."""
+    error = np.abs(np.mean(draws, axis=0) - expected_mean)
+    return np.all(error < 4.5 * expected_sd / np.sqrt(ess))
+
+
+SAMPLERS = {
+    "slice": lambda key, logp, z0: inference.slice_chain(key, logp, z0, 2000, burn_in=200),
+    "nuts": lambda key, logp, z0: inference.nuts_chain(key, logp, z0, 1500, warmup=300),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLERS))
+def test_sampler_recovers_gaussian_moments(name):
+    run = jax.jit(lambda key: SAMPLERS[name](key, gaussian, {"a": jnp.zeros(3)}))
+    started = time.perf_counter()
+    chain = run(jax.random.key(0))
+    draws = np.asarray(chain.positions["a"])
+    assert time.perf_counter() - started < 120
+    ess = float(chain.diagnostics["ess"])
+    assert ess > 100
+    assert within_ess_tolerance(draws, MEAN, np.sqrt(np.diag(COV)), ess)
+    np.testing.assert_allclose(np.cov(draws.T), COV, atol=8 / np.sqrt(ess))
+    assert int(chain.diagnostics["divergences"]) == 0
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLERS))
+def test_sampler_recovers_a_skewed_target(name):
+    from scipy.special import digamma, polygamma
+
+    chain = jax.jit(lambda key: SAMPLERS[name](key, gamma_in_log_space, {"b": jnp.zeros(())}))(
+        jax.random.key(1)
+    )
+    draws = np.asarray(chain.positions["b"])
+    mean, sd = digamma(3.0) - np.log(2.0), np.sqrt(polygamma(1, 3.0))
+    assert within_ess_tolerance(draws, mean, sd, float(chain.diagnostics["ess"]))
+    assert np.std(draws) == pytest.approx(sd, rel=0.15)
+
+
+def test_slice_chain_continues_from_its_last_position():
+    first = inference.slice_chain(jax.random.key(0), gaussian, {"a": jnp.zeros(3)}, 50, burn_in=20)
+    np.testing.assert_array_equal(first.last["a"], first.positions["a"][-1])
+    assert first.tuning.shape == (3,) and np.all(first.tuning > 0)
+    again = inference.slice_chain(
+        jax.random.key(0), gaussian, first.last, 50, widths=first.tuning, adapt_widths=False
+    )
+    assert np.all(np.isfinite(again.positions["a"]))
+
+
+def test_map_finds_the_mode_from_several_starts():
+    starts = {"a": 5.0 * jax.random.normal(jax.random.key(0), (4, 3))}
+    chain = inference.map_fit(gaussian, starts, steps=600, learning_rate=0.1)
+    assert chain.positions["a"].shape == (1, 3)
+    np.testing.assert_allclose(chain.positions["a"][0], MEAN, atol=1e-4)
+
+
+def test_nan_log_density_is_never_accepted():
+    def nan_outside(z):
+        return jnp.where(jnp.abs(z["a"]) < 1.0, -0.5 * z["a"] ** 2, jnp.nan)
+
+    chain = inference.slice_chain(jax.random.key(0), nan_outside, {"a": jnp.zeros(())}, 300)
+    assert np.all(np.abs(chain.positions["a"]) < 1.0)
+
+
+def awkward_data(seed):
+    """Duplicates, constant outputs, tiny and huge scales: the data BO users actually hit."""
+    rng = np.random.default_rng(seed)
+    n, d = 10 + seed % 7, 1 + 2 * (seed % 2)  # one padding bucket, two dimensions: few compiles
+    x = rng.uniform(size=(n, d))
+    kind = seed % 5
+    if kind == 0:
+        x[n // 2 :] = x[: n - n // 2]  # exact duplicate inputs
+        y = rng.normal(size=n)
+    elif kind == 1:
+        y = np.full(n, 3.0)  # constant outputs
+    elif kind == 2:
+        y = 1e-9 * rng.normal(size=n)  # tiny scale
+    elif kind == 3:
+        y = 1e9 * np.sin(20 * x[:, 0])  # huge scale, rough
+    else:
+        x[:, 0] = 0.5  # a dimension with no spread
+        y = np.cos(5 * x.sum(axis=1))
+    return x, y
+
+
+@pytest.mark.parametrize("method", ["slice", "nuts", "map"])
+def test_gp_fits_on_awkward_data_are_bounded_and_finite(method):
+    """20 seeds of awkward data (unstandardised on purpose), each fit under a time limit."""
+    surrogate = GPSurrogate(
+        method=method, num_samples=32, burn_in=64, map_steps=100, map_restarts=3
+    )
+    for seed in range(20):
+        x, y = awkward_data(seed)
+        data = gp.make_data(x, y)
+        state = surrogate.init(x.shape[1])
+        started = time.perf_counter()
+        state = surrogate.fit(jax.random.key(seed), state, data)
+        state = surrogate.fit(jax.random.key(seed + 100), state, data)  # continued chain
+        mean, var = surrogate.predict(state, x[:3])
+        elapsed = time.perf_counter() - started
+        assert elapsed < 60, (seed, elapsed)
+        assert np.all(np.isfinite(mean)) and np.all(np.isfinite(var)) and np.all(var >= 0), seed
+        assert all(np.all(np.isfinite(v)) for v in jax.tree.leaves(state.samples)), seed
+
+
+def test_default_prior_is_half_cauchy_with_jacobian():
+    surrogate = GPSurrogate()
+    prior = priors.default_prior(surrogate.model, 2)
+    assert isinstance(prior["kernel"]["amplitude"], dist.HalfCauchy)
+    assert isinstance(prior["mean"]["value"], dist.Normal)
+    z = {
+        "kernel": {"amplitude": 0.3, "lengthscales": jnp.array([-1.0, 2.0])},
+        "mean": {"value": 0.4},
+        "noise": -3.0,
+    }
+    expected = sum(
+        np.log(2 / (np.pi * (1 + np.exp(2 * u)))) + u for u in (0.3, -1.0, 2.0, -3.0)
+    ) + dist.Normal(0, 1).log_prob(0.4)
+    np.testing.assert_allclose(priors.log_prior_unconstrained(prior, z), expected, rtol=1e-12)
+    params = priors.to_constrained(prior, z)
+    np.testing.assert_allclose(params["noise"], np.exp(-3.0))
+    back = priors.to_unconstrained(prior, params)
+    np.testing.assert_allclose(
+        back["kernel"]["lengthscales"], z["kernel"]["lengthscales"], rtol=1e-12
+    )

@@ -1,0 +1,286 @@
+"""The BO loop end to end: convergence, failures, odd outputs, journals and resume."""
+
+import json
+import math
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import bojax
+from bojax.cli import app
+from bojax.compilation import count_compilations
+from bojax.errors import JournalError, ObjectiveError, SettingsError, UnknownNameError
+from bojax.problems import get_problem
+from bojax.spaces import Integer, Real, Space
+
+FORRESTER = get_problem("forrester")
+QUIET = {"progress": False}
+
+
+def same_evaluations(a, b):
+    keys = ("iteration", "phase", "x", "u", "y", "status", "error", "diagnostics")
+    return [{k: r[k] for k in keys} for r in a] == [{k: r[k] for k in keys} for r in b]
+
+
+def test_cli_optimize_forrester_reaches_the_target(tmp_path):
+    result = CliRunner().invoke(
+        app,
+        [
+            "optimize",
+            "forrester",
+            "--surrogate",
+            "gp-slice",
+            "--iterations",
+            "12",
+            "--initial",
+            "3",
+            "--seed",
+            "0",
+            "--out",
+            str(tmp_path),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["best_value"] <= -5.9 and summary["evaluations"] == 15
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_bo_finds_the_forrester_minimum_beyond_the_initial_design(seed):
+    result = bojax.minimize(
+        FORRESTER, FORRESTER.space, iterations=12, initial=3, seed=seed, **QUIET
+    )
+    initial_best = min(r["y"] for r in result.history[:3])
+    assert result.best_value <= FORRESTER.optimum + 0.01
+    assert result.best_value < initial_best
+
+
+def test_functional_ask_tell_matches_minimize():
+    settings = bojax.Settings(iterations=4, initial=3, seed=5)
+    state = bojax.init(FORRESTER.space, settings)
+    for _ in range(7):
+        u, state, _ = bojax.ask(state)
+        state = bojax.tell(state, u, FORRESTER(FORRESTER.space.from_unit(u)))
+    result = bojax.minimize(FORRESTER, FORRESTER.space, iterations=4, initial=3, seed=5, **QUIET)
+    np.testing.assert_array_equal(state.u[:, 0], [r["u"][0] for r in result.history])
+
+
+def test_a_bo_run_compiles_once_per_bucket_not_per_iteration():
+    with count_compilations() as counts:
+        bojax.minimize(FORRESTER, FORRESTER.space, iterations=10, initial=3, seed=11, **QUIET)
+    assert counts.of("_fit") <= 2  # the burn-in fit and the continuing fit: one bucket
+    assert counts.of("score") <= 2  # candidate batch and refined batch
+    assert counts.of("_refine") <= 1
+
+
+def test_failures_are_recorded_and_skipped(tmp_path):
+    def flaky(point):
+        if point["x"] > 0.9:
+            raise RuntimeError("diverged")
+        if point["x"] < 0.1:
+            return float("nan")
+        return FORRESTER(point)
+
+    space = Space([Real("x", 0.0, 1.0)])
+    result = bojax.minimize(flaky, space, iterations=10, initial=4, seed=0, out=tmp_path, **QUIET)
+    lines = [json.loads(line) for line in (tmp_path / "journal.jsonl").read_text().splitlines()]
+    assert len(lines) == result.evaluations == 14
+    for record in lines:
+        if record["status"] == "failed":
+            assert record["y"] is None and (
+                "diverged" in record["error"] or "nan" in record["error"]
+            )
+    assert result.best_value <= -5.5 and math.isfinite(result.best_value)
+
+
+def test_more_than_half_failing_stops_with_a_clear_message(tmp_path):
+    def mostly_broken(point):
+        if point["x"] > 0.2:
+            raise ValueError("no convergence")
+        return point["x"]
+
+    with pytest.raises(ObjectiveError, match="evaluations failed") as info:
+        bojax.minimize(
+            mostly_broken, FORRESTER.space, iterations=10, initial=4, seed=0, out=tmp_path, **QUIET
+        )
+    assert str(tmp_path / "journal.jsonl") in str(info.value)
+    records = (tmp_path / "journal.jsonl").read_text().splitlines()
+    assert len(records) >= 4  # nothing finished is lost
+
+
+@pytest.mark.parametrize(
+    "returned", [float("inf"), "0.5", None, [1.0, 2.0]], ids=["inf", "string", "none", "list"]
+)
+def test_non_numbers_are_failures(returned):
+    calls = []
+
+    def odd(point):
+        calls.append(point)
+        return returned if len(calls) % 2 == 0 else point["x"]
+
+    result = bojax.minimize(odd, FORRESTER.space, iterations=2, initial=4, seed=0, **QUIET)
+    assert result.failures == 3 and result.evaluations == 6
+
+
+@pytest.mark.parametrize("scale", [1e-12, 1.0, 1e12])
+def test_output_scale_does_not_matter(scale):
+    result = bojax.minimize(
+        lambda p: scale * FORRESTER(p), FORRESTER.space, iterations=8, initial=3, seed=4, **QUIET
+    )
+    assert result.best_value / scale <= -5.9
+    assert all(0 <= r["u"][0] <= 1 for r in result.history)
+
+
+def test_constant_objective_and_single_observation_give_sensible_proposals():
+    result = bojax.minimize(
+        lambda p: 7.0, FORRESTER.space, iterations=6, initial=1, seed=0, **QUIET
+    )
+    xs = [r["x"]["x"] for r in result.history]
+    assert all(np.isfinite(xs)) and len(set(xs)) == len(xs)  # never the same point twice
+
+
+def test_small_integer_space_never_repeats_and_stops_when_used_up():
+    space = Space([Integer("k", 0, 3)])
+    result = bojax.minimize(
+        lambda p: (p["k"] - 2) ** 2, space, iterations=10, initial=2, seed=0, **QUIET
+    )
+    ks = [r["x"]["k"] for r in result.history]
+    assert sorted(ks) == [0, 1, 2, 3]
+    assert result.stopped and result.best_point == {"k": 2}
+
+
+def test_maximize_flips_the_goal():
+    sinc = get_problem("sinc")
+    result = bojax.minimize(
+        sinc, sinc.space, iterations=10, initial=4, seed=0, maximize=True, **QUIET
+    )
+    assert result.best_value == max(r["y"] for r in result.history)
+    assert result.best_value > 0.2
+
+
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"surrogate": "gp-magic"}, UnknownNameError),
+        ({"acquisition": "ucb9"}, UnknownNameError),
+        ({"optimizer": "grid"}, SettingsError),
+        ({"iterations": -1}, SettingsError),
+        ({"initial": 0}, SettingsError),
+        ({"iterations": 2.5}, SettingsError),
+        ({"kappa": float("nan")}, SettingsError),
+    ],
+)
+def test_bad_settings_are_typed_errors(kwargs, error):
+    with pytest.raises(error):
+        bojax.minimize(FORRESTER, FORRESTER.space, **{"iterations": 2, **kwargs}, **QUIET)
+
+
+# -- journals and resume ---------------------------------------------------------------
+
+RUN = {"iterations": 9, "initial": 3, "seed": 7}
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("reference")
+    bojax.minimize(FORRESTER, FORRESTER.space, out=folder, **RUN, **QUIET)
+    return [json.loads(line) for line in (folder / "journal.jsonl").read_text().splitlines()]
+
+
+def test_resume_after_sigkill_is_bit_identical(tmp_path, reference_run):
+    """Kill a real run with SIGKILL mid-way, resume it, and compare with an uninterrupted run."""
+    command = [
+        sys.executable,
+        "-m",
+        "bojax.cli",
+        "optimize",
+        "forrester",
+        "--out",
+        str(tmp_path),
+        "--iterations",
+        str(RUN["iterations"]),
+        "--initial",
+        str(RUN["initial"]),
+        "--seed",
+        str(RUN["seed"]),
+    ]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    journal = tmp_path / "journal.jsonl"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and process.poll() is None:
+        if journal.exists() and journal.read_text().count("\n") >= 6:
+            break
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    killed_at = journal.read_text().count("\n")
+    assert 6 <= killed_at < 12, "the run should be killed mid-way"
+    bojax.minimize(FORRESTER, FORRESTER.space, out=tmp_path, resume=True, **RUN, **QUIET)
+    resumed = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert same_evaluations(resumed, reference_run)
+
+
+def test_resume_replays_a_fit_the_sampler_file_missed(tmp_path, reference_run):
+    """A run extended from a shorter one: its sampler file lags the journal by one fit."""
+    short = {**RUN, "iterations": 4}
+    bojax.minimize(FORRESTER, FORRESTER.space, out=tmp_path, **short, **QUIET)
+    assert json.loads((tmp_path / "sampler.json").read_text())["iteration"] == 6
+    bojax.minimize(FORRESTER, FORRESTER.space, out=tmp_path, resume=True, **RUN, **QUIET)
+    resumed = [json.loads(line) for line in (tmp_path / "journal.jsonl").read_text().splitlines()]
+    assert same_evaluations(resumed, reference_run)
+
+
+def test_torn_last_line_is_dropped_and_redone(tmp_path, reference_run):
+    short = {**RUN, "iterations": 4}
+    bojax.minimize(FORRESTER, FORRESTER.space, out=tmp_path, **short, **QUIET)
+    journal = tmp_path / "journal.jsonl"
+    with open(journal, "a") as handle:
+        handle.write('{"iteration": 7, "phase": "bo", "x": {"x": 0.')  # killed mid-write
+    bojax.minimize(FORRESTER, FORRESTER.space, out=tmp_path, resume=True, **RUN, **QUIET)
+    resumed = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert same_evaluations(resumed, reference_run)
+
+
+def test_corrupt_middle_or_mismatched_run_raises_and_touches_nothing(tmp_path):
+    short = {**RUN, "iterations": 2}
+    bojax.minimize(FORRESTER, FORRESTER.space, out=tmp_path, **short, **QUIET)
+    journal = tmp_path / "journal.jsonl"
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+
+    with pytest.raises(JournalError, match="seed"):
+        bojax.minimize(
+            FORRESTER, FORRESTER.space, out=tmp_path, resume=True, **{**short, "seed": 8}, **QUIET
+        )
+    other_space = Space([Real("x", 0.0, 2.0)])
+    with pytest.raises(JournalError, match="space"):
+        bojax.minimize(FORRESTER, other_space, out=tmp_path, resume=True, **short, **QUIET)
+    with pytest.raises(JournalError, match="already holds a run"):
+        bojax.minimize(FORRESTER, FORRESTER.space, out=tmp_path, **short, **QUIET)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+    lines = journal.read_text().splitlines()
+    lines[1] = lines[1][:20] + "#garbage"
+    journal.write_text("\n".join(lines) + "\n")
+    corrupted = journal.read_bytes()
+    with pytest.raises(JournalError, match=r"journal\.jsonl:2"):
+        bojax.minimize(FORRESTER, FORRESTER.space, out=tmp_path, resume=True, **short, **QUIET)
+    assert journal.read_bytes() == corrupted
+
+
+def test_resume_of_a_finished_run_evaluates_nothing(tmp_path):
+    calls = []
+
+    def counted(point):
+        calls.append(point)
+        return FORRESTER(point)
+
+    short = {**RUN, "iterations": 1}
+    bojax.minimize(counted, FORRESTER.space, out=tmp_path, **short, **QUIET)
+    n = len(calls)
+    result = bojax.minimize(counted, FORRESTER.space, out=tmp_path, resume=True, **short, **QUIET)
+    assert len(calls) == n and result.evaluations == 4

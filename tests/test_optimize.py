@@ -1,0 +1,70 @@
+"""Acquisition optimisers: find known maxima, respect bounds and integers, drop repeats."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bojax.errors import SpaceExhaustedError
+from bojax.optimize import propose
+from bojax.spaces import Integer, Real, Space
+
+TARGET = jnp.array([0.23, 0.71, 0.48])
+
+
+@jax.jit
+def bump(x, args):
+    """A smooth score peaked at ``args`` (inside the cube)."""
+    return -jnp.sum((x - args) ** 2, axis=-1)
+
+
+SPACE = Space([Real("a", 0, 1), Real("b", 0, 1), Real("c", 0, 1)])
+
+
+@pytest.mark.parametrize("method, tolerance", [("random", 0.12), ("sobol", 1e-3)])
+def test_optimisers_find_the_maximum(method, tolerance):
+    u, value = propose(
+        jax.random.key(0), bump, TARGET, SPACE, np.zeros((0, 3)), method=method, refine_steps=200
+    )
+    assert u.shape == (3,) and np.all((u >= 0) & (u <= 1))
+    np.testing.assert_allclose(u, TARGET, atol=tolerance)
+    assert value == pytest.approx(float(bump(jnp.asarray(u[None]), TARGET)[0]))
+
+
+def test_maximum_on_the_boundary_stays_in_bounds():
+    u, _ = propose(jax.random.key(1), bump, jnp.array([1.4, -0.2, 0.5]), SPACE, np.zeros((0, 3)))
+    assert np.all((u >= 0) & (u <= 1))
+    np.testing.assert_allclose(u[:2], [1.0, 0.0], atol=1e-6)
+
+
+def test_integers_are_snapped_and_repeats_are_dropped():
+    space = Space([Integer("k", 0, 4), Real("r", 0, 1)])
+    target = jnp.asarray(space.to_unit({"k": 2, "r": 0.5}))
+    first, _ = propose(jax.random.key(0), bump, target, space, np.zeros((0, 2)))
+    assert space.from_unit(first)["k"] == 2
+    np.testing.assert_array_equal(space.snap(first), first)
+    # With (2, r) for the best r already evaluated, the optimiser must move elsewhere.
+    evaluated = first[None]
+    second, _ = propose(jax.random.key(0), bump, target, space, evaluated)
+    assert not np.allclose(second, first)
+
+
+def test_nan_scores_never_win():
+    @jax.jit
+    def nan_on_left(x, args):
+        return jnp.where(x[:, 0] < 0.5, jnp.nan, -jnp.abs(x[:, 0] - args))
+
+    u, value = propose(jax.random.key(0), nan_on_left, 0.1, SPACE, np.zeros((0, 3)))
+    assert u[0] >= 0.5 and np.isfinite(value)
+
+
+def test_exhausted_integer_space_is_a_typed_error():
+    space = Space([Integer("k", 0, 2)])
+    evaluated = space.to_unit([{"k": 0}, {"k": 1}, {"k": 2}])
+    with pytest.raises(SpaceExhaustedError):
+        propose(jax.random.key(0), bump, jnp.zeros(1), space, evaluated)
+
+
+def test_bad_options():
+    with pytest.raises(ValueError, match="method"):
+        propose(jax.random.key(0), bump, TARGET, SPACE, np.zeros((0, 3)), method="grid")
