@@ -3,7 +3,9 @@
 ``predict(state, x: (M, d)) -> (mean: (S, M), var: (S, M))`` with ``S`` the sample axis
 (hyperparameter draws; 1 for MAP). Outputs are in whatever units the data were given
 (the BO loop standardises them). A new surrogate is a class with these three methods
-and one line in :data:`SURROGATES`.
+and one line in :data:`SURROGATES`; a GP with other priors, kernel or mean is one line::
+
+    SURROGATES["gp-rq"] = GPSurrogate(model=gp.GP(kernel="rq"), prior=my_prior_fn)
 
 :class:`GPSurrogate` treats the GP's hyperparameters fully Bayesian: ``slice``
 (Spearmint's choice, the ensemble-design and arc-kernel reports), ``nuts``, or ``map``
@@ -14,6 +16,7 @@ retained sweeps.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, NamedTuple
@@ -60,6 +63,7 @@ class GPSurrogate:
     thin: int = 1
     map_restarts: int = 8
     map_steps: int = 300
+    prior: Callable[[gp.GP, int], PyTree] = priors.default_prior  # (model, dim) -> prior tree
 
     def __post_init__(self) -> None:
         if self.method not in ("slice", "nuts", "map"):
@@ -75,7 +79,8 @@ class GPSurrogate:
         return 1 if self.method == "map" else self.num_samples
 
     def init(self, dim: int, prior: PyTree | None = None) -> GPState:
-        prior = priors.default_prior(self.model, dim) if prior is None else prior
+        """Fresh state; ``prior`` overrides ``self.prior(model, dim)`` for this run only."""
+        prior = self.prior(self.model, dim) if prior is None else prior
         start = self.model.init_params(dim, noise=1e-2)
         start["kernel"] = jax.tree.map(
             lambda leaf: jnp.full_like(leaf, 0.5) if jnp.ndim(leaf) else leaf, start["kernel"]

@@ -151,3 +151,24 @@ def test_default_prior_is_half_cauchy_with_jacobian():
     np.testing.assert_allclose(
         back["kernel"]["lengthscales"], z["kernel"]["lengthscales"], rtol=1e-12
     )
+
+
+def test_a_registered_surrogate_carries_its_own_prior():
+    """Any numpyro distribution can replace the Half-Cauchy defaults, through the registry."""
+    from bojax import surrogates
+
+    def tight_lengthscales(model, dim):
+        prior = priors.default_prior(model, dim)
+        prior["kernel"]["lengthscales"] = dist.LogNormal(np.log(0.3), 0.01)
+        return prior
+
+    surrogates.SURROGATES["gp-tight"] = GPSurrogate(
+        num_samples=40, burn_in=40, prior=tight_lengthscales
+    )
+    try:
+        surrogate = surrogates.get_surrogate("gp-tight")
+        x, y = awkward_data(4)
+        state = surrogate.fit(jax.random.key(0), surrogate.init(x.shape[1]), gp.make_data(x, y))
+        np.testing.assert_allclose(state.samples["kernel"]["lengthscales"], 0.3, rtol=0.06)
+    finally:
+        del surrogates.SURROGATES["gp-tight"]
