@@ -158,7 +158,7 @@ def test_growing_data_compiles_once_per_bucket():
     params = model.init_params(4)
     x_star = np.random.default_rng(1).uniform(size=(100, 4))
     buckets = {gp.bucket_size(n) for n in range(10, 41)}
-    assert buckets == {16, 32, 64}
+    assert buckets == {16, 32, 48}
 
     def grow():
         for n in range(10, 41):
@@ -184,15 +184,9 @@ def test_exploration_mean_is_eq7_and_ignores_padding():
 
 
 def test_bucket_sizes():
-    assert [gp.bucket_size(n) for n in (1, 16, 17, 33, 128, 129, 200)] == [
-        16,
-        16,
-        32,
-        64,
-        128,
-        192,
-        256,
-    ]
+    sizes = [gp.bucket_size(n) for n in (1, 16, 17, 33, 64, 65, 200, 256, 257)]
+    assert sizes == [16, 16, 32, 48, 64, 80, 208, 256, 320]
+    assert all(gp.bucket_size(n) - n < 16 for n in range(17, 257))
 
 
 @pytest.mark.parametrize(
