@@ -32,9 +32,13 @@ class Chain(NamedTuple):
     """Draws (leading axis ``S``) and what is needed to continue or judge the chain."""
 
     positions: PyTree
-    last: PyTree  # position to continue from
     tuning: PyTree  # sampler tuning carried to the next call (slice widths; NUTS step size, mass)
     diagnostics: dict[str, jax.Array]
+
+    @property
+    def last(self) -> PyTree:
+        """The final draw: where the next call continues the chain."""
+        return jax.tree.map(lambda a: a[-1], self.positions)
 
 
 def safe_logdensity(logdensity_fn: LogDensity) -> LogDensity:
@@ -119,7 +123,7 @@ def slice_chain(
         "divergences": jnp.asarray(0),
         "ess": effective_sample_size(positions),
     }
-    return Chain(positions, state.position, widths, diagnostics)
+    return Chain(positions, widths, diagnostics)
 
 
 def nuts_chain(
@@ -158,7 +162,7 @@ def nuts_chain(
         "ess": effective_sample_size(positions),
     }
     tuning = {"step_size": parameters["step_size"], "mass": parameters["inverse_mass_matrix"]}
-    return Chain(positions, state.position, tuning, diagnostics)
+    return Chain(positions, tuning, diagnostics)
 
 
 def map_fit(
@@ -202,4 +206,4 @@ def map_fit(
         "ess": jnp.asarray(1.0),
         "log_density": values[best],
     }
-    return Chain(jax.tree.map(lambda a: a[None], position), position, None, diagnostics)
+    return Chain(jax.tree.map(lambda a: a[None], position), None, diagnostics)

@@ -145,9 +145,8 @@ def ask(state: BOState) -> tuple[np.ndarray, BOState, dict[str, Any]]:
         design = space.sample(_design_key(settings), max(settings.initial, n + 1), "sobol")
         u = design[n]
         if bool(repeated_mask(jnp.asarray(u[None]), jnp.asarray(space.snap(state.u)))[0]):
-            u = space.sample(_iteration_key(settings, n), 1)[
-                0
-            ]  # a repeat of the design: draw afresh
+            # The design repeats an evaluated point (integers rounded together): draw afresh.
+            u = space.sample(_iteration_key(settings, n), 1)[0]
         return u, state, {"phase": "initial"}
 
     surrogate, fitted, data, propose_key = _fit(state)

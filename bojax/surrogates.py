@@ -23,7 +23,6 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from bojax import gp, inference, priors
 from bojax.errors import UnknownNameError
@@ -173,12 +172,3 @@ def get_surrogate(name: str | GPSurrogate) -> GPSurrogate:
         return SURROGATES[name]
     except KeyError:
         raise UnknownNameError("surrogate", name, list(SURROGATES)) from None
-
-
-def summarise(samples: PyTree) -> dict[str, np.ndarray]:
-    """Posterior mean of each hyperparameter, by dotted path, for logs and journals."""
-    flat = jax.tree_util.tree_flatten_with_path(samples)[0]
-    return {
-        ".".join(str(getattr(p, "key", getattr(p, "idx", p))) for p in path): np.asarray(v).mean(0)
-        for path, v in flat
-    }
