@@ -162,6 +162,8 @@ SURROGATES: dict[str, GPSurrogate] = {
     "gp-slice": GPSurrogate(method="slice"),
     "gp-hmc": GPSurrogate(method="nuts"),
     "gp-map": GPSurrogate(method="map"),
+    # The ensemble-design report's model: Matern-5/2 ARD, exploration mean (eq. 7), slice.
+    "gp-slice-exploration": GPSurrogate(model=gp.GP(mean="exploration"), method="slice"),
 }
 
 

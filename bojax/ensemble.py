@@ -1,0 +1,404 @@
+"""MLP ensembles with fixed DropConnect masks, trained in parallel: the ensemble-design
+report's objective (Wilton 2020, sections 3.3, 4 and 5).
+
+A design ``theta = (L, D, N, p)`` is an ensemble of ``N`` MLPs, each with ``L`` ReLU
+hidden layers of width ``D`` and a linear output. Every weight and bias of a member is
+kept with probability ``p``; the Bernoulli mask is drawn once and fixed, so it makes the
+member a sparse network rather than a dropout regulariser. Members are trained by
+Adadelta on the full-batch mean squared error, and the ensemble predicts the mean of
+its kept members (eq. 12). The report's test loss is the Euclidean distance
+``||g(X') - y'||_2`` between predictions and test responses; the MSE is recorded too.
+
+**One compilation per run.** Every design is padded to the run's
+:class:`Architecture` ``(L_max, D_max, N_max)`` with structural masks: units beyond
+``D`` have zero weights (ReLU(0) = 0, so they carry nothing), a hidden layer beyond
+``L`` passes its input through, a member beyond ``N`` never trains and never votes. The
+design enters as traced numbers, so every design of a run shares one XLA program, on
+CPU, GPU or TPU alike. Padded and unpadded networks agree in outputs and gradients
+(tested); the price is that a small design costs as much compute as the largest.
+
+**Training and stopping.** An epoch computes each member's training loss ``l_e`` and
+takes one Adadelta step (PyTorch's defaults: ``rho = 0.9``, ``eps = 1e-6``, learning
+rate 1). Member ``i`` stops after epoch ``e`` once ``e >= min_epochs`` and
+``|l_e - l_{e-1}| < tolerance``, or at ``max_epochs``; the others keep training.
+
+**Excluding degenerate members.** The report drops members "on the basis of
+variability in predictions": when too many weights are cut, a ReLU network collapses
+to (nearly) a constant and under-fits. bojax's rule: member ``i`` is excluded when the
+standard deviation of its predictions over the training inputs is below
+``min_spread * std(y_train)`` (default 1 %). If every member is excluded, all are kept:
+the design then predicts (nearly) a constant, and its test loss says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import numbers
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jaxtyping import Array, Float
+
+from bojax.errors import DataError, SettingsError
+from bojax.spaces import Integer, Real, Space
+
+Params = dict[str, jax.Array]
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """The padded shape every design of a run is embedded in (a static jit argument)."""
+
+    max_layers: int
+    max_width: int
+    max_members: int
+    inputs: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("max_layers", "max_width", "max_members", "inputs"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise SettingsError(f"{name} must be a positive integer, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Training:
+    """How members are trained and which are kept (the report's section 5 settings)."""
+
+    min_epochs: int = 1000
+    max_epochs: int = 5000
+    tolerance: float = 1e-4
+    min_spread: float = 0.01
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_epochs <= self.max_epochs:
+            raise SettingsError(
+                f"need 1 <= min_epochs <= max_epochs, got {self.min_epochs}, {self.max_epochs}"
+            )
+        for name in ("tolerance", "min_spread"):
+            value = getattr(self, name)
+            if not (isinstance(value, numbers.Real) and math.isfinite(value) and value >= 0):
+                raise SettingsError(f"{name} must be a finite non-negative number, got {value!r}")
+
+
+class Design(NamedTuple):
+    """``theta = (L, D, N, p)``; as traced scalars inside jit."""
+
+    layers: Any
+    width: Any
+    members: Any
+    keep: Any
+
+
+def design_space(max_layers: int, max_width: int, max_members: int) -> Space:
+    """The report's search space: ``L``, ``D``, ``N`` uniform integers from 1, ``p`` in (0, 1)."""
+    return Space(
+        [
+            Integer("layers", 1, max_layers),
+            Integer("width", 1, max_width),
+            Integer("members", 1, max_members),
+            Real("keep", 0.0, 1.0),
+        ]
+    )
+
+
+# -- one padded member ---------------------------------------------------------------------
+
+
+def init_member(key: jax.Array, arch: Architecture, design: Design) -> tuple[Params, Params]:
+    """Weights and DropConnect keep-masks of one member, padded to ``arch``.
+
+    Weights and biases are ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))`` with the design's real
+    fan-in (PyTorch's ``nn.Linear`` default, the report's implementation). Each entry of
+    the mask is ``Bernoulli(p)``. Structural zeros (units beyond ``D``) are applied in
+    :func:`member_forward`, so the same draws serve any width.
+    """
+    shapes = _shapes(arch)
+    sizes = [math.prod(shape) for shape in shapes.values()]
+    # One draw for everything: each random call is a threefry kernel that costs compile time.
+    draws = jax.random.uniform(key, (2, sum(sizes)), jnp.float32)
+    width = jnp.asarray(design.width, jnp.float32)
+    params, masks, start = {}, {}, 0
+    for (name, shape), size in zip(shapes.items(), sizes, strict=True):
+        weights, keeps = (row[start : start + size].reshape(shape) for row in draws)
+        fan_in = arch.inputs if name in ("w_in", "b_in") else width
+        params[name] = (2.0 * weights - 1.0) / jnp.sqrt(fan_in)
+        masks[name] = (keeps < design.keep).astype(jnp.float32)
+        start += size
+    return params, masks
+
+
+def _shapes(arch: Architecture) -> dict[str, tuple[int, ...]]:
+    hidden, width = arch.max_layers - 1, arch.max_width
+    return {
+        "w_in": (arch.inputs, width),
+        "b_in": (width,),
+        "w_hidden": (hidden, width, width),
+        "b_hidden": (hidden, width),
+        "w_out": (width,),
+        "b_out": (),
+    }
+
+
+def structural_masks(arch: Architecture, design: Design) -> Params:
+    """1 on the entries a design of width ``D`` has, 0 on the padding (shaped like params)."""
+    units = (jnp.arange(arch.max_width) < design.width).astype(jnp.float32)
+    return {
+        "w_in": jnp.broadcast_to(units, (arch.inputs, arch.max_width)),
+        "b_in": units,
+        "w_hidden": jnp.broadcast_to(
+            units[:, None] * units[None, :], (arch.max_layers - 1, arch.max_width, arch.max_width)
+        ),
+        "b_hidden": jnp.broadcast_to(units, (arch.max_layers - 1, arch.max_width)),
+        "w_out": units,
+        "b_out": jnp.ones((), jnp.float32),
+    }
+
+
+def member_forward(params: Params, masks: Params, layers, x: Float[Array, "B i"]):
+    """Predictions ``(B,)`` of one member: ``L`` ReLU layers, then a linear output.
+
+    ``masks`` multiplies every weight and bias (DropConnect times structure), so masked
+    entries get zero gradient. Hidden layer ``l >= L`` is skipped (its input passes
+    through), which ``jnp.where`` also does for the gradient. Activations are kept as
+    ``(D, B)``, batch last: on CPU this layout trains twice as fast as ``(B, D)``.
+    """
+    w = {name: params[name] * masks[name] for name in params}
+    h = jax.nn.relu(w["w_in"].T @ x.T + w["b_in"][:, None])
+    for l in range(w["w_hidden"].shape[0]):
+        layer = jax.nn.relu(w["w_hidden"][l].T @ h + w["b_hidden"][l][:, None])
+        h = jnp.where(l + 1 < layers, layer, h)
+    return w["w_out"] @ h + w["b_out"]
+
+
+def _mse(params, masks, layers, x, y):
+    return jnp.mean((member_forward(params, masks, layers, x) - y) ** 2)
+
+
+# -- the ensemble --------------------------------------------------------------------------
+
+
+class Ensemble(NamedTuple):
+    """Trained members (leading axis ``N_max``) and how their training went."""
+
+    params: Params
+    masks: Params  # DropConnect x structure, what the forward pass multiplies by
+    members: jax.Array  # (N_max,) bool: real members of the design
+    epochs: jax.Array  # (N_max,) epochs each member trained (0 for padding)
+    train_loss: jax.Array  # (N_max,) last training MSE of each member
+
+
+def init_ensemble(key: jax.Array, arch: Architecture, design: Design) -> tuple[Params, Params]:
+    """Parameters and combined masks of ``N_max`` members, each with its own key."""
+    keys = jax.random.split(key, arch.max_members)
+    params, dropconnect = jax.vmap(lambda k: init_member(k, arch, design))(keys)
+    structure = structural_masks(arch, design)
+    masks = jax.tree.map(lambda d, s: d * s, dropconnect, structure)
+    return params, masks
+
+
+def train_ensemble(
+    key: jax.Array, arch: Architecture, training: Training, design: Design, x, y
+) -> Ensemble:
+    """Train all members of ``design`` at once (one ``vmap`` inside one ``while_loop``).
+
+    The loop runs until every real member has stopped (see the module docstring) or
+    ``max_epochs``; a stopped member's parameters and optimiser state are frozen.
+    """
+    x, y = jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32)
+    params, masks = init_ensemble(key, arch, design)
+    members = jnp.arange(arch.max_members) < design.members
+    optimiser = optax.adadelta(learning_rate=1.0, rho=0.9, eps=1e-6)
+    loss_and_grad = jax.vmap(jax.value_and_grad(_mse), in_axes=(0, 0, None, None, None))
+    update = jax.vmap(optimiser.update)
+
+    def freeze(active, new, old):
+        return jax.tree.map(
+            lambda n, o: jnp.where(active.reshape((-1,) + (1,) * (n.ndim - 1)), n, o), new, old
+        )
+
+    def body(carry):
+        epoch, params, opt_state, previous, epochs, active = carry
+        loss, grads = loss_and_grad(params, masks, design.layers, x, y)
+        updates, new_state = update(grads, opt_state, params)
+        params = freeze(active, optax.apply_updates(params, updates), params)
+        opt_state = freeze(active, new_state, opt_state)
+        epoch = epoch + 1
+        converged = (epoch >= training.min_epochs) & (jnp.abs(loss - previous) < training.tolerance)
+        epochs = jnp.where(active, epoch, epochs)
+        previous = jnp.where(active, loss, previous)
+        return epoch, params, opt_state, previous, epochs, active & ~converged
+
+    def running(carry):
+        epoch, *_, active = carry
+        return (epoch < training.max_epochs) & jnp.any(active)
+
+    start = (
+        jnp.asarray(0),
+        params,
+        jax.vmap(optimiser.init)(params),
+        jnp.full(arch.max_members, jnp.inf, jnp.float32),
+        jnp.zeros(arch.max_members, jnp.int32),
+        members,
+    )
+    _, params, _, last_loss, epochs, _ = jax.lax.while_loop(running, body, start)
+    return Ensemble(params, masks, members, epochs, jnp.where(members, last_loss, jnp.nan))
+
+
+def member_predictions(ensemble: Ensemble, layers, x) -> Float[Array, "N_max B"]:
+    x = jnp.asarray(x, jnp.float32)
+    return jax.vmap(member_forward, in_axes=(0, 0, None, None))(
+        ensemble.params, ensemble.masks, layers, x
+    )
+
+
+def kept_members(ensemble: Ensemble, layers, x_train, y_train, min_spread: float):
+    """The exclusion rule: real members whose predictions vary by at least
+    ``min_spread * std(y_train)`` over the training inputs (all real ones if none do)."""
+    spread = jnp.std(member_predictions(ensemble, layers, x_train), axis=1)
+    alive = ensemble.members & (spread >= min_spread * jnp.std(jnp.asarray(y_train, jnp.float32)))
+    return jnp.where(jnp.any(alive), alive, ensemble.members)
+
+
+def ensemble_predict(ensemble: Ensemble, kept, layers, x) -> Float[Array, " B"]:
+    """``g(x) = mean of the kept members' predictions`` (report eq. 12)."""
+    weights = kept.astype(jnp.float32)
+    return weights @ member_predictions(ensemble, layers, x) / jnp.sum(weights)
+
+
+def test_loss(prediction, y) -> jax.Array:
+    """The report's test loss: the Euclidean distance ``||g(X') - y'||_2``."""
+    return jnp.sqrt(jnp.sum((jnp.asarray(prediction) - jnp.asarray(y, prediction.dtype)) ** 2))
+
+
+test_loss.__test__ = False  # a library function, not a pytest test
+
+
+class Evaluation(NamedTuple):
+    """Everything one design evaluation produced (arrays; see :meth:`as_dict`)."""
+
+    test_loss: jax.Array
+    test_mse: jax.Array
+    train_mse: jax.Array
+    kept: jax.Array  # (N_max,) bool
+    epochs: jax.Array  # (N_max,)
+    grid_prediction: jax.Array  # ensemble prediction at the caller's grid
+
+
+@partial(jax.jit, static_argnums=(0, 1))
+def evaluate_design(arch: Architecture, training: Training, key, design: Design, data, grid):
+    """Train, prune and test one design; ``data = (x, y, x_test, y_test)``. Jitted once per
+    (architecture, training settings, data shapes): designs are traced numbers."""
+    x, y, x_test, y_test = data
+    ensemble = train_ensemble(key, arch, training, design, x, y)
+    kept = kept_members(ensemble, design.layers, x, y, training.min_spread)
+    test_prediction = ensemble_predict(ensemble, kept, design.layers, x_test)
+    train_prediction = ensemble_predict(ensemble, kept, design.layers, x)
+    y_test = jnp.asarray(y_test, jnp.float32)
+    return Evaluation(
+        test_loss(test_prediction, y_test),
+        jnp.mean((test_prediction - y_test) ** 2),
+        jnp.mean((train_prediction - jnp.asarray(y, jnp.float32)) ** 2),
+        kept,
+        ensemble.epochs,
+        ensemble_predict(ensemble, kept, design.layers, grid),
+    )
+
+
+# -- the objective bojax.minimize calls ------------------------------------------------------
+
+
+def design_key(seed: int, point: Mapping[str, Any]) -> jax.Array:
+    """A key that depends on the seed and the design only, so a design's loss is the same
+    whenever (and in whichever run order, or after a resume) it is evaluated."""
+    packed = struct.pack(
+        "<qqqqd",
+        seed,
+        int(point["layers"]),
+        int(point["width"]),
+        int(point["members"]),
+        float(point["keep"]),
+    )
+    digest = int.from_bytes(hashlib.sha256(packed).digest()[:4], "little")
+    return jax.random.fold_in(jax.random.key(seed), digest)
+
+
+class EnsembleObjective:
+    """``objective(point) -> test loss`` for :func:`bojax.minimize` over :func:`design_space`.
+
+    ``data = (x_train, y_train, x_test, y_test)``, inputs ``(n, inputs)`` or ``(n,)``.
+    ``grid`` (optional) is where :meth:`evaluate` also returns the ensemble's prediction,
+    for plots. Each evaluation is appended to :attr:`evaluations` with its design.
+    """
+
+    def __init__(
+        self,
+        space: Space,
+        data,
+        training: Training = Training(),
+        seed: int = 0,
+        grid=None,
+    ):
+        names = [p.name for p in space.parameters]
+        if names != ["layers", "width", "members", "keep"]:
+            raise SettingsError(f"expected a design_space(...), got parameters {names}")
+        x, y, x_test, y_test = (np.asarray(a, np.float64) for a in data)
+        x, x_test = x.reshape(len(x), -1), x_test.reshape(len(x_test), -1)
+        if len(x) < 2 or len(x_test) < 1 or len(y) != len(x) or len(y_test) != len(x_test):
+            raise DataError("need matching (x, y) train (n >= 2) and test (n >= 1) sets")
+        if x.shape[1] != x_test.shape[1]:
+            raise DataError(f"train inputs have {x.shape[1]} columns, test {x_test.shape[1]}")
+        if not all(np.all(np.isfinite(a)) for a in (x, y, x_test, y_test)):
+            raise DataError("training or test data contain NaN or inf")
+        if np.std(y) == 0:
+            raise DataError("constant training responses: there is nothing to learn")
+        self.space, self.training, self.seed = space, training, seed
+        bounds = {p.name: p.high for p in space.parameters}
+        self.architecture = Architecture(
+            int(bounds["layers"]), int(bounds["width"]), int(bounds["members"]), x.shape[1]
+        )
+        self.data = tuple(jnp.asarray(a, jnp.float32) for a in (x, y, x_test, y_test))
+        grid = x_test[:1] if grid is None else np.asarray(grid, np.float64)
+        self.grid = jnp.asarray(grid.reshape(len(grid), -1), jnp.float32)
+        self.evaluations: list[dict[str, Any]] = []
+
+    def evaluate(self, point: Mapping[str, Any]) -> dict[str, Any]:
+        """Train and test one design; a dict of Python numbers and lists."""
+        point = self.space.validate(point)
+        design = Design(
+            jnp.asarray(point["layers"], jnp.int32),
+            jnp.asarray(point["width"], jnp.int32),
+            jnp.asarray(point["members"], jnp.int32),
+            jnp.asarray(point["keep"], jnp.float32),
+        )
+        result = evaluate_design(
+            self.architecture,
+            self.training,
+            design_key(self.seed, point),
+            design,
+            self.data,
+            self.grid,
+        )
+        n = point["members"]
+        record = {
+            "design": dict(point),
+            "test_loss": float(result.test_loss),
+            "test_mse": float(result.test_mse),
+            "train_mse": float(result.train_mse),
+            "kept": int(np.sum(np.asarray(result.kept)[:n])),
+            "epochs": np.asarray(result.epochs)[:n].tolist(),
+            "grid_prediction": np.asarray(result.grid_prediction, np.float64).tolist(),
+        }
+        self.evaluations.append(record)
+        return record
+
+    def __call__(self, point: Mapping[str, Any]) -> float:
+        return self.evaluate(point)["test_loss"]
