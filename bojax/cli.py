@@ -26,15 +26,85 @@ def _setup() -> None:
 
 @app.command()
 def demo(
-    out: Annotated[Path, typer.Option(help="folder for the figure")] = Path("bojax-demo"),
-    points: Annotated[int, typer.Option(min=2, max=200, help="Sobol design points")] = 8,
-    steps: Annotated[int, typer.Option(min=1, max=100_000, help="Adam steps of the fit")] = 300,
-    seed: Annotated[int, typer.Option(min=0, help="random seed")] = 0,
+    out: Annotated[Path, typer.Option(help="folder for figures and summary (replaced)")] = Path(
+        "bojax-demo"
+    ),
+    seed: Annotated[int, typer.Option(min=0, help="random seed (data, designs, training)")] = 0,
+    iterations: Annotated[
+        int | None, typer.Option(min=0, help="BO steps after the 3 initial designs [12]")
+    ] = None,
+    samples: Annotated[
+        int | None, typer.Option(min=1, help="slice-sampled hyperparameter draws per fit [512]")
+    ] = None,
+    max_epochs: Annotated[
+        int | None, typer.Option(min=1, help="training epochs per member, at most [5000]")
+    ] = None,
+    min_epochs: Annotated[
+        int | None, typer.Option(min=1, help="training epochs per member, at least [1000]")
+    ] = None,
 ) -> None:
-    """Fit a GP to the Forrester function and plot its posterior (the main job, for now)."""
-    from bojax.demo import run_demo
+    """Bayesian optimisation of an MLP-ensemble design: the ensemble-design report's
+    Experiment 1 with a quick budget (about a minute or two on 2 CPU cores)."""
+    from bojax.errors import BojaxError
+    from bojax.reports import ensemble_design
 
-    run_demo(out=out, points=points, steps=steps, seed=seed)
+    console = Console()
+    overrides = {
+        name: value
+        for name, value in [
+            ("iterations", iterations),
+            ("samples", samples),
+            ("max_epochs", max_epochs),
+            ("min_epochs", min_epochs),
+        ]
+        if value is not None
+    }
+    try:
+        cfg = ensemble_design.config(1, quick=True, seed=seed, **overrides)
+        console.print(
+            "BO of (L layers, D width, N members, p keep) for a DropConnect MLP ensemble on "
+            f"the report's Experiment 1 data; {cfg.initial} initial designs + {cfg.iterations} BO steps, "
+            f"GP with {cfg.samples} slice-sampled hyperparameter draws, {cfg.candidates} "
+            f"random candidates per step."
+        )
+        summary = ensemble_design.run(cfg, out, fresh=True, progress=True)
+    except BojaxError as error:
+        console.print(f"[bold red]error:[/bold red] {error}")
+        raise typer.Exit(code=1) from None
+    _print_ensemble_summary(console, summary, out)
+
+
+def _print_ensemble_summary(console: Console, summary: dict, out: Path) -> None:
+    table = Table(title="ensemble design, Experiment 1 (quick)")
+    for column in ("", "design (L, D, N, p)", "test loss", "test MSE", "kept members"):
+        table.add_column(column)
+
+    def design(d: dict) -> str:
+        return f"({d['layers']}, {d['width']}, {d['members']}, {d['keep']:.3f})"
+
+    best, ref = summary["best"], summary["report_best_design_on_our_data"]
+    table.add_row(
+        f"best found (iteration {best['iteration']})",
+        design(best["design"]),
+        f"{best['test_loss']:.2f}",
+        f"{best['test_mse']:.2f}",
+        f"{best['kept']}/{best['design']['members']}",
+    )
+    table.add_row(
+        "the report's best design",
+        design(ref["design"]),
+        f"{ref['test_loss']:.2f}",
+        f"{ref['test_mse']:.2f}",
+        f"{ref['kept']}/{ref['design']['members']}",
+    )
+    floor, n_test = summary["dataset"]["test_loss_of_truth"], summary["dataset"]["n_test"]
+    table.add_row("true mean function", "-", f"{floor:.2f}", f"{floor**2 / n_test:.2f}", "-")
+    console.print(table)
+    compiled = summary["compilations"]["ensemble_training"]
+    console.print(
+        f"{summary['evaluations']} designs evaluated in {summary['wall_seconds']:.0f} s; "
+        f"the ensemble trainer compiled {compiled} time(s). Figures and summary.json in {out}/"
+    )
 
 
 @app.command()

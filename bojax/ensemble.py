@@ -260,11 +260,18 @@ def member_predictions(ensemble: Ensemble, layers, x) -> Float[Array, "N_max B"]
     )
 
 
-def kept_members(ensemble: Ensemble, layers, x_train, y_train, min_spread: float):
+def passes_spread_rule(ensemble: Ensemble, layers, x_train, y_train, min_spread: float):
     """The exclusion rule: real members whose predictions vary by at least
-    ``min_spread * std(y_train)`` over the training inputs (all real ones if none do)."""
+    ``min_spread * std(y_train)`` over the training inputs."""
     spread = jnp.std(member_predictions(ensemble, layers, x_train), axis=1)
-    alive = ensemble.members & (spread >= min_spread * jnp.std(jnp.asarray(y_train, jnp.float32)))
+    floor = min_spread * jnp.std(jnp.asarray(y_train, jnp.float32))
+    return ensemble.members & (spread >= floor)
+
+
+def kept_members(ensemble: Ensemble, layers, x_train, y_train, min_spread: float):
+    """Members that predict: those passing :func:`passes_spread_rule`, or every real
+    member if none does."""
+    alive = passes_spread_rule(ensemble, layers, x_train, y_train, min_spread)
     return jnp.where(jnp.any(alive), alive, ensemble.members)
 
 
@@ -288,7 +295,7 @@ class Evaluation(NamedTuple):
     test_loss: jax.Array
     test_mse: jax.Array
     train_mse: jax.Array
-    kept: jax.Array  # (N_max,) bool
+    kept: jax.Array  # (N_max,) bool: members passing the exclusion rule
     epochs: jax.Array  # (N_max,)
     grid_prediction: jax.Array  # ensemble prediction at the caller's grid
 
@@ -299,7 +306,8 @@ def evaluate_design(arch: Architecture, training: Training, key, design: Design,
     (architecture, training settings, data shapes): designs are traced numbers."""
     x, y, x_test, y_test = data
     ensemble = train_ensemble(key, arch, training, design, x, y)
-    kept = kept_members(ensemble, design.layers, x, y, training.min_spread)
+    alive = passes_spread_rule(ensemble, design.layers, x, y, training.min_spread)
+    kept = jnp.where(jnp.any(alive), alive, ensemble.members)
     test_prediction = ensemble_predict(ensemble, kept, design.layers, x_test)
     train_prediction = ensemble_predict(ensemble, kept, design.layers, x)
     y_test = jnp.asarray(y_test, jnp.float32)
@@ -307,7 +315,7 @@ def evaluate_design(arch: Architecture, training: Training, key, design: Design,
         test_loss(test_prediction, y_test),
         jnp.mean((test_prediction - y_test) ** 2),
         jnp.mean((train_prediction - jnp.asarray(y, jnp.float32)) ** 2),
-        kept,
+        alive,
         ensemble.epochs,
         ensemble_predict(ensemble, kept, design.layers, grid),
     )
@@ -394,6 +402,7 @@ class EnsembleObjective:
             "test_mse": float(result.test_mse),
             "train_mse": float(result.train_mse),
             "kept": int(np.sum(np.asarray(result.kept)[:n])),
+            "excluded": n - int(np.sum(np.asarray(result.kept)[:n])),
             "epochs": np.asarray(result.epochs)[:n].tolist(),
             "grid_prediction": np.asarray(result.grid_prediction, np.float64).tolist(),
         }

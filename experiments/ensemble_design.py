@@ -3,8 +3,10 @@ Experiment 2 (Figures 6-8), with a summary.json.
 
     uv run python experiments/ensemble_design.py --experiment 1 [--quick] [--seed S] [--out DIR]
 
-Writes into ``DIR/experiment<k>/`` (default ``paper_figures/ensemble_design``). The run
-is journalled in ``DIR/experiment<k>/run`` and can be continued with ``--resume``.
+Writes into ``DIR/experiment<k>/`` (``experiment<k>-quick/`` with ``--quick``; default
+``DIR`` is ``paper_figures/ensemble_design``). The run is journalled in ``run/`` there: a
+killed run continues where it stopped when started again with the same settings, a
+finished one is re-plotted; ``--fresh`` discards the old journal instead.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--quick", action="store_true", help="small budget (a few minutes)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--resume", action="store_true", help="continue a journalled run")
+    parser.add_argument("--fresh", action="store_true", help="discard a journalled run first")
     parser.add_argument("--no-progress", action="store_true")
     reduced = parser.add_argument_group("overrides (for reduced runs)")
     for name in ("iterations", "initial", "samples", "candidates", "min-epochs", "max-epochs"):
@@ -32,6 +34,7 @@ def main(argv: list[str] | None = None) -> dict:
     import jax
 
     jax.config.update("jax_enable_x64", True)  # GP numerics in float64; networks stay float32
+    from bojax.errors import BojaxError, JournalError
     from bojax.reports import ensemble_design
 
     overrides = {
@@ -40,8 +43,14 @@ def main(argv: list[str] | None = None) -> dict:
         if (value := getattr(args, key)) is not None
     }
     cfg = ensemble_design.config(args.experiment, args.quick, args.seed, **overrides)
-    out = args.out / f"experiment{args.experiment}"
-    summary = ensemble_design.run(cfg, out, resume=args.resume, progress=not args.no_progress)
+    out = args.out / f"experiment{args.experiment}{'-quick' if args.quick else ''}"
+    try:
+        summary = ensemble_design.run(cfg, out, fresh=args.fresh, progress=not args.no_progress)
+    except BojaxError as error:
+        print(f"error: {error}", file=sys.stderr)
+        if isinstance(error, JournalError):
+            print("(pass --fresh to discard that run, or choose another --out)", file=sys.stderr)
+        return {}
     best, ref = summary["best"], summary["report_best_design_on_our_data"]
     print(f"best design {best['design']} at iteration {best['iteration']}:")
     print(f"  test loss {best['test_loss']:.2f} (MSE {best['test_mse']:.2f})")

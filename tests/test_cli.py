@@ -20,28 +20,25 @@ def test_console_script_help_lists_the_subcommands():
         assert command in result.stdout
 
 
-def test_demo_writes_the_figure_and_reports_the_fit(tmp_path):
-    result = runner.invoke(app, ["demo", "--out", str(tmp_path), "--steps", "50", "--points", "6"])
+def test_demo_runs_the_ensemble_design_bo_and_writes_its_figures(tmp_path):
+    options = ["--iterations", "1", "--samples", "16", "--min-epochs", "5", "--max-epochs", "20"]
+    result = runner.invoke(app, ["demo", "--out", str(tmp_path), *options])
     assert result.exit_code == 0, result.output
-    figure = tmp_path / "gp_posterior.png"
-    with Image.open(figure) as image:
-        assert image.size[0] > 800 and image.size[1] > 300
-    assert "log marginal likelihood" in result.output
-    assert "posterior-mean minimiser" in result.output
-
-
-def test_demo_is_reproducible(tmp_path):
-    from bojax.demo import run_demo
-
-    first = run_demo(out=tmp_path / "a", points=5, steps=25, seed=3)
-    second = run_demo(out=tmp_path / "b", points=5, steps=25, seed=3)
-    assert first.log_marginal_likelihood == second.log_marginal_likelihood
-    assert first.predicted_minimiser == second.predicted_minimiser
+    for name in ("figure3_data.png", "figure4_fits.png", "figure5_exploration.png"):
+        with Image.open(tmp_path / name) as image:
+            assert image.size[0] > 600 and image.size[1] > 300
+    assert "best found" in result.output and "report's best" in result.output
+    assert "compiled 1 time(s)" in result.output
+    # A second demo into the same folder starts afresh instead of refusing.
+    again = runner.invoke(app, ["demo", "--out", str(tmp_path), *options])
+    assert again.exit_code == 0, again.output
 
 
 def test_bad_options_are_refused_with_a_message():
-    result = runner.invoke(app, ["demo", "--points", "1"])
-    assert result.exit_code != 0 and "points" in result.output
+    result = runner.invoke(app, ["demo", "--samples", "0"])
+    assert result.exit_code != 0 and "samples" in result.output
+    result = runner.invoke(app, ["demo", "--min-epochs", "50", "--max-epochs", "10"])
+    assert result.exit_code == 1 and "min_epochs" in result.output
 
 
 def test_problems_lists_forrester():

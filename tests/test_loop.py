@@ -70,6 +70,17 @@ def test_functional_ask_tell_matches_minimize():
     np.testing.assert_array_equal(state.u[:, 0], [r["u"][0] for r in result.history])
 
 
+def test_samples_setting_sets_the_draws_per_fit():
+    settings = bojax.Settings(iterations=1, initial=3, seed=0, samples=8)
+    assert settings.make_surrogate().num_samples == 8
+    assert bojax.Settings(surrogate="gp-map", samples=8).make_surrogate().samples_per_fit == 1
+    state = bojax.init(FORRESTER.space, settings)
+    for _ in range(4):
+        u, state, _ = bojax.ask(state)
+        state = bojax.tell(state, u, FORRESTER(FORRESTER.space.from_unit(u)))
+    assert state.surrogate.samples["noise"].shape == (8,)
+
+
 def test_a_bo_run_compiles_once_per_bucket_not_per_iteration():
     with count_compilations() as counts:
         bojax.minimize(FORRESTER, FORRESTER.space, iterations=10, initial=3, seed=11, **QUIET)
@@ -173,6 +184,8 @@ def test_maximize_flips_the_goal():
         ({"initial": 0}, SettingsError),
         ({"iterations": 2.5}, SettingsError),
         ({"kappa": float("nan")}, SettingsError),
+        ({"samples": 0}, SettingsError),
+        ({"samples": 2.0}, SettingsError),
     ],
 )
 def test_bad_settings_are_typed_errors(kwargs, error):

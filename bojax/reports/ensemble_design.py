@@ -15,6 +15,7 @@ cuts the budget (fewer iterations and hyperparameter draws).
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -26,6 +27,7 @@ from bojax.compilation import count_compilations
 from bojax.datasets import Regression, get_dataset
 from bojax.ensemble import EnsembleObjective, Training, design_space
 from bojax.errors import SettingsError
+from bojax.journal import Journal
 from bojax.loop import minimize
 
 # The report's best designs (Figures 4 and 7 captions), for comparison on our data.
@@ -90,13 +92,22 @@ def run(
     cfg: Config,
     out: str | Path,
     *,
-    resume: bool = False,
+    fresh: bool = False,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Run the experiment, write its figures and ``summary.json`` into ``out``; return the
-    summary. The run is journalled in ``out/run`` and resumable with ``resume=True``."""
+    summary.
+
+    The run is journalled in ``out/run``. If a journal with the same settings is there,
+    the run continues it (a finished run is only re-plotted: every design's evaluation is
+    deterministic, so the figures come out the same); with other settings it raises
+    :class:`~bojax.errors.JournalError`. ``fresh=True`` deletes the old journal first.
+    """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    journal = out / "run"
+    if fresh and journal.exists():
+        shutil.rmtree(journal)
     data = get_dataset(f"experiment{cfg.experiment}", cfg.seed)
     space = design_space(cfg.max_layers, cfg.max_width, cfg.max_members)
     grid = np.linspace(*data.domain, 400)
@@ -117,8 +128,8 @@ def run(
             seed=cfg.seed,
             num_candidates=cfg.candidates,
             samples=cfg.samples,
-            out=out / "run",
-            resume=resume,
+            out=journal,
+            resume=Journal(journal).exists(),
             progress=progress,
         )
     seconds = time.perf_counter() - started
