@@ -63,7 +63,8 @@ def demo(
         cfg = ensemble_design.config(1, quick=True, seed=seed, **overrides)
         console.print(
             "BO of (L layers, D width, N members, p keep) for a DropConnect MLP ensemble on "
-            f"the report's Experiment 1 data; {cfg.initial} initial designs + {cfg.iterations} BO steps, "
+            f"the report's Experiment 1 data; {cfg.initial} initial designs + "
+            f"{cfg.iterations} BO steps, "
             f"GP with {cfg.samples} slice-sampled hyperparameter draws, {cfg.candidates} "
             f"random candidates per step."
         )
