@@ -101,7 +101,7 @@ def _print_ensemble_summary(console: Console, summary: dict, out: Path) -> None:
     floor, n_test = summary["dataset"]["test_loss_of_truth"], summary["dataset"]["n_test"]
     table.add_row("true mean function", "-", f"{floor:.2f}", f"{floor**2 / n_test:.2f}", "-")
     console.print(table)
-    compiled = summary["compilations"]["ensemble_training"]
+    compiled = summary["compilations_in_this_process"]["ensemble_training"]
     console.print(
         f"{summary['evaluations']} designs evaluated in {summary['wall_seconds']:.0f} s; "
         f"the ensemble trainer compiled {compiled} time(s). Figures and summary.json in {out}/"

@@ -49,7 +49,7 @@ def test_reduced_run_writes_figures_and_summary_then_replots_on_rerun(tmp_path, 
     saved = json.loads((folder / "summary.json").read_text())
     assert saved == json.loads(json.dumps(summary))
     assert saved["evaluations"] == 4 and len(saved["iterations"]) == 4
-    assert saved["compilations"]["ensemble_training"] == 1
+    assert saved["compilations_in_this_process"]["ensemble_training"] == 1
     losses = [row["test_loss"] for row in saved["iterations"]]
     assert saved["best"]["test_loss"] == min(losses)
     assert all(row["seconds"] > 0 and row["test_mse"] > 0 for row in saved["iterations"])
@@ -90,4 +90,4 @@ def test_experiment_two_writes_figures_six_to_eight(tmp_path):
     for name in summary["figures"].values():
         assert (folder / name).stat().st_size > 10_000
     assert summary["dataset"]["n_train"] == 100
-    assert summary["compilations"]["ensemble_training"] == 1
+    assert summary["compilations_in_this_process"]["ensemble_training"] == 1
