@@ -285,11 +285,12 @@ def test_loss(prediction, y) -> jax.Array:
     return jnp.sqrt(jnp.sum((jnp.asarray(prediction) - jnp.asarray(y, prediction.dtype)) ** 2))
 
 
-test_loss.__test__ = False  # a library function, not a pytest test
+test_loss.__test__ = False  # its name starts with "test": keep pytest from collecting it
 
 
 class Evaluation(NamedTuple):
-    """Everything one design evaluation produced (arrays; see :meth:`as_dict`)."""
+    """Everything one design evaluation produced, as arrays (:meth:`EnsembleObjective.evaluate`
+    returns them as Python values)."""
 
     test_loss: jax.Array
     test_mse: jax.Array
