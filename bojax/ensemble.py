@@ -368,7 +368,7 @@ class EnsembleObjective:
 
     ``data = (x_train, y_train, x_test, y_test)``, inputs ``(n, inputs)`` or ``(n,)``.
     ``grid`` (optional) is where :meth:`evaluate` also returns the ensemble's prediction,
-    for plots. Each evaluation is appended to :attr:`evaluations` with its design.
+    for plots.
     """
 
     def __init__(
@@ -400,7 +400,6 @@ class EnsembleObjective:
         self.data = tuple(jnp.asarray(a, jnp.float32) for a in (x, y, x_test, y_test))
         grid = x_test[:1] if grid is None else np.asarray(grid, np.float64)
         self.grid = jnp.asarray(grid.reshape(len(grid), -1), jnp.float32)
-        self.evaluations: list[dict[str, Any]] = []
 
     def evaluate(self, point: Mapping[str, Any]) -> dict[str, Any]:
         """Train and test one design; a dict of Python numbers and lists."""
@@ -420,7 +419,7 @@ class EnsembleObjective:
             self.grid,
         )
         n = point["members"]
-        record = {
+        return {
             "design": dict(point),
             "test_loss": float(result.test_loss),
             "test_mse": float(result.test_mse),
@@ -430,8 +429,6 @@ class EnsembleObjective:
             "epochs": np.asarray(result.epochs)[:n].tolist(),
             "grid_prediction": np.asarray(result.grid_prediction, np.float64).tolist(),
         }
-        self.evaluations.append(record)
-        return record
 
     def __call__(self, point: Mapping[str, Any]) -> float:
         return self.evaluate(point)["test_loss"]

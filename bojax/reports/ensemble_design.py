@@ -228,11 +228,18 @@ def _design_text(design: dict[str, Any]) -> str:
     )
 
 
-def _plot_data(data: Regression, path: Path, number: int) -> Path:
+def _pyplot():
+    """matplotlib's pyplot on the file-only Agg backend (imported late: it is slow)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _plot_data(data: Regression, path: Path, number: int) -> Path:
+    plt = _pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
     grid = np.linspace(*data.domain, 400)
@@ -254,10 +261,7 @@ def _plot_data(data: Regression, path: Path, number: int) -> Path:
 
 
 def _plot_fits(data, grid, rows, best, path: Path, number: int) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     fig, axes = plt.subplots(1, len(rows), figsize=(4.2 * len(rows), 3.8), sharey=True)
     axes = np.atleast_1d(axes)
@@ -281,10 +285,7 @@ def _plot_fits(data, grid, rows, best, path: Path, number: int) -> Path:
 
 
 def _plot_exploration(rows, best, cfg: Config, path: Path, number: int) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
     from matplotlib.ticker import MaxNLocator
 
     ok = [row for row in rows if row["status"] == "ok"]
