@@ -84,20 +84,17 @@ def _print_ensemble_summary(console: Console, summary: dict, out: Path) -> None:
         return f"({d['layers']}, {d['width']}, {d['members']}, {d['keep']:.3f})"
 
     best, ref = summary["best"], summary["report_best_design_on_our_data"]
-    table.add_row(
-        f"best found (iteration {best['iteration']})",
-        design(best["design"]),
-        f"{best['test_loss']:.2f}",
-        f"{best['test_mse']:.2f}",
-        f"{best['kept']}/{best['design']['members']}",
-    )
-    table.add_row(
-        "the report's best design",
-        design(ref["design"]),
-        f"{ref['test_loss']:.2f}",
-        f"{ref['test_mse']:.2f}",
-        f"{ref['kept']}/{ref['design']['members']}",
-    )
+    for label, row in [
+        (f"best found (iteration {best['iteration']})", best),
+        ("the report's best design", ref),
+    ]:
+        table.add_row(
+            label,
+            design(row["design"]),
+            f"{row['test_loss']:.2f}",
+            f"{row['test_mse']:.2f}",
+            f"{row['kept']}/{row['design']['members']}",
+        )
     floor, n_test = summary["dataset"]["test_loss_of_truth"], summary["dataset"]["n_test"]
     table.add_row("true mean function", "-", f"{floor:.2f}", f"{floor**2 / n_test:.2f}", "-")
     console.print(table)

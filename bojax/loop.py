@@ -35,6 +35,11 @@ from bojax.surrogates import GPState, GPSurrogate, get_surrogate
 Objective = Callable[[dict[str, Any]], float]
 
 
+def _is_count(value: Any) -> bool:
+    """A non-negative integer, and not a bool."""
+    return not isinstance(value, bool) and isinstance(value, numbers.Integral) and value >= 0
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything that defines a run; a resume must use the same settings."""
@@ -54,7 +59,7 @@ class Settings:
     def __post_init__(self) -> None:
         for name in ("iterations", "initial", "seed", "num_candidates"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+            if not _is_count(value):
                 raise SettingsError(f"{name} must be a non-negative integer, got {value!r}")
         if self.initial < 1 or self.num_candidates < 1:
             raise SettingsError("initial and num_candidates must be at least 1")
@@ -68,11 +73,7 @@ class Settings:
             isinstance(self.kappa, numbers.Real) and math.isfinite(self.kappa) and self.kappa >= 0
         ):
             raise SettingsError(f"kappa must be a finite non-negative number, got {self.kappa!r}")
-        if self.samples is not None and (
-            isinstance(self.samples, bool)
-            or not isinstance(self.samples, numbers.Integral)
-            or self.samples < 1
-        ):
+        if self.samples is not None and not (_is_count(self.samples) and self.samples >= 1):
             raise SettingsError(f"samples must be a positive integer or None, got {self.samples!r}")
         get_surrogate(self.surrogate), get_acquisition(self.acquisition)  # typed errors if unknown
 
