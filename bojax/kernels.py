@@ -18,6 +18,10 @@ Adding a kernel is one function and one registry line::
 
 Kernels combine with ``+`` and ``*``; the parameters of a combination are the tuple of
 its parts' parameters.
+
+For conditional spaces (:mod:`bojax.spaces`, irrelevant coordinates hold the sentinel
+``-1``) there is the arc kernel (:func:`arc`, the arc-kernel report's eqs. 3-4), and
+:func:`filled`, which wraps any kernel into the report's relevance-agnostic baseline.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from bojax.errors import UnknownNameError
+from bojax.spaces import IRRELEVANT, fill_irrelevant
 
 Params = Any  # a pytree of hyperparameters
 PairFn = Callable[[Params, Float[Array, " d"], Float[Array, " d"]], Float[Array, ""]]
@@ -52,20 +57,43 @@ def _safe_sqrt(r2):
     return jnp.where(positive, jnp.sqrt(jnp.where(positive, r2, 1.0)), 0.0)
 
 
+# Stationary kernels are a profile kappa(r^2) times the amplitude; the arc kernel reuses
+# the profiles on its own distance.
+def se_profile(r2):
+    """``exp(-r^2 / 2)``."""
+    return jnp.exp(-0.5 * r2)
+
+
+def matern12_profile(r2):
+    """``exp(-r)``."""
+    return jnp.exp(-_safe_sqrt(r2))
+
+
+def matern32_profile(r2):
+    """``(1 + sqrt3 r) exp(-sqrt3 r)``."""
+    s = _SQRT3 * _safe_sqrt(r2)
+    return (1.0 + s) * jnp.exp(-s)
+
+
+def matern52_profile(r2):
+    """``(1 + sqrt5 r + 5/3 r^2) exp(-sqrt5 r)``."""
+    s = _SQRT5 * _safe_sqrt(r2)
+    return (1.0 + s + (5.0 / 3.0) * r2) * jnp.exp(-s)
+
+
 def squared_exponential(params: Params, x, y):
     """``a exp(-r^2 / 2)`` (ensemble-design report, sec. 3.4.3; architecture-search report)."""
-    return params["amplitude"] * jnp.exp(-0.5 * scaled_sq_distance(params, x, y))
+    return params["amplitude"] * se_profile(scaled_sq_distance(params, x, y))
 
 
 def matern12(params: Params, x, y):
     """Matern nu=1/2 (exponential): ``a exp(-r)``."""
-    return params["amplitude"] * jnp.exp(-_safe_sqrt(scaled_sq_distance(params, x, y)))
+    return params["amplitude"] * matern12_profile(scaled_sq_distance(params, x, y))
 
 
 def matern32(params: Params, x, y):
     """Matern nu=3/2: ``a (1 + sqrt3 r) exp(-sqrt3 r)``."""
-    s = _SQRT3 * _safe_sqrt(scaled_sq_distance(params, x, y))
-    return params["amplitude"] * (1.0 + s) * jnp.exp(-s)
+    return params["amplitude"] * matern32_profile(scaled_sq_distance(params, x, y))
 
 
 def matern52(params: Params, x, y):
@@ -74,9 +102,63 @@ def matern52(params: Params, x, y):
     The ensemble-design report's eq. 8 calls this "Matern 5/3" and misplaces a
     parenthesis; this is the standard form it intends (Snoek et al. 2012).
     """
-    r2 = scaled_sq_distance(params, x, y)
-    s = _SQRT5 * _safe_sqrt(r2)
-    return params["amplitude"] * (1.0 + s + (5.0 / 3.0) * r2) * jnp.exp(-s)
+    return params["amplitude"] * matern52_profile(scaled_sq_distance(params, x, y))
+
+
+# -- conditional spaces --------------------------------------------------------------------
+
+
+def arc_embedding(params: Params, x: Float[Array, " d"]) -> Float[Array, "d 2"]:
+    """The cylindrical embedding of the arc-kernel report, eq. 3, per dimension ``i``:
+
+        g_i(x) = [0, 0]                                             if x_i is irrelevant
+        g_i(x) = omega_i [sin(pi rho_i x_i), cos(pi rho_i x_i)]      otherwise,
+
+    with ``x_i`` the unit coordinate (the report's ``x_i / (u_i - l_i)`` up to a shift,
+    which rotates the arc and leaves every distance alone), ``omega_i = 1 / ell_i``
+    (``params["lengthscales"]``, so the length-scale prior carries over) and
+    ``rho_i in [0, 1]`` (``params["rho"]``). Irrelevant means ``x_i == -1``.
+    """
+    angle = jnp.pi * params["rho"] * x
+    arc = jnp.stack([jnp.sin(angle), jnp.cos(angle)], axis=-1) / params["lengthscales"][:, None]
+    return jnp.where((x != IRRELEVANT)[:, None], arc, 0.0)
+
+
+def arc_sq_distance(params: Params, x, y):
+    """``sum_i d_i(x, y)^2`` with ``d_i = ||g_i(x) - g_i(y)||`` (arc-kernel report, eq. 4):
+    0 if ``i`` is irrelevant to both, ``omega_i`` if to one only, and
+    ``omega_i sqrt(2) sqrt(1 - cos(pi rho_i (x_i - y_i)))`` if relevant to both."""
+    return jnp.sum((arc_embedding(params, x) - arc_embedding(params, y)) ** 2)
+
+
+def arc(profile: Callable) -> PairFn:
+    """The arc kernel with the stationary ``profile``: ``a kappa(sum_i d_i^2)``.
+
+    Irrelevant values cannot change it (the report's desiderata, eqs. 1-2), since the
+    embedding of an irrelevant dimension is the origin whatever the value.
+    """
+
+    def pair(params: Params, x, y):
+        return params["amplitude"] * profile(arc_sq_distance(params, x, y))
+
+    pair.__name__ = pair.__qualname__ = f"arc_{profile.__name__.removesuffix('_profile')}"
+    return pair
+
+
+def arc_params(dim: int, amplitude: float = 1.0, lengthscale: float = 1.0) -> dict[str, Array]:
+    """ARD parameters plus ``rho = 1/2`` per dimension."""
+    return {**ard_params(dim, amplitude, lengthscale), "rho": jnp.full((dim,), 0.5)}
+
+
+def filled(pair: PairFn) -> PairFn:
+    """``k(fill(x), fill(y))``: the arc-kernel report's baseline GP, which ignores relevance
+    and sees irrelevant dimensions filled at random (:func:`bojax.spaces.fill_irrelevant`)."""
+
+    def pair_filled(params: Params, x, y):
+        return pair(params, fill_irrelevant(x), fill_irrelevant(y))
+
+    pair_filled.__name__ = pair_filled.__qualname__ = f"filled_{pair.__name__}"
+    return pair_filled
 
 
 def ard_params(dim: int, amplitude: float = 1.0, lengthscale: float = 1.0) -> dict[str, Array]:
@@ -160,6 +242,10 @@ KERNELS: dict[str, Kernel] = {
     "matern12": Kernel("matern12", matern12),
     "matern32": Kernel("matern32", matern32),
     "matern52": Kernel("matern52", matern52),
+    # Conditional spaces (arc-kernel report): the arc kernel and the random-fill baseline.
+    "arc": Kernel("arc", arc(matern52_profile), arc_params),
+    "arc-se": Kernel("arc-se", arc(se_profile), arc_params),
+    "matern52-filled": Kernel("matern52-filled", filled(matern52)),
 }
 
 

@@ -10,7 +10,8 @@ each element independently. Samplers move in unconstrained space ``z`` with
 
 The default puts Half-Cauchy(1) on the amplitude, every length-scale and the noise
 variance, the ensemble-design report's eq. 14 (Snoek et al. 2012's choice), and a
-standard normal on a constant mean (outputs are standardised before fitting).
+standard normal on a constant mean (outputs are standardised before fitting), and
+Uniform(0, 1) on the arc kernel's ``rho``.
 """
 
 from __future__ import annotations
@@ -41,9 +42,14 @@ def default_prior(model: GP, dim: int) -> Prior:
     params = model.init_params(dim)
 
     def choose(path, value):
-        # Kernels name positive parameters ("amplitude", "lengthscales"); a future kernel
-        # with a real-valued parameter should pass its own prior.
-        return dist.Normal(0.0, 1.0) if _is_mean_path(path) else dist.HalfCauchy(1.0)
+        # Kernels name positive parameters ("amplitude", "lengthscales"); the arc kernel's
+        # "rho" lies in [0, 1] (arc-kernel report, eq. 3). A future kernel with another
+        # bounded or real-valued parameter should pass its own prior.
+        if _is_mean_path(path):
+            return dist.Normal(0.0, 1.0)
+        if getattr(path[-1], "key", None) == "rho":
+            return dist.Uniform(0.0, 1.0)
+        return dist.HalfCauchy(1.0)
 
     return jax.tree_util.tree_map_with_path(choose, params)
 

@@ -14,6 +14,15 @@ objective sees named values. Each parameter maps its values to one unit coordina
 ``Space.snap`` moves integer coordinates to their bin centres, so two candidates that
 decode to the same point have identical coordinates; ``repeated_mask`` uses that to find
 candidates that repeat an evaluated point.
+
+Conditional spaces (the arc-kernel report, sec. 2): a parameter may carry a
+:class:`Condition` on an earlier parameter, e.g. the units of layer 3 matter only when
+``layers >= 3``. A parameter is *relevant* when its condition holds and its parent is
+relevant itself. An irrelevant parameter is never asked of the user (named points omit
+it) and its unit coordinate is the sentinel :data:`IRRELEVANT` (= -1, outside the cube),
+so its value cannot reach a model: the arc kernel reads the relevance flags off the
+sentinel, and :func:`fill_irrelevant` replaces the sentinel by pseudo-random values for
+the report's relevance-agnostic baseline.
 """
 
 from __future__ import annotations
@@ -43,6 +52,60 @@ from bojax.errors import (
 # Unit coordinates this far outside [0, 1] are taken as rounding error and clipped.
 _UNIT_TOLERANCE = 1e-9
 
+#: The unit coordinate of an irrelevant parameter (outside [0, 1], so never a real value).
+IRRELEVANT = -1.0
+
+_COMPARISONS = {
+    "==": np.equal,
+    "!=": np.not_equal,
+    "<": np.less,
+    "<=": np.less_equal,
+    ">": np.greater,
+    ">=": np.greater_equal,
+}
+
+
+@dataclass(frozen=True)
+class Condition:
+    """``parent op value``: when the parameter carrying it is relevant.
+
+    ``op`` is one of ``== != < <= > >=`` or ``in`` (``value`` a tuple of allowed values),
+    e.g. ``Condition("layers", ">=", 3)`` or ``Condition("optimizer", "in", (1, 2))``.
+    """
+
+    parent: str
+    op: str
+    value: Any
+
+    def __post_init__(self) -> None:
+        if self.op not in (*_COMPARISONS, "in"):
+            raise SpaceDefinitionError(
+                f"condition on {self.parent!r}: unknown operator {self.op!r}; "
+                f"use one of {[*_COMPARISONS, 'in']}"
+            )
+        values = self.value if self.op == "in" else (self.value,)
+        if self.op == "in":
+            if isinstance(values, str) or not isinstance(values, Sequence) or not values:
+                raise SpaceDefinitionError(
+                    f"condition on {self.parent!r}: 'in' needs a non-empty sequence of values"
+                )
+            object.__setattr__(self, "value", tuple(values))
+        for v in values:
+            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+                raise SpaceDefinitionError(
+                    f"condition on {self.parent!r}: compares with finite numbers, got {v!r}"
+                )
+
+    def holds(self, parent_values: np.ndarray) -> np.ndarray:
+        """Elementwise truth of the condition for an array of the parent's values."""
+        v = np.asarray(parent_values, dtype=np.float64)
+        if self.op == "in":
+            return np.isin(v, np.asarray(self.value, dtype=np.float64))
+        return _COMPARISONS[self.op](v, float(self.value))
+
+    def __str__(self) -> str:
+        return f"{self.parent} {self.op} {self.value}"
+
 
 def _as_real_scalar(name: str, value: Any) -> float:
     """``value`` as a Python float, or a typed error. Booleans and strings are refused."""
@@ -62,8 +125,16 @@ class _Parameter:
     low: float
     high: float
     log: bool = False
+    condition: Condition | None = None  # relevant only when this holds (and the parent is)
 
     def __post_init__(self) -> None:
+        if isinstance(self.condition, tuple | list):  # ("layers", ">=", 3) is accepted too
+            object.__setattr__(self, "condition", Condition(*self.condition))
+        if self.condition is not None and not isinstance(self.condition, Condition):
+            raise SpaceDefinitionError(
+                f"{self.name!r}: condition must be a Condition or (parent, op, value), "
+                f"got {self.condition!r}"
+            )
         if not isinstance(self.name, str) or not self.name:
             raise SpaceDefinitionError(
                 f"a parameter name must be a non-empty string, got {self.name!r}"
@@ -177,6 +248,9 @@ class Space:
     >>> u = space.to_unit({"lr": 1e-2, "layers": 3})
     >>> space.from_unit(u)
     {'lr': 0.01..., 'layers': 3}
+
+    A parameter's condition may only name a parameter listed before it, so relevance is
+    decided in one pass in order.
     """
 
     def __init__(self, parameters: Sequence[Parameter]):
@@ -190,6 +264,13 @@ class Space:
         duplicated = sorted({n for n in names if names.count(n) > 1})
         if duplicated:
             raise SpaceDefinitionError(f"parameter names repeat: {duplicated}")
+        for i, p in enumerate(parameters):
+            if p.condition is not None and p.condition.parent not in names[:i]:
+                where = "is not in the space" if p.condition.parent not in names else "comes later"
+                raise SpaceDefinitionError(
+                    f"{p.name!r}: its condition's parent {p.condition.parent!r} {where}; a "
+                    "condition must name a parameter listed before it"
+                )
         self.parameters = parameters
 
     # -- container protocol -------------------------------------------------------
@@ -200,6 +281,11 @@ class Space:
     @property
     def dim(self) -> int:
         return len(self.parameters)
+
+    @property
+    def conditional(self) -> bool:
+        """True when some parameter can be irrelevant."""
+        return any(p.condition is not None for p in self.parameters)
 
     def __len__(self) -> int:
         return self.dim
@@ -222,12 +308,20 @@ class Space:
     def __repr__(self) -> str:
         return f"Space({list(self.parameters)!r})"
 
+    # -- relevance ------------------------------------------------------------------
+    def relevance(self, u: np.ndarray) -> np.ndarray:
+        """Boolean relevance flags of unit points ``(d,)`` or ``(n, d)`` (the arc report's
+        delta_i), decided from the parents' decoded values."""
+        return self.snap(u) != IRRELEVANT
+
     # -- validation and coordinates -----------------------------------------------
     def validate(self, point: Mapping[str, Any]) -> dict[str, float | int]:
-        """Check a named point and return it with normalised Python values.
+        """Check a named point and return its relevant values, normalised, in order.
 
-        Raises a :class:`~bojax.errors.ParameterError` subclass naming the parameter:
-        missing, unknown, mistyped, not finite, or out of bounds.
+        Irrelevant parameters may be omitted (or given as None); a value given for one is
+        checked and then dropped, since it cannot matter. Raises a
+        :class:`~bojax.errors.ParameterError` subclass naming the parameter: missing,
+        unknown, mistyped, not finite, or out of bounds.
         """
         if not isinstance(point, Mapping):
             raise ParameterTypeError(
@@ -236,36 +330,81 @@ class Space:
         unknown = [k for k in point if k not in self.names]
         if unknown:
             raise UnknownParameterError(str(unknown[0]), f"not in the space {list(self.names)}")
-        missing = [n for n in self.names if n not in point]
-        if missing:
-            raise MissingParameterError(missing[0], f"missing from the point (missing: {missing})")
-        return {p.name: p.check(point[p.name]) for p in self.parameters}
+        checked: dict[str, float | int] = {}
+        relevant = {}
+        for p in self.parameters:
+            c = p.condition
+            relevant[p.name] = c is None or (
+                relevant[c.parent] and bool(c.holds(checked[c.parent]))
+            )
+            value = point.get(p.name)
+            if relevant[p.name]:
+                if p.name not in point:
+                    raise MissingParameterError(p.name, "missing from the point")
+                checked[p.name] = p.check(value)
+            elif value is not None:
+                p.check(value)  # a typo in an irrelevant value is still worth reporting
+        return checked
 
     def to_unit(self, points: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> np.ndarray:
-        """Unit-cube coordinates of one point, shape ``(d,)``, or of a list, ``(n, d)``."""
+        """Unit-cube coordinates of one point, shape ``(d,)``, or of a list, ``(n, d)``;
+        irrelevant parameters get :data:`IRRELEVANT`."""
         single = isinstance(points, Mapping)
         checked = [self.validate(p) for p in ([points] if single else points)]
-        u = np.empty((len(checked), self.dim))
+        u = np.full((len(checked), self.dim), IRRELEVANT)
         for j, p in enumerate(self.parameters):
-            u[:, j] = p._encode(np.array([c[p.name] for c in checked], dtype=np.float64))
+            rows = [i for i, c in enumerate(checked) if p.name in c]
+            values = np.array([checked[i][p.name] for i in rows], dtype=np.float64)
+            u[rows, j] = p._encode(values)
         return u[0] if single else u
 
     def from_unit(self, u: np.ndarray) -> dict[str, float | int] | list[dict[str, float | int]]:
-        """Named values of unit coordinates ``(d,)`` or ``(n, d)``; integers are rounded."""
+        """Named values of unit coordinates ``(d,)`` or ``(n, d)``; integers are rounded and
+        irrelevant parameters left out (whatever their coordinates hold)."""
         u = np.asarray(u, dtype=np.float64)
         single = u.ndim == 1
         u = np.atleast_2d(u)
         if u.ndim != 2 or u.shape[1] != self.dim:
             raise ValueError(f"expected unit coordinates of shape (n, {self.dim}), got {u.shape}")
-        columns = [p.decode(u[:, j]).tolist() for j, p in enumerate(self.parameters)]
-        points = [dict(zip(self.names, row, strict=True)) for row in zip(*columns, strict=True)]
+        _, decoded, relevant = self._columns_relevant(u)
+        points = [
+            {p.name: decoded[p.name][i].item() for p in self.parameters if relevant[p.name][i]}
+            for i in range(len(u))
+        ]
         return points[0] if single else points
 
+    def _columns_relevant(self, u: np.ndarray) -> tuple[list[np.ndarray], dict, dict]:
+        """Per parameter: the coordinates to use, the decoded values and the relevance.
+
+        Relevance is decided in order from the decoded parents. A sentinel where the
+        parameter is relevant (its parent moved) reads as the middle of the range; the
+        entries of irrelevant rows are replaced by 0.5 and never looked at.
+        """
+        columns, decoded, relevant = [], {}, {}
+        for j, p in enumerate(self.parameters):
+            c = p.condition
+            flags = np.ones(len(u), bool)
+            if c is not None:
+                flags = relevant[c.parent] & c.holds(decoded[c.parent])
+            column = np.where(~flags | (u[:, j] == IRRELEVANT), 0.5, u[:, j])
+            columns.append(column)
+            relevant[p.name] = flags
+            decoded[p.name] = p.decode(column)
+        return columns, decoded, relevant
+
     def snap(self, u: np.ndarray) -> np.ndarray:
-        """Move integer coordinates to the centre of their bin (reals are unchanged)."""
+        """Move integer coordinates to the centre of their bin (reals are unchanged) and
+        irrelevant ones to :data:`IRRELEVANT`: equal points get equal coordinates."""
         u = np.asarray(u, dtype=np.float64)
         flat = u.reshape(-1, self.dim)
-        out = np.stack([p.snap(flat[:, j]) for j, p in enumerate(self.parameters)], axis=-1)
+        columns, _, relevant = self._columns_relevant(flat)
+        out = np.stack(
+            [
+                np.where(relevant[p.name], p.snap(column), IRRELEVANT)
+                for p, column in zip(self.parameters, columns, strict=True)
+            ],
+            axis=-1,
+        )
         return out.reshape(u.shape)
 
     def sample(self, key: jax.Array, n: int, method: str = "uniform") -> np.ndarray:
@@ -273,6 +412,7 @@ class Space:
 
         ``method="uniform"`` draws i.i.d. uniform coordinates; ``"sobol"`` takes the first
         ``n`` points of a scrambled Sobol sequence (``scipy.stats.qmc``) seeded from ``key``.
+        Irrelevant coordinates come out as :data:`IRRELEVANT`.
         """
         if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
             raise ValueError(f"n must be a non-negative integer, got {n!r}")
@@ -291,12 +431,21 @@ class Space:
     # -- serialisation (run journals compare spaces through this) ------------------
     def to_dict(self) -> dict[str, Any]:
         kinds = {cls: kind for kind, cls in _KINDS.items()}
-        return {"parameters": [{"type": kinds[type(p)], **asdict(p)} for p in self.parameters]}
+        specs = []
+        for p in self.parameters:
+            spec = {"type": kinds[type(p)], **asdict(p)}
+            if p.condition is None:  # unconditional spaces serialise as they always did
+                del spec["condition"]
+            specs.append(spec)
+        return {"parameters": specs}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Space:
         try:
             specs = [dict(s) for s in data["parameters"]]
+            for s in specs:
+                if s.get("condition") is not None:
+                    s["condition"] = Condition(**s["condition"])
             return cls([_KINDS[s.pop("type")](**s) for s in specs])
         except (KeyError, TypeError) as error:
             raise SpaceDefinitionError(f"not a serialised space: {error}") from error
@@ -313,3 +462,25 @@ def repeated_mask(
     """
     close = jnp.abs(candidates[:, None, :] - evaluated[None, :, :]) <= atol
     return jnp.any(jnp.all(close, axis=-1), axis=-1)
+
+
+def fill_irrelevant(u: Float[Array, "... d"]) -> Float[Array, "... d"]:
+    """The report's relevance-agnostic baseline: irrelevant coordinates filled "randomly".
+
+    Each :data:`IRRELEVANT` entry becomes a pseudo-random value in ``[0, 1)`` that is a
+    fixed hash of the point's relevant coordinates and the dimension, so a point always
+    gets the same fill (a GP sees consistent data across iterations, resumes and
+    candidates) while different points get unrelated fills, as if the irrelevant values
+    had been drawn at random once per input (the arc-kernel report's "GP" baseline).
+    Relevant coordinates are returned unchanged.
+    """
+    u = jnp.asarray(u)
+    d = u.shape[-1]
+    relevant = u != IRRELEVANT
+    known = jnp.where(relevant, u, 0.0)
+    # Fixed frequencies (drawn once from a seeded generator) of a sine hash per dimension.
+    frequencies = np.random.default_rng(20140101).uniform(10.0, 100.0, (d, d))
+    phases = np.random.default_rng(20140102).uniform(0.0, 2 * np.pi, d)
+    angle = known @ jnp.asarray(frequencies, u.dtype) + jnp.asarray(phases, u.dtype)
+    noise = jnp.sin(angle) * 43758.5453
+    return jnp.where(relevant, u, noise - jnp.floor(noise))

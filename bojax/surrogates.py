@@ -164,6 +164,10 @@ SURROGATES: dict[str, GPSurrogate] = {
     "gp-map": GPSurrogate(method="map"),
     # The ensemble-design report's model: Matern-5/2 ARD, exploration mean (eq. 7), slice.
     "gp-slice-exploration": GPSurrogate(model=gp.GP(mean="exploration"), method="slice"),
+    # The arc-kernel report's models for conditional spaces: the arc kernel (Matern-5/2 on
+    # the embedding) and its baseline, Matern-5/2 ARD on randomly filled inputs.
+    "gp-slice-arc": GPSurrogate(model=gp.GP(kernel="arc"), method="slice"),
+    "gp-slice-filled": GPSurrogate(model=gp.GP(kernel="matern52-filled"), method="slice"),
 }
 
 

@@ -22,7 +22,15 @@ def reference_gram(name, amplitude, lengthscales, x1, x2):
     return amplitude * Matern(length_scale=lengthscales, nu=nu)(x1, x2)
 
 
-@pytest.mark.parametrize("name", sorted(kernels.KERNELS))
+STATIONARY = ["se", "matern12", "matern32", "matern52"]
+
+
+def test_every_registered_kernel_is_tested():
+    """The arc kernels are checked in test_arc_kernel.py; a new kernel needs a reference."""
+    assert set(kernels.KERNELS) == {*STATIONARY, "arc", "arc-se", "matern52-filled"}
+
+
+@pytest.mark.parametrize("name", STATIONARY)
 def test_gram_matches_reference(name):
     rng = np.random.default_rng(1)
     x1, x2 = rng.normal(size=(12, 3)), rng.normal(size=(7, 3))
@@ -89,7 +97,7 @@ points = st.integers(2, 20).flatmap(
 
 
 K = kernels.KERNELS
-CASES = {name: (kernel, 1) for name, kernel in K.items()}
+CASES = {name: (K[name], 1) for name in STATIONARY}
 CASES["se + matern12"] = (K["se"] + K["matern12"], 2)
 CASES["se * matern32"] = (K["se"] * K["matern32"], 2)
 

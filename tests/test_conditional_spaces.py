@@ -1,0 +1,153 @@
+"""Conditional spaces: relevance, validation, coordinates, sampling, serialisation, runs."""
+
+import jax
+import numpy as np
+import pytest
+
+import bojax
+from bojax.errors import MissingParameterError, OutOfBoundsError, SpaceDefinitionError
+from bojax.spaces import IRRELEVANT, Condition, Integer, Real, Space, fill_irrelevant
+
+
+def layered_space(max_layers: int = 3) -> Space:
+    """Depth 0..max_layers; units and dropout of layer k are relevant when layers >= k."""
+    parameters = [Integer("layers", 0, max_layers), Real("lr", 1e-3, 1.0, log=True)]
+    for k in range(1, max_layers + 1):
+        parameters += [
+            Integer(f"units{k}", 8, 64, log=True, condition=("layers", ">=", k)),
+            Real(f"dropout{k}", 0.0, 0.8, condition=Condition("layers", ">=", k)),
+        ]
+    return Space(parameters)
+
+
+def test_irrelevant_parameters_are_not_required_and_are_dropped():
+    space = layered_space()
+    point = {"layers": 1, "lr": 0.1, "units1": 16, "dropout1": 0.5}
+    assert space.validate(point) == point
+    # A value for an irrelevant parameter is checked, then dropped; None is accepted.
+    assert space.validate({**point, "units2": 32, "dropout3": None}) == point
+    with pytest.raises(OutOfBoundsError) as error:
+        space.validate({**point, "units2": 1000})
+    assert error.value.name == "units2"
+    with pytest.raises(MissingParameterError) as error:
+        space.validate({"layers": 2, "lr": 0.1, "units1": 16, "dropout1": 0.5})
+    assert error.value.name == "units2"
+    assert space.validate({"layers": 0, "lr": 0.5}) == {"layers": 0, "lr": 0.5}
+
+
+def test_relevance_is_inherited_from_the_parent():
+    """A grandchild is irrelevant whenever its parent is, whatever its own condition says."""
+    space = Space(
+        [
+            Integer("layers", 0, 2),
+            Integer("units2", 1, 4, condition=("layers", ">=", 2)),
+            Real("bias2", 0.0, 1.0, condition=("units2", "in", (3, 4))),
+        ]
+    )
+    assert space.validate({"layers": 1, "bias2": 0.3}) == {"layers": 1}
+    assert space.validate({"layers": 2, "units2": 2}) == {"layers": 2, "units2": 2}
+    assert space.validate({"layers": 2, "units2": 3, "bias2": 0.3}) == {
+        "layers": 2,
+        "units2": 3,
+        "bias2": 0.3,
+    }
+    u = space.sample(jax.random.key(0), 400)
+    relevant = space.relevance(u)
+    assert np.all(relevant[:, 0])
+    assert np.all(relevant[:, 2] <= relevant[:, 1])  # child relevant => parent relevant
+    layers = np.array([p["layers"] for p in space.from_unit(u)])
+    np.testing.assert_array_equal(relevant[:, 1], layers >= 2)
+
+
+def test_unit_coordinates_mark_irrelevant_dimensions_and_round_trip():
+    space = layered_space()
+    point = {"layers": 2, "lr": 0.01, "units1": 8, "dropout1": 0.1, "units2": 64, "dropout2": 0.0}
+    u = space.to_unit(point)
+    assert np.all(u[6:] == IRRELEVANT) and np.all((u[:6] >= 0) & (u[:6] <= 1))
+    assert space.from_unit(u) == pytest.approx(point)
+    np.testing.assert_array_equal(space.snap(u), u)
+
+
+def test_sampling_covers_every_depth_and_snaps_irrelevant_values_away():
+    space = layered_space()
+    for method in ("uniform", "sobol"):
+        u = space.sample(jax.random.key(1), 256, method)
+        points = space.from_unit(u)
+        depths = np.array([p["layers"] for p in points])
+        assert set(depths) == {0, 1, 2, 3}
+        for row, point in zip(u, points, strict=True):
+            assert set(point) == {"layers", "lr"} | {
+                f"{kind}{k}" for k in range(1, point["layers"] + 1) for kind in ("units", "dropout")
+            }
+            np.testing.assert_array_equal(row == IRRELEVANT, ~space.relevance(row))
+        np.testing.assert_array_equal(space.snap(u), u)  # idempotent
+
+
+def test_points_that_differ_only_in_irrelevant_values_snap_equal():
+    space = layered_space()
+    rng = np.random.default_rng(0)
+    raw = rng.uniform(size=(2, space.dim))
+    raw[:, 0] = raw[0, 0]  # same depth
+    raw[:, 1] = raw[0, 1]
+    depth = space.from_unit(raw[0])["layers"]
+    relevant_cols = 2 + 2 * depth
+    raw[1, :relevant_cols] = raw[0, :relevant_cols]  # equal relevant values
+    snapped = space.snap(raw)
+    np.testing.assert_array_equal(snapped[0], snapped[1])
+    assert bool(bojax.spaces.repeated_mask(snapped[:1], snapped[1:])[0])
+
+
+def test_conditions_serialise_and_are_checked_at_definition():
+    space = layered_space()
+    assert Space.from_dict(space.to_dict()) == space
+    assert "condition" not in Space([Real("x", 0.0, 1.0)]).to_dict()["parameters"][0]
+    with pytest.raises(SpaceDefinitionError, match="comes later"):
+        Space([Integer("units", 1, 4, condition=("layers", ">=", 1)), Integer("layers", 0, 2)])
+    with pytest.raises(SpaceDefinitionError, match="not in the space"):
+        Space([Integer("units", 1, 4, condition=("depth", ">=", 1))])
+    with pytest.raises(SpaceDefinitionError, match="operator"):
+        Condition("layers", "=>", 1)
+    with pytest.raises(SpaceDefinitionError, match="finite numbers"):
+        Condition("layers", "in", ("two",))
+    with pytest.raises(SpaceDefinitionError, match="condition must be"):
+        Integer("units", 1, 4, condition="layers >= 1")
+
+
+def test_fill_irrelevant_is_a_fixed_pseudo_random_fill_of_the_sentinels_only():
+    space = layered_space()
+    u = space.sample(jax.random.key(2), 500)
+    filled = np.asarray(fill_irrelevant(u))
+    relevant = u != IRRELEVANT
+    np.testing.assert_array_equal(filled[relevant], u[relevant])
+    values = filled[~relevant]
+    assert values.min() >= 0 and values.max() < 1
+    np.testing.assert_array_equal(np.asarray(fill_irrelevant(u)), filled)  # deterministic
+    # Spread like uniform draws: mean 1/2, variance 1/12, no repeats between points.
+    assert abs(values.mean() - 0.5) < 0.05 and abs(values.var() - 1 / 12) < 0.01
+    assert len(np.unique(values)) == len(values)
+
+
+def test_a_run_on_a_conditional_space_never_passes_irrelevant_values(tmp_path):
+    """The objective sees exactly the relevant parameters; journal and resume keep that."""
+    space = layered_space(2)
+    seen = []
+
+    def objective(point):
+        expected = {"layers", "lr"} | {
+            f"{kind}{k}" for k in range(1, point["layers"] + 1) for kind in ("units", "dropout")
+        }
+        assert set(point) == expected, point
+        seen.append(point)
+        return point["layers"] + sum(point.get(f"dropout{k}", 0.0) for k in (1, 2))
+
+    options = dict(surrogate="gp-map", initial=4, seed=3, progress=False)
+    bojax.minimize(objective, space, out=tmp_path / "run", iterations=1, **options)
+    run = dict(out=tmp_path / "run", resume=True, iterations=3)
+    resumed = bojax.minimize(objective, space, **run, **options)
+    fresh = bojax.minimize(objective, space, iterations=3, **options)
+    assert [r["x"] for r in resumed.history] == [r["x"] for r in fresh.history]
+    assert all(r["status"] == "ok" for r in resumed.history)
+    for record in resumed.history:
+        u = np.asarray(record["u"])
+        np.testing.assert_allclose(u, space.to_unit(record["x"]), rtol=0, atol=1e-12)
+        assert np.all((u == IRRELEVANT) == ~space.relevance(u))
