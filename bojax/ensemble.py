@@ -32,7 +32,6 @@ the design then predicts (nearly) a constant, and its test loss says so.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
 import numbers
@@ -47,6 +46,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, Float
 
+from bojax.compilation import jit_quick_compile
 from bojax.errors import DataError, SettingsError
 from bojax.spaces import Integer, Real, Space
 
@@ -300,26 +300,7 @@ class Evaluation(NamedTuple):
     grid_prediction: jax.Array  # ensemble prediction at the caller's grid
 
 
-def _jit(fn, static_argnums: tuple[int, ...]):
-    """``jax.jit(fn)``, compiled at LLVM optimisation level 1 when running on CPU.
-
-    On CPU the trainer's compilation took 2.4 s at the default level and 1.6 s at level
-    1, with the same speed afterwards (docs/design.md); other backends keep defaults.
-    """
-    jitted: dict[str, Any] = {}
-
-    @functools.wraps(fn)
-    def call(*args):
-        backend = jax.default_backend()
-        if backend not in jitted:
-            options = {"xla_backend_optimization_level": 1} if backend == "cpu" else None
-            jitted[backend] = jax.jit(fn, static_argnums=static_argnums, compiler_options=options)
-        return jitted[backend](*args)
-
-    return call
-
-
-jit_train_ensemble = _jit(train_ensemble, static_argnums=(1, 2))
+jit_train_ensemble = jit_quick_compile(train_ensemble, static_argnums=(1, 2))
 
 
 def evaluate_design(arch: Architecture, training: Training, key, design: Design, data, grid):
@@ -342,7 +323,7 @@ def evaluate_design(arch: Architecture, training: Training, key, design: Design,
     )
 
 
-evaluate_design = _jit(evaluate_design, static_argnums=(0, 1))
+evaluate_design = jit_quick_compile(evaluate_design, static_argnums=(0, 1))
 
 
 # -- the objective bojax.minimize calls ------------------------------------------------------

@@ -55,6 +55,7 @@ class Settings:
     kappa: float = 2.0
     incumbent: str = "observed"
     samples: int | None = None  # hyperparameter draws per fit; None: the surrogate's default
+    burn_in: int | None = None  # burn-in sweeps of the first fit; None: the surrogate's default
 
     def __post_init__(self) -> None:
         for name in ("iterations", "initial", "seed", "num_candidates"):
@@ -75,14 +76,35 @@ class Settings:
             raise SettingsError(f"kappa must be a finite non-negative number, got {self.kappa!r}")
         if self.samples is not None and not (_is_count(self.samples) and self.samples >= 1):
             raise SettingsError(f"samples must be a positive integer or None, got {self.samples!r}")
+        if self.burn_in is not None and not _is_count(self.burn_in):
+            raise SettingsError(
+                f"burn_in must be a non-negative integer or None, got {self.burn_in!r}"
+            )
         get_surrogate(self.surrogate), get_acquisition(self.acquisition)  # typed errors if unknown
 
     def make_surrogate(self) -> GPSurrogate:
-        """The named surrogate, with ``samples`` draws per fit if set."""
+        """The named surrogate, with ``samples`` draws per fit and ``burn_in`` if set."""
         surrogate = get_surrogate(self.surrogate)
-        if self.samples is None or surrogate.method == "map":
+        if surrogate.method == "map":
             return surrogate
-        return replace(surrogate, num_samples=self.samples)
+        if self.samples is not None:
+            surrogate = replace(surrogate, num_samples=self.samples)
+        if self.burn_in is not None:
+            surrogate = replace(surrogate, burn_in=self.burn_in)
+        return surrogate
+
+    def identity(self) -> dict[str, Any]:
+        """What a journal records and a resume must match: every setting but ``iterations``
+        (a resume may extend the budget); optional settings left at None are omitted, so
+        adding one keeps older journals resumable."""
+        return {
+            k: v
+            for k, v in asdict(self).items()
+            if k != "iterations" and not (v is None and k in _OPTIONAL)
+        }
+
+
+_OPTIONAL = ("samples", "burn_in")
 
 
 class BOState(NamedTuple):
@@ -287,6 +309,7 @@ def minimize(
     kappa: float = 2.0,
     incumbent: str = "observed",
     samples: int | None = None,
+    burn_in: int | None = None,
     out: str | Path | None = None,
     resume: bool = False,
     progress: bool = True,
@@ -298,7 +321,8 @@ def minimize(
     run without repeating or losing a finished evaluation. A failing objective (raises,
     returns NaN/inf or a non-number) is recorded and skipped; if more than half of the
     evaluations after the initial design have failed, :class:`ObjectiveError` is raised.
-    ``samples`` overrides the surrogate's number of hyperparameter draws per fit.
+    ``samples`` overrides the surrogate's number of hyperparameter draws per fit, and
+    ``burn_in`` its burn-in on the first fit.
     """
     settings = Settings(
         surrogate,
@@ -312,12 +336,11 @@ def minimize(
         kappa,
         incumbent,
         samples,
+        burn_in,
     )
     state = init(space, settings)
     journal = Journal(out) if out is not None else None
-    # ``iterations`` is not part of a run's identity: a resume may extend the budget.
-    identity = {k: v for k, v in asdict(settings).items() if k != "iterations"}
-    header = {"space": space.to_dict(), "settings": identity}
+    header = {"space": space.to_dict(), "settings": settings.identity()}
     history: list[dict[str, Any]] = []
     if journal is not None:
         if resume and journal.exists():
