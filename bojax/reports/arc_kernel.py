@@ -302,8 +302,11 @@ def _depth_fractions(cfg: Config, rows_per_seed: list[list[dict]]) -> list[float
 # -- Table 1 --------------------------------------------------------------------------------
 
 
-def regression_table(cfg: Config, runs: list[list[dict]]) -> tuple[dict, dict]:
-    """NMSE (mean, standard error over folds) of each model, on raw and log outputs."""
+def regression_table(
+    cfg: Config, runs: list[list[dict]], models: tuple[str, ...] = MODELS
+) -> tuple[dict, dict]:
+    """NMSE (mean, standard error over folds) of each of ``models`` on raw and log outputs,
+    and facts about the pooled data."""
     space = deepnet_space(cfg.max_layers, cfg.training.max_units)
     rows = [row for rows in runs for row in rows]
     # Points evaluated twice (by different runs) are kept once.
@@ -318,11 +321,11 @@ def regression_table(cfg: Config, runs: list[list[dict]]) -> tuple[dict, dict]:
     folds = np.random.default_rng(cfg.data_seed).permutation(len(rows)) % cfg.folds
     table: dict[str, dict[str, list[float]]] = {}
     for output, y in targets.items():
-        scores = {m: [] for m in MODELS}
+        scores = {m: [] for m in models}
         chains: dict[Any, Any] = {}
         for fold in range(cfg.folds):
             train, test = folds != fold, folds == fold
-            for model in MODELS:
+            for model in models:
                 prediction = _predict(cfg, model, chains, fold, u, depths, y, train, test)
                 residual = y[test] - prediction
                 scores[model].append(float(np.mean(residual**2) / np.var(y[test])))
@@ -335,7 +338,7 @@ def regression_table(cfg: Config, runs: list[list[dict]]) -> tuple[dict, dict]:
         "points_per_depth": np.bincount(depths, minlength=cfg.max_layers + 1).tolist(),
         "folds": cfg.folds,
     }
-    return {m: {o: table[o][m] for o in targets} for m in MODELS}, info
+    return {m: {o: table[o][m] for o in targets} for m in models}, info
 
 
 def _linear(x_train, y_train, x_test) -> np.ndarray:
