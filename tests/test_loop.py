@@ -81,6 +81,16 @@ def test_samples_setting_sets_the_draws_per_fit():
     assert state.surrogate.samples["noise"].shape == (8,)
 
 
+def test_burn_in_setting_and_journal_identity():
+    settings = bojax.Settings(samples=8, burn_in=5)
+    assert settings.make_surrogate().burn_in == 5
+    identity = bojax.Settings().identity()
+    # Optional settings left at None are not recorded (older journals stay resumable).
+    assert "burn_in" not in identity and "samples" not in identity
+    assert "iterations" not in identity and identity["surrogate"] == "gp-slice"
+    assert settings.identity()["burn_in"] == 5
+
+
 def test_a_bo_run_compiles_once_per_bucket_not_per_iteration():
     with count_compilations() as counts:
         bojax.minimize(FORRESTER, FORRESTER.space, iterations=10, initial=3, seed=11, **QUIET)
@@ -186,6 +196,8 @@ def test_maximize_flips_the_goal():
         ({"kappa": float("nan")}, SettingsError),
         ({"samples": 0}, SettingsError),
         ({"samples": 2.0}, SettingsError),
+        ({"burn_in": -1}, SettingsError),
+        ({"burn_in": True}, SettingsError),
     ],
 )
 def test_bad_settings_are_typed_errors(kwargs, error):
