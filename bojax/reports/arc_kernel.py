@@ -42,6 +42,7 @@ from bojax.deepnet import DeepNetObjective, Training, deepnet_space, depth, digi
 from bojax.errors import SettingsError
 from bojax.journal import Journal
 from bojax.loop import minimize
+from bojax.reports import CachedObjective, pyplot
 from bojax.spaces import IRRELEVANT, Integer, fill_irrelevant
 from bojax.surrogates import GPSurrogate
 
@@ -113,7 +114,8 @@ def run(cfg: Config, out: str | Path, *, fresh: bool = False, progress: bool = T
     out.mkdir(parents=True, exist_ok=True)
     if fresh and (out / "runs").exists():
         shutil.rmtree(out / "runs")
-    objective = _CachedObjective(DeepNetObjective(digits(cfg.data_seed), cfg.training))
+    deepnet = DeepNetObjective(digits(cfg.data_seed), cfg.training)
+    objective = CachedObjective(deepnet.evaluate, "log_error")
     started = time.perf_counter()
     runs: dict[str, list[list[dict]]] = {}
     with count_compilations() as compilations:
@@ -123,7 +125,7 @@ def run(cfg: Config, out: str | Path, *, fresh: bool = False, progress: bool = T
                 folder = out / "runs" / f"{method}-seed{seed}"
                 if progress:
                     print(f"{LABELS[method]}, seed {seed}")
-                history = _bo_run(cfg, method, seed, objective, folder, progress)
+                history = _bo_run(cfg, method, seed, objective, deepnet.space, folder, progress)
                 runs[method].append(_rows(history, objective))
         bo_seconds = time.perf_counter() - started
         table, table_info = regression_table(cfg, [r for m in runs.values() for r in m])
@@ -135,10 +137,10 @@ def run(cfg: Config, out: str | Path, *, fresh: bool = False, progress: bool = T
         "report": "arc kernel (Swersky et al. 2014)",
         "config": asdict(cfg),
         "dataset": {
-            "name": objective.objective.data.name,
-            "n_train": len(objective.objective.data.y_train),
-            "n_validation": len(objective.objective.data.y_valid),
-            "n_test": len(objective.objective.data.y_test),
+            "name": deepnet.data.name,
+            "n_train": len(deepnet.data.y_train),
+            "n_validation": len(deepnet.data.y_valid),
+            "n_test": len(deepnet.data.y_test),
         },
         "table1": table,
         "table1_report": {
@@ -172,26 +174,9 @@ def run(cfg: Config, out: str | Path, *, fresh: bool = False, progress: bool = T
 # -- the BO runs -------------------------------------------------------------------------------
 
 
-class _CachedObjective:
-    """The deep-net objective with evaluations kept by point (they are deterministic)."""
-
-    def __init__(self, objective: DeepNetObjective):
-        self.objective, self.cache = objective, {}
-
-    def evaluate(self, point: dict[str, Any]) -> dict[str, float]:
-        key = json.dumps(point, sort_keys=True)
-        if key not in self.cache:
-            self.cache[key] = self.objective.evaluate(point)
-        return self.cache[key]
-
-    def __call__(self, point: dict[str, Any]) -> float:
-        return self.evaluate(point)["log_error"]
-
-
-def _bo_run(cfg: Config, method, seed, objective, folder: Path, progress) -> list[dict]:
-    space = objective.objective.space
+def _bo_run(cfg: Config, method, seed, objective, space, folder: Path, progress) -> list[dict]:
     if method == "tpe":
-        return _tpe_run(cfg, seed, objective, folder)
+        return _tpe_run(cfg, seed, objective, space, folder)
     result = minimize(
         objective,
         space,
@@ -211,7 +196,7 @@ def _bo_run(cfg: Config, method, seed, objective, folder: Path, progress) -> lis
     return result.history
 
 
-def _tpe_run(cfg: Config, seed: int, objective, folder: Path) -> list[dict]:
+def _tpe_run(cfg: Config, seed: int, objective, space, folder: Path) -> list[dict]:
     """Optuna's TPE on the same conditional space (define-by-run), ``initial`` random
     start-up trials then TPE; a finished run is kept in ``folder/history.json``."""
     path = folder / "history.json"
@@ -226,7 +211,6 @@ def _tpe_run(cfg: Config, seed: int, objective, folder: Path) -> list[dict]:
             "peers=('tpe',) needs Optuna: uv sync --group bench (or pip install optuna)"
         ) from None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    space = objective.objective.space
     history: list[dict] = []
 
     def suggest(trial) -> dict[str, Any]:
@@ -266,7 +250,7 @@ def _tpe_run(cfg: Config, seed: int, objective, folder: Path) -> list[dict]:
     return history
 
 
-def _rows(history: list[dict], objective: _CachedObjective) -> list[dict[str, Any]]:
+def _rows(history: list[dict], objective: CachedObjective) -> list[dict[str, Any]]:
     rows = []
     for record in history:
         if record["status"] != "ok":
@@ -397,17 +381,8 @@ def _predict(cfg, model, chains, fold, u, depths, y, train, test) -> np.ndarray:
 COLOURS = {"arc": "tab:red", "baseline": "tab:blue", "tpe": "tab:green"}
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _plot_best_so_far(cfg: Config, runs: dict, path: Path) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for method, rows_per_seed in runs.items():
         curves = [_best_so_far(rows) for rows in rows_per_seed]
@@ -432,7 +407,7 @@ def _plot_best_so_far(cfg: Config, runs: dict, path: Path) -> Path:
 
 
 def _plot_depths(cfg: Config, runs: dict, path: Path) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     depths = np.arange(cfg.max_layers + 1)
     width = 0.8 / len(runs)

@@ -29,6 +29,7 @@ from bojax.ensemble import EnsembleObjective, Training, design_space
 from bojax.errors import SettingsError
 from bojax.journal import Journal
 from bojax.loop import minimize
+from bojax.reports import CachedObjective, pyplot
 
 # The report's best designs (Figures 4 and 7 captions), for comparison on our data.
 REPORT_BEST = {
@@ -111,9 +112,8 @@ def run(
     data = get_dataset(f"experiment{cfg.experiment}", cfg.seed)
     space = design_space(cfg.max_layers, cfg.max_width, cfg.max_members)
     grid = np.linspace(*data.domain, 400)
-    objective = _CachedObjective(
-        EnsembleObjective(space, data.arrays, cfg.training, seed=cfg.seed, grid=grid)
-    )
+    ensemble = EnsembleObjective(space, data.arrays, cfg.training, seed=cfg.seed, grid=grid)
+    objective = CachedObjective(ensemble.evaluate, "test_loss")
 
     started = time.perf_counter()
     with count_compilations() as compilations:
@@ -185,24 +185,7 @@ def run(
     return summary
 
 
-class _CachedObjective:
-    """The ensemble objective with its evaluations kept by design (evaluation is
-    deterministic per design, so a design missing after a resume is recomputed)."""
-
-    def __init__(self, objective: EnsembleObjective):
-        self.objective, self.cache = objective, {}
-
-    def evaluate(self, point: dict[str, Any]) -> dict[str, Any]:
-        key = tuple(sorted(point.items()))
-        if key not in self.cache:
-            self.cache[key] = self.objective.evaluate(point)
-        return self.cache[key]
-
-    def __call__(self, point: dict[str, Any]) -> float:
-        return self.evaluate(point)["test_loss"]
-
-
-def _iterations(history: list[dict], objective: _CachedObjective) -> list[dict[str, Any]]:
+def _iterations(history: list[dict], objective: CachedObjective) -> list[dict[str, Any]]:
     rows = []
     for record in history:
         row = {"iteration": record["iteration"], "phase": record["phase"], "status": "failed"}
@@ -228,18 +211,8 @@ def _design_text(design: dict[str, Any]) -> str:
     )
 
 
-def _pyplot():
-    """matplotlib's pyplot on the file-only Agg backend (imported late: it is slow)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _plot_data(data: Regression, path: Path, number: int) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
     grid = np.linspace(*data.domain, 400)
@@ -261,7 +234,7 @@ def _plot_data(data: Regression, path: Path, number: int) -> Path:
 
 
 def _plot_fits(data, grid, rows, best, path: Path, number: int) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
 
     fig, axes = plt.subplots(1, len(rows), figsize=(4.2 * len(rows), 3.8), sharey=True)
     axes = np.atleast_1d(axes)
@@ -285,7 +258,7 @@ def _plot_fits(data, grid, rows, best, path: Path, number: int) -> Path:
 
 
 def _plot_exploration(rows, best, cfg: Config, path: Path, number: int) -> Path:
-    plt = _pyplot()
+    plt = pyplot()
     from matplotlib.ticker import MaxNLocator
 
     ok = [row for row in rows if row["status"] == "ok"]
