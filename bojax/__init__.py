@@ -9,10 +9,11 @@ import; entry points (CLI, experiments) do, and so should scripts that fit GPs.
 from bojax import errors, gp, kernels, means
 from bojax.errors import BojaxError
 from bojax.loop import Result, Settings, ask, init, minimize, tell
-from bojax.spaces import Integer, Real, Space
+from bojax.spaces import Condition, Integer, Real, Space
 
 __all__ = [
     "BojaxError",
+    "Condition",
     "Integer",
     "Real",
     "Result",
