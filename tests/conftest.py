@@ -1,9 +1,29 @@
 """Test configuration: float64 by default (as the CLI and experiments run), bounded hypothesis."""
 
+import importlib.util
+from pathlib import Path
+
 import jax
+import pytest
 from hypothesis import settings
 
 jax.config.update("jax_enable_x64", True)
 
 settings.register_profile("bojax", max_examples=40, deadline=None, derandomize=True)
 settings.load_profile("bojax")
+
+
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+
+
+@pytest.fixture
+def experiment_script():
+    """Load ``experiments/<name>.py`` as a module: ``experiment_script("arc_kernel").main``."""
+
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(f"{name}_script", EXPERIMENTS / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load

@@ -1,8 +1,6 @@
 """The arc-kernel reproduction: settings, the Table 1 regression, a reduced script run."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import jax
 import numpy as np
@@ -13,17 +11,9 @@ from bojax.deepnet import deepnet_space
 from bojax.errors import SettingsError
 from bojax.reports import arc_kernel
 
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "arc_kernel.py"
 REDUCED = ["--quick", "--seeds", "1", "--initial", "3", "--iterations", "1", "--samples", "4"]
 REDUCED += ["--burn-in", "4", "--candidates", "64", "--folds", "2", "--table-burn-in", "4"]
 REDUCED += ["--table-samples", "4", "--max-layers", "1", "--epochs", "2", "--no-progress"]
-
-
-def script():
-    spec = importlib.util.spec_from_file_location("arc_kernel_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_settings():
@@ -58,8 +48,10 @@ def test_table_scores_an_exactly_linear_response_as_zero_for_linear_models():
     assert table["linear"]["raw"][0] > 1e-3  # random fill breaks the joint linear model
 
 
-def test_reduced_run_writes_figures_table_and_summary_then_replots(tmp_path, capsys):
-    summary = script().main([*REDUCED, "--out", str(tmp_path)])
+def test_reduced_run_writes_figures_table_and_summary_then_replots(
+    tmp_path, capsys, experiment_script
+):
+    summary = experiment_script("arc_kernel").main([*REDUCED, "--out", str(tmp_path)])
     folder = tmp_path / "quick"
     for name in ("figure2_best_error.png", "figure3_depth_fractions.png"):
         with Image.open(folder / name) as image:
@@ -78,7 +70,7 @@ def test_reduced_run_writes_figures_table_and_summary_then_replots(tmp_path, cap
     assert saved["compilations_in_this_process"]["network_training"] == 1
     assert "arc GP" in capsys.readouterr().out
     # Run again: the journals are complete, so nothing is evaluated and numbers agree.
-    again = script().main([*REDUCED, "--out", str(tmp_path)])
+    again = experiment_script("arc_kernel").main([*REDUCED, "--out", str(tmp_path)])
     assert again["curves"] == summary["curves"] and again["table1"] == summary["table1"]
     assert (
         again["compilations_in_this_process"]["gp_fit"]

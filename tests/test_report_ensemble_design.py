@@ -1,9 +1,7 @@
 """The ensemble-design reproduction: settings, a reduced run of the experiment script
 (figures, summary, one compilation), re-running and resuming."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -11,16 +9,8 @@ from PIL import Image
 from bojax.errors import SettingsError
 from bojax.reports import ensemble_design
 
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "ensemble_design.py"
 REDUCED = ["--quick", "--initial", "2", "--iterations", "2", "--samples", "16"]
 REDUCED += ["--candidates", "64", "--min-epochs", "10", "--max-epochs", "30", "--no-progress"]
-
-
-def script():
-    spec = importlib.util.spec_from_file_location("ensemble_design_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_settings_follow_the_report():
@@ -40,8 +30,12 @@ def test_settings_follow_the_report():
         ensemble_design.config(1, epochs=3)
 
 
-def test_reduced_run_writes_figures_and_summary_then_replots_on_rerun(tmp_path, capsys):
-    summary = script().main(["--experiment", "1", *REDUCED, "--out", str(tmp_path)])
+def test_reduced_run_writes_figures_and_summary_then_replots_on_rerun(
+    tmp_path, capsys, experiment_script
+):
+    summary = experiment_script("ensemble_design").main(
+        ["--experiment", "1", *REDUCED, "--out", str(tmp_path)]
+    )
     folder = tmp_path / "experiment1-quick"
     for name in ("figure3_data.png", "figure4_fits.png", "figure5_exploration.png"):
         with Image.open(folder / name) as image:
@@ -66,21 +60,32 @@ def test_reduced_run_writes_figures_and_summary_then_replots_on_rerun(tmp_path, 
 
     # The same command again continues the (finished) journal: nothing is re-run by BO,
     # and the deterministic re-evaluations reproduce the numbers exactly.
-    again = script().main(["--experiment", "1", *REDUCED, "--out", str(tmp_path)])
+    again = experiment_script("ensemble_design").main(
+        ["--experiment", "1", *REDUCED, "--out", str(tmp_path)]
+    )
     assert again["iterations"] == saved["iterations"] and again["best"] == saved["best"]
     lines = (folder / "run" / "journal.jsonl").read_text().splitlines()
     assert len(lines) == 4
 
     # Other settings on the same folder are refused, with a hint; --fresh replaces it.
     other = [*REDUCED[:-1], "--seed", "1", "--no-progress"]
-    assert script().main(["--experiment", "1", *other, "--out", str(tmp_path)]) == {}
+    assert (
+        experiment_script("ensemble_design").main(
+            ["--experiment", "1", *other, "--out", str(tmp_path)]
+        )
+        == {}
+    )
     assert "--fresh" in capsys.readouterr().err
-    fresh = script().main(["--experiment", "1", *other, "--fresh", "--out", str(tmp_path)])
+    fresh = experiment_script("ensemble_design").main(
+        ["--experiment", "1", *other, "--fresh", "--out", str(tmp_path)]
+    )
     assert fresh["config"]["seed"] == 1 and fresh["evaluations"] == 4
 
 
-def test_experiment_two_writes_figures_six_to_eight(tmp_path):
-    summary = script().main(["--experiment", "2", *REDUCED, "--out", str(tmp_path)])
+def test_experiment_two_writes_figures_six_to_eight(tmp_path, experiment_script):
+    summary = experiment_script("ensemble_design").main(
+        ["--experiment", "2", *REDUCED, "--out", str(tmp_path)]
+    )
     folder = tmp_path / "experiment2-quick"
     assert summary["figures"] == {
         "data": "figure6_data.png",
