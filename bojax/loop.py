@@ -24,9 +24,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bojax import gp
+from bojax import gp, policies
 from bojax.acquisition import get_acquisition
-from bojax.errors import JournalError, ObjectiveError, SettingsError, SpaceExhaustedError
+from bojax.errors import (
+    DataError,
+    JournalError,
+    ObjectiveError,
+    SettingsError,
+    SpaceExhaustedError,
+)
 from bojax.journal import Journal
 from bojax.optimize import propose
 from bojax.spaces import Space, repeated_mask
@@ -56,6 +62,11 @@ class Settings:
     incumbent: str = "observed"
     samples: int | None = None  # hyperparameter draws per fit; None: the surrogate's default
     burn_in: int | None = None  # burn-in sweeps of the first fit; None: the surrogate's default
+    policy: str = "acquisition"  # exploration policy (bojax.policies)
+    tau: float | None = None  # the policy's threshold; None: its default
+    scaling: str = "pseudocode"  # variable threshold: the report's pseudo-code or prose
+    stop_tolerance: float | None = None  # early stop when the acquisition falls below
+    stop_sd: float | None = None  # ... and, for exploring policies, the largest sd too
 
     def __post_init__(self) -> None:
         for name in ("iterations", "initial", "seed", "num_candidates"):
@@ -80,12 +91,19 @@ class Settings:
             raise SettingsError(
                 f"burn_in must be a non-negative integer or None, got {self.burn_in!r}"
             )
+        for name in ("stop_tolerance", "stop_sd"):
+            value = getattr(self, name)
+            if value is not None and not (
+                isinstance(value, numbers.Real) and not isinstance(value, bool) and value > 0
+            ):
+                raise SettingsError(f"{name} must be a positive number or None, got {value!r}")
+        policies.check(self.policy, self.tau, self.scaling)
         get_surrogate(self.surrogate), get_acquisition(self.acquisition)  # typed errors if unknown
 
     def make_surrogate(self) -> GPSurrogate:
         """The named surrogate, with ``samples`` draws per fit and ``burn_in`` if set."""
         surrogate = get_surrogate(self.surrogate)
-        if surrogate.method == "map":
+        if surrogate.method in ("map", "fixed"):
             return surrogate
         if self.samples is not None:
             surrogate = replace(surrogate, num_samples=self.samples)
@@ -95,16 +113,25 @@ class Settings:
 
     def identity(self) -> dict[str, Any]:
         """What a journal records and a resume must match: every setting but ``iterations``
-        (a resume may extend the budget); optional settings left at None are omitted, so
-        adding one keeps older journals resumable."""
+        (a resume may extend the budget); optional settings left at their defaults are
+        omitted, so adding one keeps older journals resumable."""
         return {
             k: v
             for k, v in asdict(self).items()
-            if k != "iterations" and not (v is None and k in _OPTIONAL)
+            if k != "iterations" and not (k in _OPTIONAL and v == _OPTIONAL[k])
         }
 
 
-_OPTIONAL = ("samples", "burn_in")
+# Settings added after journals existed, with the value that leaves a run unchanged.
+_OPTIONAL = {
+    "samples": None,
+    "burn_in": None,
+    "policy": "acquisition",
+    "tau": None,
+    "scaling": "pseudocode",
+    "stop_tolerance": None,
+    "stop_sd": None,
+}
 
 
 class BOState(NamedTuple):
@@ -135,16 +162,20 @@ def _iteration_key(settings: Settings, n: int) -> jax.Array:
     return jax.random.fold_in(jax.random.split(jax.random.key(settings.seed))[1], n)
 
 
-def _standardised(settings: Settings, y: np.ndarray) -> np.ndarray:
-    """Successful outputs, negated to minimise if maximising, centred and scaled.
-
-    A constant or single output keeps scale 1, so no division by zero.
-    """
-    y = -y if settings.maximize else y
-    shift, scale = y.mean(), y.std()
+def _standardisation(settings: Settings, y: np.ndarray) -> tuple[float, float, float]:
+    """``(sign, shift, scale)`` with ``(sign y - shift) / scale`` the outputs the surrogate
+    sees: negated to minimise if maximising, centred and scaled. A constant or single
+    output keeps scale 1, so no division by zero."""
+    sign = -1.0 if settings.maximize else 1.0
+    shift, scale = float(np.mean(sign * y)), float(np.std(sign * y))
     if not scale > 1e-12 * max(1.0, abs(shift)):
         scale = 1.0
-    return (y - shift) / scale
+    return sign, shift, scale
+
+
+def _standardised(settings: Settings, y: np.ndarray) -> np.ndarray:
+    sign, shift, scale = _standardisation(settings, y)
+    return (sign * y - shift) / scale
 
 
 def _fits_at(state: BOState) -> bool:
@@ -206,7 +237,63 @@ def ask(state: BOState) -> tuple[np.ndarray, BOState, dict[str, Any]]:
         num_candidates=settings.num_candidates,
     )
     info = {"phase": "bo", "acquisition_value": value, **fitted.diagnostics}
+    if settings.policy != "acquisition" or settings.stop_tolerance is not None:
+        u, choice = _apply_policy(state, surrogate, (fitted.posteriors, best, {}), u, value)
+        info.update(choice)
     return u, state._replace(surrogate=fitted), info
+
+
+def _apply_policy(state: BOState, surrogate: GPSurrogate, args, u, value):
+    """Choose between the acquisition maximiser ``u`` and the most uncertain point."""
+    settings, n = state.settings, len(state.y)
+    # Keys of their own (fold_in 2), so the default loop's draws are left as they were.
+    explore_key, draw_key = jax.random.split(jax.random.fold_in(_iteration_key(settings, n), 2))
+    explore, sd, pi = u, math.nan, math.nan
+    if policies.explores(settings.policy):
+        explore, sd = propose(
+            explore_key,
+            _score_function(surrogate, "max_variance"),
+            args,
+            state.space,
+            state.u,
+            method=settings.optimizer,
+            num_candidates=settings.num_candidates,
+        )
+        pi = float(_score_function(surrogate, "pi")(jnp.asarray(explore[None]), args)[0])
+    decision = policies.decide(
+        draw_key,
+        settings.policy,
+        policies.Proposals(u, value, explore, sd, pi),
+        tau=settings.tau,
+        scaling=settings.scaling,
+        stop_tolerance=settings.stop_tolerance,
+        stop_sd=settings.stop_sd,
+    )
+    return decision.u, {
+        "explored": float(decision.explored),
+        "exploit_probability": decision.exploit_probability,
+        "explore_sd": sd,
+        "explore_pi": pi,
+        "converged": float(decision.converged),
+    }
+
+
+def predict(state: BOState, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Posterior mean and standard deviation of the objective at unit points ``u`` (M, d),
+    in the objective's own units, given every successful evaluation in ``state``.
+
+    The surrogate is fitted afresh (as the next :func:`ask` would), and the samples'
+    Gaussians are pooled: ``mean = E_s[mu_s]``, ``sd^2 = E_s[sigma_s^2] + Var_s[mu_s]``.
+    """
+    if not _fits_at(state):
+        raise DataError("predict() needs the initial design evaluated and one success")
+    surrogate, fitted, _, _ = _fit(state)
+    u = jnp.asarray(u, dtype=jnp.float64).reshape(-1, state.space.dim)
+    mean, var = surrogate.predict(fitted, u)
+    mean, var = np.asarray(mean), np.asarray(var)
+    sign, shift, scale = _standardisation(state.settings, state.y[np.isfinite(state.y)])
+    pooled_sd = np.sqrt(var.mean(axis=0) + mean.var(axis=0))
+    return sign * (mean.mean(axis=0) * scale + shift), pooled_sd * scale
 
 
 # -- the one-call driver ------------------------------------------------------------------
@@ -310,6 +397,11 @@ def minimize(
     incumbent: str = "observed",
     samples: int | None = None,
     burn_in: int | None = None,
+    policy: str = "acquisition",
+    tau: float | None = None,
+    scaling: str = "pseudocode",
+    stop_tolerance: float | None = None,
+    stop_sd: float | None = None,
     out: str | Path | None = None,
     resume: bool = False,
     progress: bool = True,
@@ -322,21 +414,30 @@ def minimize(
     returns NaN/inf or a non-number) is recorded and skipped; if more than half of the
     evaluations after the initial design have failed, :class:`ObjectiveError` is raised.
     ``samples`` overrides the surrogate's number of hyperparameter draws per fit, and
-    ``burn_in`` its burn-in on the first fit.
+    ``burn_in`` its burn-in on the first fit. ``policy`` (``"hybrid"``,
+    ``"variable-threshold"``) sometimes evaluates the most uncertain point instead of the
+    acquisition maximiser, with threshold ``tau`` and, for the variable threshold, the
+    ``scaling`` direction; ``stop_tolerance`` (and ``stop_sd``) end the run early once
+    nothing is expected to improve (see :mod:`bojax.policies`).
     """
     settings = Settings(
-        surrogate,
-        acquisition,
-        optimizer,
-        iterations,
-        initial,
-        seed,
-        maximize,
-        num_candidates,
-        kappa,
-        incumbent,
-        samples,
-        burn_in,
+        surrogate=surrogate,
+        acquisition=acquisition,
+        optimizer=optimizer,
+        iterations=iterations,
+        initial=initial,
+        seed=seed,
+        maximize=maximize,
+        num_candidates=num_candidates,
+        kappa=kappa,
+        incumbent=incumbent,
+        samples=samples,
+        burn_in=burn_in,
+        policy=policy,
+        tau=tau,
+        scaling=scaling,
+        stop_tolerance=stop_tolerance,
+        stop_sd=stop_sd,
     )
     state = init(space, settings)
     journal = Journal(out) if out is not None else None
@@ -366,6 +467,9 @@ def minimize(
                 u, state, info = ask(state)
             except SpaceExhaustedError as error:
                 stopped = str(error)
+                break
+            if info.get("converged"):
+                stopped = f"converged after {n} evaluations (the policy's stopping rule)"
                 break
             point = space.from_unit(u)
             y, error = _evaluate(objective, point)

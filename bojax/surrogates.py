@@ -9,9 +9,10 @@ and one line in :data:`SURROGATES`; a GP with other priors, kernel or mean is on
 
 :class:`GPSurrogate` treats the GP's hyperparameters fully Bayesian: ``slice``
 (Spearmint's choice, the ensemble-design and arc-kernel reports), ``nuts``, or ``map``
-(a point estimate, S = 1). The slice chain burns in on the first fit only and then
-continues across BO iterations from its last position, so later fits cost only the
-retained sweeps.
+(a point estimate, S = 1), or keeps them ``fixed`` at given values (S = 1; the
+architecture-search report's GP, whose alpha, sigma and ell are chosen by hand). The
+slice chain burns in on the first fit only and then continues across BO iterations from
+its last position, so later fits cost only the retained sweeps.
 """
 
 from __future__ import annotations
@@ -63,10 +64,15 @@ class GPSurrogate:
     map_restarts: int = 8
     map_steps: int = 300
     prior: Callable[[gp.GP, int], PyTree] = priors.default_prior  # (model, dim) -> prior tree
+    fixed: Callable[[gp.GP, int], PyTree] | None = None  # (model, dim) -> params, for "fixed"
 
     def __post_init__(self) -> None:
-        if self.method not in ("slice", "nuts", "map"):
-            raise ValueError(f"method must be 'slice', 'nuts' or 'map', got {self.method!r}")
+        if self.method not in ("slice", "nuts", "map", "fixed"):
+            raise ValueError(
+                f"method must be 'slice', 'nuts', 'map' or 'fixed', got {self.method!r}"
+            )
+        if (self.method == "fixed") != (self.fixed is not None):
+            raise ValueError("method='fixed' needs fixed=(model, dim) -> params, and only it")
         for name in ("num_samples", "thin", "map_restarts", "map_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
@@ -75,22 +81,25 @@ class GPSurrogate:
 
     @property
     def samples_per_fit(self) -> int:
-        return 1 if self.method == "map" else self.num_samples
+        return 1 if self.method in ("map", "fixed") else self.num_samples
 
     def init(self, dim: int, prior: PyTree | None = None) -> GPState:
         """Fresh state; ``prior`` overrides ``self.prior(model, dim)`` for this run only."""
         prior = self.prior(self.model, dim) if prior is None else prior
-        start = self.model.init_params(dim, noise=1e-2)
-        start["kernel"] = jax.tree.map(
-            lambda leaf: jnp.full_like(leaf, 0.5) if jnp.ndim(leaf) else leaf, start["kernel"]
-        )
+        if self.fixed is not None:
+            start = self.fixed(self.model, dim)
+        else:
+            start = self.model.init_params(dim, noise=1e-2)
+            start["kernel"] = jax.tree.map(
+                lambda leaf: jnp.full_like(leaf, 0.5) if jnp.ndim(leaf) else leaf, start["kernel"]
+            )
         position = priors.to_unconstrained(prior, start)
         size = jax.flatten_util.ravel_pytree(position)[0].shape[0]
         return GPState(prior, position, jnp.ones(size), 0)
 
     def fit(self, key: jax.Array, state: GPState, data: gp.Data) -> GPState:
         """Draw hyperparameters given ``data`` and condition one GP per draw."""
-        first = state.fits == 0 and self.method != "map"  # MAP has no burn-in
+        first = state.fits == 0 and self.method in ("slice", "nuts")  # the others never burn in
         samples, posteriors, position, widths, diagnostics = _fit(
             self, first, key, state.prior, data, state.position, state.widths
         )
@@ -137,6 +146,8 @@ def _fit(surrogate: GPSurrogate, first: bool, key, prior, data, position, widths
             surrogate.num_samples,
             warmup=surrogate.burn_in if first else surrogate.warmup_later,
         )
+    elif surrogate.method == "fixed":
+        chain = inference.Chain(jax.tree.map(lambda leaf: leaf[None], position), None, {})
     else:
         draws = jax.vmap(lambda k: priors.sample_unconstrained(k, prior, position))(
             jax.random.split(key, surrogate.map_restarts - 1)
@@ -158,6 +169,22 @@ def _predict(model: gp.GP, posteriors: gp.Posterior, x):
     return jax.vmap(gp.predict, in_axes=(None, 0, None))(model, posteriors, x)
 
 
+def fixed_se(amplitude: float, lengthscale: float, noise_sd: float):
+    """Fixed hyperparameters of the architecture-search report's GP: ``k(x, x') = alpha^2
+    exp(-|x - x'|^2 / (2 ell^2))`` with ``alpha = amplitude``, ``ell = lengthscale``, and
+    noise standard deviation ``sigma = noise_sd`` (Twist 2019, eq. 26 and sec. 3.5)."""
+
+    def params(model: gp.GP, dim: int) -> PyTree:
+        start = model.init_params(dim, noise=noise_sd**2)
+        start["kernel"] = {
+            "amplitude": jnp.asarray(amplitude**2),
+            "lengthscales": jnp.full(dim, lengthscale),
+        }
+        return start
+
+    return params
+
+
 SURROGATES: dict[str, GPSurrogate] = {
     "gp-slice": GPSurrogate(method="slice"),
     "gp-hmc": GPSurrogate(method="nuts"),
@@ -168,6 +195,14 @@ SURROGATES: dict[str, GPSurrogate] = {
     # the embedding) and its baseline, Matern-5/2 ARD on randomly filled inputs.
     "gp-slice-arc": GPSurrogate(model=gp.GP(kernel="arc"), method="slice"),
     "gp-slice-filled": GPSurrogate(model=gp.GP(kernel="matern52-filled"), method="slice"),
+    # The hybrid-exploration report's GP: squared exponential ARD, fitted by maximum
+    # evidence; and the architecture-search report's: SE with hand-fixed alpha, sigma, ell
+    # (on unit-cube inputs and standardised outputs), beside it the same kernel sampled.
+    "gp-map-se": GPSurrogate(model=gp.GP(kernel="se"), method="map"),
+    "gp-fixed-se": GPSurrogate(
+        model=gp.GP(kernel="se", mean="zero"), method="fixed", fixed=fixed_se(1.0, 0.3, 0.1)
+    ),
+    "gp-slice-se": GPSurrogate(model=gp.GP(kernel="se"), method="slice"),
 }
 
 

@@ -1,0 +1,129 @@
+"""Exploration policies: which of two proposals a BO iteration evaluates, and when to stop.
+
+Every BO iteration that uses a policy proposes two points (hybrid-exploration report,
+Brofos 2014, Algorithms 2-3):
+
+* ``exploit``: the maximiser of the acquisition (any of :mod:`bojax.acquisition`);
+* ``explore``: the point of largest posterior standard deviation,
+  ``u^u = argmax_u sigma(u)`` (averaged over hyperparameter samples).
+
+A policy is one small function of the :class:`Proposals` that returns the
+**probability of exploiting**; the iteration draws ``rho ~ U(0, 1)`` from its own key
+and evaluates ``exploit`` if ``rho < p``, otherwise ``explore``:
+
+* ``acquisition``: ``p = 1``, the plain loop (report's Algorithm 1).
+* ``hybrid``: ``p = tau`` (Algorithm 2; the report uses ``tau = 4/5``).
+* ``variable-threshold``: ``p = min(1, nu tau)`` with ``nu`` the probability of
+  improvement at ``u^u`` and a basis threshold ``tau`` (default 1), the report's
+  pseudo-code for Algorithm 3: the more likely the uncertain point is to improve, the
+  more often the loop exploits. The report's prose argues the other way (exploit in
+  inverse proportion to ``nu``); ``scaling="prose"`` gives ``p = 1 - min(1, nu tau)``,
+  i.e. explore with probability ``nu tau``.
+
+Early stop (the report's convergence, optional): the plain loop stops when the best
+acquisition value falls below ``stop_tolerance`` (no candidate is expected to improve);
+a policy that may explore stops only when, in addition, the largest posterior standard
+deviation is below ``stop_sd`` (the function is mapped out). Both are in the loop's
+standardised output units.
+
+Adding a policy is one function ``(proposals, tau, scaling) -> p`` and one line in
+:data:`POLICIES`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import numpy as np
+
+from bojax.errors import SettingsError, UnknownNameError
+
+DEFAULT_STOP_SD = 0.1  # stop_sd when only stop_tolerance is given
+SCALINGS = ("pseudocode", "prose")
+
+
+class Proposals(NamedTuple):
+    """The two candidates of one iteration, with what the policies read from them."""
+
+    exploit: np.ndarray  # (d,) acquisition maximiser
+    acquisition: float  # the acquisition's value there
+    explore: np.ndarray  # (d,) point of largest posterior standard deviation
+    sd: float  # posterior standard deviation there (mean over samples)
+    pi: float  # probability of improvement there, the report's nu
+
+
+class Decision(NamedTuple):
+    u: np.ndarray  # the point to evaluate
+    explored: bool
+    exploit_probability: float
+    rho: float  # the uniform draw compared with exploit_probability
+    converged: bool  # the stopping rule holds: do not evaluate, end the run
+
+
+def acquisition_only(proposals: Proposals, tau: float, scaling: str) -> float:
+    """Always the acquisition maximiser (Algorithm 1)."""
+    return 1.0
+
+
+def hybrid(proposals: Proposals, tau: float, scaling: str) -> float:
+    """Exploit with the fixed probability ``tau`` (Algorithm 2)."""
+    return tau
+
+
+def variable_threshold(proposals: Proposals, tau: float, scaling: str) -> float:
+    """Exploit with probability ``min(1, nu tau)`` (Algorithm 3's pseudo-code), or
+    ``1 - min(1, nu tau)`` with ``scaling="prose"``."""
+    scaled = min(1.0, proposals.pi * tau)
+    return scaled if scaling == "pseudocode" else 1.0 - scaled
+
+
+Policy = Callable[[Proposals, float, str], float]
+
+POLICIES: dict[str, Policy] = {
+    "acquisition": acquisition_only,
+    "hybrid": hybrid,
+    "variable-threshold": variable_threshold,
+}
+DEFAULT_TAU = {"acquisition": 1.0, "hybrid": 0.8, "variable-threshold": 1.0}
+
+
+def explores(policy: str) -> bool:
+    """Whether the policy ever evaluates the uncertain point (so it needs ``explore``)."""
+    return policy != "acquisition"
+
+
+def check(policy: str, tau: float | None, scaling: str) -> None:
+    """Typed errors for an unknown policy or scaling, or a threshold out of range."""
+    if policy not in POLICIES:
+        raise UnknownNameError("policy", policy, list(POLICIES))
+    if scaling not in SCALINGS:
+        raise SettingsError(f"scaling must be one of {SCALINGS}, got {scaling!r}")
+    if tau is not None:
+        upper = 1.0 if policy == "hybrid" else np.inf
+        if isinstance(tau, bool) or not isinstance(tau, int | float) or not 0 <= tau <= upper:
+            raise SettingsError(f"tau for policy {policy!r} must lie in [0, {upper}], got {tau!r}")
+
+
+def decide(
+    key: jax.Array,
+    policy: str,
+    proposals: Proposals,
+    *,
+    tau: float | None = None,
+    scaling: str = "pseudocode",
+    stop_tolerance: float | None = None,
+    stop_sd: float | None = None,
+) -> Decision:
+    """Apply ``policy`` to ``proposals`` with the draw ``rho = U(key)``; deterministic in key."""
+    check(policy, tau, scaling)
+    tau = DEFAULT_TAU[policy] if tau is None else float(tau)
+    p = float(np.clip(POLICIES[policy](proposals, tau, scaling), 0.0, 1.0))
+    rho = float(jax.random.uniform(key))
+    explored = not rho < p
+    converged = stop_tolerance is not None and proposals.acquisition < stop_tolerance
+    if converged and explores(policy):
+        converged = proposals.sd < (DEFAULT_STOP_SD if stop_sd is None else stop_sd)
+    u = proposals.explore if explored else proposals.exploit
+    return Decision(np.asarray(u), explored, p, rho, bool(converged))

@@ -1,0 +1,193 @@
+"""Exploration policies (hybrid-exploration report, Algorithms 1-3): the selection rules on
+a hand-built posterior, the stopping rule, errors, and the policies inside the BO loop."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+import bojax
+from bojax import gp
+from bojax.acquisition import expected_improvement, max_variance, probability_of_improvement
+from bojax.errors import SettingsError, UnknownNameError
+from bojax.policies import Proposals, decide
+from bojax.problems import get_problem
+from bojax.spaces import Real, Space
+
+QUIET = {"progress": False}
+
+
+@pytest.fixture(scope="module")
+def hand_built():
+    """A 1-D SE GP with fixed hyperparameters on three descending points at the left of [0, 1]:
+    EI peaks near the best point, the standard deviation at the far right edge."""
+    model = gp.GP(kernel="se", mean="zero")
+    params = {
+        "kernel": {"amplitude": jnp.asarray(1.0), "lengthscales": jnp.asarray([0.15])},
+        "mean": {},
+        "noise": jnp.asarray(1e-4),
+    }
+    x = np.array([[0.05], [0.2], [0.35]])
+    y = np.array([0.5, -0.5, -1.5])
+    post = gp.posterior(model, params, gp.make_data(x, y))
+    grid = np.linspace(0, 1, 201)[:, None]
+    mean, var = gp.predict(model, post, jnp.asarray(grid))
+    mean, var, best = mean[None], var[None], float(y.min())
+    ei = np.asarray(expected_improvement(mean, var, best))
+    sd = np.asarray(max_variance(mean, var, best))
+    explore = int(np.argmax(sd))
+    pi = float(probability_of_improvement(mean, var, best)[explore])
+    proposals = Proposals(
+        grid[np.argmax(ei)], float(ei.max()), grid[explore], float(sd[explore]), pi
+    )
+    return proposals, np.asarray(mean[0]), np.asarray(var[0]), best
+
+
+def test_hand_built_proposals_are_what_the_report_describes(hand_built):
+    proposals, mean, var, best = hand_built
+    assert 0.35 < proposals.exploit[0] < 0.6  # EI follows the downward trend past the best
+    assert proposals.explore[0] == 1.0  # the most uncertain point is the far edge
+    # nu = P[f(u^u) < best] checked against SciPy (the report's eq. 2-3, minimising)
+    sd_edge = np.sqrt(var[-1])
+    assert proposals.pi == pytest.approx(norm.cdf((best - mean[-1]) / sd_edge), rel=1e-10)
+    assert 0.05 < proposals.pi < 0.5  # an informative nu: neither certain nor hopeless
+
+
+def expected_exploit_probability(policy, proposals, tau, scaling):
+    if policy == "acquisition":
+        return 1.0
+    if policy == "hybrid":
+        return tau
+    scaled = min(1.0, proposals.pi * tau)
+    return scaled if scaling == "pseudocode" else 1.0 - scaled
+
+
+CASES = [
+    ("acquisition", 1.0, "pseudocode"),
+    ("hybrid", 0.8, "pseudocode"),
+    ("hybrid", 0.3, "pseudocode"),
+    ("variable-threshold", 1.0, "pseudocode"),
+    ("variable-threshold", 1.0, "prose"),
+    ("variable-threshold", 2.5, "pseudocode"),
+]
+
+
+@pytest.mark.parametrize(("policy", "tau", "scaling"), CASES)
+def test_each_rule_compares_its_own_uniform_draw_with_its_threshold(
+    hand_built, policy, tau, scaling
+):
+    proposals = hand_built[0]
+    p = expected_exploit_probability(policy, proposals, tau, scaling)
+    explored = []
+    for i in range(400):
+        key = jax.random.key(i)
+        decision = decide(key, policy, proposals, tau=tau, scaling=scaling)
+        rho = float(jax.random.uniform(key))  # the draw the rule must use
+        assert decision.rho == rho
+        assert decision.exploit_probability == pytest.approx(p, abs=1e-12)
+        assert decision.explored == (not rho < p)
+        expected = proposals.explore if decision.explored else proposals.exploit
+        np.testing.assert_array_equal(decision.u, expected)
+        assert decision == decide(key, policy, proposals, tau=tau, scaling=scaling)
+        explored.append(decision.explored)
+    # over many keys, the exploring frequency is 1 - p (4 binomial standard errors)
+    assert abs(np.mean(explored) - (1 - p)) <= 4 * np.sqrt(p * (1 - p) / 400) + 1e-12
+
+
+def test_the_two_readings_of_the_variable_threshold_disagree(hand_built):
+    proposals = hand_built[0]
+    pseudo = decide(jax.random.key(0), "variable-threshold", proposals)
+    prose = decide(jax.random.key(0), "variable-threshold", proposals, scaling="prose")
+    assert pseudo.exploit_probability == pytest.approx(proposals.pi)
+    assert prose.exploit_probability == pytest.approx(1 - proposals.pi)
+
+
+def test_default_thresholds_are_the_reports(hand_built):
+    proposals = hand_built[0]
+    assert decide(jax.random.key(1), "hybrid", proposals).exploit_probability == 0.8
+
+
+def test_stopping_rule(hand_built):
+    proposals = hand_built[0]
+    key = jax.random.key(3)
+    above = proposals.acquisition * 2
+    assert decide(key, "acquisition", proposals, stop_tolerance=above).converged
+    assert not decide(
+        key, "acquisition", proposals, stop_tolerance=proposals.acquisition / 2
+    ).converged
+    # an exploring policy also needs the largest posterior sd below stop_sd
+    assert not decide(key, "hybrid", proposals, stop_tolerance=above).converged
+    assert decide(
+        key, "hybrid", proposals, stop_tolerance=above, stop_sd=2 * proposals.sd
+    ).converged
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"policy": "greedy"}, UnknownNameError),
+        ({"policy": "hybrid", "tau": 1.5}, SettingsError),
+        ({"policy": "hybrid", "tau": -0.1}, SettingsError),
+        ({"policy": "hybrid", "tau": "0.8"}, SettingsError),
+        ({"policy": "variable-threshold", "scaling": "backwards"}, SettingsError),
+        ({"stop_tolerance": 0.0}, SettingsError),
+        ({"stop_sd": float("nan")}, SettingsError),
+    ],
+)
+def test_bad_policy_settings_are_typed_errors(kwargs, error):
+    with pytest.raises(error):
+        bojax.Settings(**kwargs)
+
+
+def test_default_settings_keep_older_journal_identities():
+    identity = bojax.Settings().identity()
+    for name in ("policy", "tau", "scaling", "stop_tolerance", "stop_sd"):
+        assert name not in identity
+    assert bojax.Settings(policy="hybrid").identity()["policy"] == "hybrid"
+
+
+FORRESTER = get_problem("forrester")
+RUN = {"surrogate": "gp-map-se", "iterations": 4, "initial": 3, "seed": 2, **QUIET}
+
+
+def test_hybrid_with_tau_one_is_the_plain_loop_and_tau_zero_always_explores():
+    plain = bojax.minimize(FORRESTER, FORRESTER.space, **RUN)
+    always_exploit = bojax.minimize(FORRESTER, FORRESTER.space, policy="hybrid", tau=1.0, **RUN)
+    assert [r["u"] for r in plain.history] == [r["u"] for r in always_exploit.history]
+    always_explore = bojax.minimize(FORRESTER, FORRESTER.space, policy="hybrid", tau=0.0, **RUN)
+    bo = [r for r in always_explore.history if r["phase"] == "bo"]
+    assert all(r["diagnostics"]["explored"] == 1.0 for r in bo)
+    # the max-variance point is the far end of the unexplored region, not EI's choice
+    assert [r["u"] for r in bo] != [r["u"] for r in plain.history if r["phase"] == "bo"]
+
+
+def test_predict_returns_the_posterior_in_the_objectives_units():
+    """Against NumPy: the fixed-hyperparameter SE GP (alpha 1, ell 0.3, sigma 0.1) on the
+    standardised, negated outputs, mapped back to the objective's units."""
+    space = Space([Real("x", -2.0, 2.0)])
+    state = bojax.init(space, bojax.Settings(surrogate="gp-fixed-se", initial=4, maximize=True))
+    xs = np.array([-1.5, -0.5, 0.5, 1.5])
+    ys = 100.0 + 10 * xs + np.array([0.0, 3.0, -2.0, 1.0])
+    for x, y in zip(xs, ys, strict=True):
+        state = bojax.tell(state, space.to_unit({"x": x}), y)
+    u_star = np.array([0.1, 0.375, 0.5, 0.95])
+    mean, sd = bojax.loop.predict(state, u_star[:, None])
+
+    u = (xs + 2) / 4
+    z = (-ys - (-ys).mean()) / (-ys).std()
+
+    def k(a, b):
+        return np.exp(-((a[:, None] - b[None, :]) ** 2) / (2 * 0.3**2))
+
+    gram = k(u, u) + 0.1**2 * np.eye(4)
+    cross = k(u, u_star)
+    mu = cross.T @ np.linalg.solve(gram, z)
+    var = 1.0 - np.sum(cross * np.linalg.solve(gram, cross), axis=0)
+    np.testing.assert_allclose(mean, -(mu * (-ys).std() + (-ys).mean()), rtol=1e-10)
+    np.testing.assert_allclose(sd, np.sqrt(var) * (-ys).std(), rtol=1e-8)
+
+
+def test_early_stop_ends_the_run_before_evaluating():
+    stopped = bojax.minimize(FORRESTER, FORRESTER.space, stop_tolerance=1e9, **RUN)
+    assert stopped.evaluations == 3 and "converged after 3 evaluations" in stopped.stopped
