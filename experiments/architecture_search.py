@@ -1,0 +1,56 @@
+"""Reproduce the architecture-search report (Twist 2019): Figures 3-8 and BO over
+architecture vectors [n_1 .. n_L, E, eta] with the report's fixed-hyperparameter GP
+beside the same GP with slice-sampled hyperparameters.
+
+    uv run python experiments/architecture_search.py [--quick] [--out DIR]
+
+Writes figures and ``summary.json`` into ``DIR/full/`` (``DIR/quick/`` with ``--quick``;
+default ``DIR`` is ``paper_figures/architecture_search``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+DEFAULT_OUT = Path(__file__).resolve().parents[1] / "paper_figures" / "architecture_search"
+OVERRIDES = ("seeds", "initial", "iterations", "candidates", "samples", "burn-in")
+OVERRIDES += ("max-layers", "max-units", "figure-epochs")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small budget (a few minutes)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--no-progress", action="store_true")
+    reduced = parser.add_argument_group("overrides (for reduced runs)")
+    for name in OVERRIDES:
+        reduced.add_argument(f"--{name}", type=int)
+    args = parser.parse_args(argv)
+
+    import jax
+
+    jax.config.update("jax_enable_x64", True)  # GP numerics in float64; networks stay float32
+    from bojax.errors import BojaxError
+    from bojax.reports import architecture_search
+
+    overrides = {
+        key: value
+        for key in (name.replace("-", "_") for name in OVERRIDES)
+        if (value := getattr(args, key)) is not None
+    }
+    out = args.out / ("quick" if args.quick else "full")
+    try:
+        cfg = architecture_search.config(args.quick, **overrides)
+        summary = architecture_search.run(cfg, out, progress=not args.no_progress)
+    except BojaxError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return {}
+    print(architecture_search.format_summary(summary))
+    print(f"wrote {out}")
+    return summary
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
