@@ -7,9 +7,12 @@ in ``experiments/`` are thin command lines over these; ``bojax demo`` runs one t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from bojax.errors import SettingsError
 
 
 class CachedObjective:
@@ -38,3 +41,12 @@ def pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def override(cfg, overrides: Mapping[str, Any]):
+    """``dataclasses.replace(cfg, **overrides)``, with a :class:`SettingsError` naming
+    any field the report's settings do not have."""
+    try:
+        return dataclasses.replace(cfg, **overrides)
+    except TypeError as error:
+        raise SettingsError(f"{type(cfg).__module__}: {error}") from None

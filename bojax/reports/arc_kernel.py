@@ -42,7 +42,7 @@ from bojax.deepnet import DeepNetObjective, Training, deepnet_space, depth, digi
 from bojax.errors import SettingsError
 from bojax.journal import Journal
 from bojax.loop import minimize
-from bojax.reports import CachedObjective, pyplot
+from bojax.reports import CachedObjective, override, pyplot
 from bojax.spaces import IRRELEVANT, Integer, fill_irrelevant
 from bojax.surrogates import GPSurrogate
 
@@ -96,10 +96,7 @@ def config(quick: bool = False, **overrides: Any) -> Config:
         unknown = set(overrides["peers"]) - {"tpe"}
         if unknown:
             raise SettingsError(f"unknown peers {sorted(unknown)}; available: ['tpe']")
-    try:
-        cfg = replace(cfg, **overrides)
-    except TypeError as error:
-        raise SettingsError(str(error)) from None
+    cfg = override(cfg, overrides)
     if cfg.seeds < 1 or cfg.folds < 2 or cfg.initial < 1:
         raise SettingsError("need seeds >= 1, folds >= 2 and initial >= 1")
     if cfg.training.max_layers != cfg.max_layers:

@@ -47,9 +47,8 @@ from bojax.archnet import (
     shape_of,
     train_recorded,
 )
-from bojax.errors import SettingsError
 from bojax.loop import Settings, ask, init, minimize, predict, tell
-from bojax.reports import CachedObjective, pyplot
+from bojax.reports import CachedObjective, override, pyplot
 from bojax.spaces import Real, Space
 
 SURROGATE_OF = {"fixed": "gp-fixed-se", "sampled": "gp-slice-se"}
@@ -87,10 +86,7 @@ def config(quick: bool = False, **overrides: Any) -> Config:
     if quick:
         cfg = replace(cfg, quick=True, seeds=1, initial=4, iterations=8, candidates=256)
         cfg = replace(cfg, samples=16, burn_in=32, figure_epochs=150)
-    unknown = set(overrides) - set(asdict(cfg))
-    if unknown:
-        raise SettingsError(f"unknown settings for the architecture-search report: {unknown}")
-    return replace(cfg, **overrides)
+    return override(cfg, overrides)
 
 
 # -- Figures 3, 4 and 8: networks ------------------------------------------------------------

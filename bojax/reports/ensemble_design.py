@@ -29,7 +29,7 @@ from bojax.ensemble import EnsembleObjective, Training, design_space
 from bojax.errors import SettingsError
 from bojax.journal import Journal
 from bojax.loop import minimize
-from bojax.reports import CachedObjective, pyplot
+from bojax.reports import CachedObjective, override, pyplot
 
 # The report's best designs (Figures 4 and 7 captions), for comparison on our data.
 REPORT_BEST = {
@@ -83,10 +83,7 @@ def config(experiment: int, quick: bool = False, seed: int = 0, **overrides: Any
     epochs = {k: overrides.pop(k) for k in ("min_epochs", "max_epochs") if k in overrides}
     if epochs:
         cfg = replace(cfg, training=replace(cfg.training, **epochs))
-    try:
-        return replace(cfg, **overrides)
-    except TypeError as error:
-        raise SettingsError(str(error)) from None
+    return override(cfg, overrides)
 
 
 def run(

@@ -33,11 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from bojax.errors import SettingsError
 from bojax.forest import ForestObjective, credit_data, tree_space
 from bojax.loop import Settings, ask, init, predict, tell
 from bojax.problems import sinc
-from bojax.reports import CachedObjective, pyplot
+from bojax.reports import CachedObjective, override, pyplot
 from bojax.spaces import Real, Space
 
 # label -> (policy, scaling)
@@ -78,10 +77,7 @@ def config(quick: bool = False, **overrides: Any) -> Config:
     if quick:
         cfg = replace(cfg, quick=True, toy_seeds=8, rf_seeds=3, rf_max_trees=60, rf_folds=3)
         cfg = replace(cfg, rf_iterations=12)
-    unknown = set(overrides) - set(asdict(cfg))
-    if unknown:
-        raise SettingsError(f"unknown settings for the hybrid-exploration report: {unknown}")
-    return replace(cfg, **overrides)
+    return override(cfg, overrides)
 
 
 def _settings(cfg: Config, label: str, seed: int, initial: int, iterations: int) -> Settings:
