@@ -16,7 +16,7 @@ import math
 import numbers
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -36,7 +36,7 @@ from bojax.errors import (
 from bojax.journal import Journal
 from bojax.optimize import propose
 from bojax.spaces import Space, repeated_mask
-from bojax.surrogates import GPState, GPSurrogate, get_surrogate
+from bojax.surrogates import Surrogate, get_surrogate
 
 Objective = Callable[[dict[str, Any]], float]
 
@@ -100,16 +100,9 @@ class Settings:
         policies.check(self.policy, self.tau, self.scaling)
         get_surrogate(self.surrogate), get_acquisition(self.acquisition)  # typed errors if unknown
 
-    def make_surrogate(self) -> GPSurrogate:
+    def make_surrogate(self) -> Surrogate:
         """The named surrogate, with ``samples`` draws per fit and ``burn_in`` if set."""
-        surrogate = get_surrogate(self.surrogate)
-        if surrogate.method in ("map", "fixed"):
-            return surrogate
-        if self.samples is not None:
-            surrogate = replace(surrogate, num_samples=self.samples)
-        if self.burn_in is not None:
-            surrogate = replace(surrogate, burn_in=self.burn_in)
-        return surrogate
+        return get_surrogate(self.surrogate).configured(self.samples, self.burn_in)
 
     def identity(self) -> dict[str, Any]:
         """What a journal records and a resume must match: every setting but ``iterations``
@@ -141,7 +134,7 @@ class BOState(NamedTuple):
     settings: Settings
     u: np.ndarray
     y: np.ndarray
-    surrogate: GPState | None
+    surrogate: Any  # the surrogate's state (None before the first fit)
 
 
 def init(space: Space, settings: Settings = Settings()) -> BOState:
@@ -182,7 +175,7 @@ def _fits_at(state: BOState) -> bool:
     return len(state.y) >= state.settings.initial and bool(np.isfinite(state.y).any())
 
 
-def _fit(state: BOState) -> tuple[GPSurrogate, GPState, gp.Data, jax.Array]:
+def _fit(state: BOState) -> tuple[Surrogate, Any, gp.Data, jax.Array]:
     settings, n = state.settings, len(state.y)
     surrogate = settings.make_surrogate()
     ok = np.isfinite(state.y)
@@ -193,18 +186,14 @@ def _fit(state: BOState) -> tuple[GPSurrogate, GPState, gp.Data, jax.Array]:
 
 
 @functools.cache
-def _score_function(surrogate: GPSurrogate, acquisition: str):
+def _score_function(surrogate: Surrogate, acquisition: str):
     """One jitted score per (surrogate, acquisition): a stable object, so no recompiles."""
     acquire = get_acquisition(acquisition)
 
     @jax.jit
     def score(x, args):
-        posteriors, best, options = args
-        # Chunks of the sample axis bound memory (S N M floats at once would be 2.6 GB for
-        # the ensemble report's 5000 draws x 2000 candidates); equal to a vmap otherwise.
-        mean, var = jax.lax.map(
-            lambda post: gp.predict(surrogate.model, post, x), posteriors, batch_size=256
-        )
+        conditioned, best, options = args
+        mean, var = surrogate.predictive(conditioned, x)
         return acquire(mean, var, best, **options)
 
     return score
@@ -230,7 +219,7 @@ def ask(state: BOState) -> tuple[np.ndarray, BOState, dict[str, Any]]:
     u, value = propose(
         propose_key,
         _score_function(surrogate, settings.acquisition),
-        (fitted.posteriors, best, options),
+        (surrogate.conditioned(fitted), best, options),
         space,
         state.u,
         method=settings.optimizer,
@@ -238,12 +227,13 @@ def ask(state: BOState) -> tuple[np.ndarray, BOState, dict[str, Any]]:
     )
     info = {"phase": "bo", "acquisition_value": value, **fitted.diagnostics}
     if settings.policy != "acquisition" or settings.stop_tolerance is not None:
-        u, choice = _apply_policy(state, surrogate, (fitted.posteriors, best, {}), u, value)
+        args = (surrogate.conditioned(fitted), best, {})
+        u, choice = _apply_policy(state, surrogate, args, u, value)
         info.update(choice)
     return u, state._replace(surrogate=fitted), info
 
 
-def _apply_policy(state: BOState, surrogate: GPSurrogate, args, u, value):
+def _apply_policy(state: BOState, surrogate: Surrogate, args, u, value):
     """Choose between the acquisition maximiser ``u`` and the most uncertain point."""
     settings, n = state.settings, len(state.y)
     # Keys of their own (fold_in 2), so the default loop's draws are left as they were.
@@ -327,27 +317,14 @@ def _evaluate(objective: Objective, point: dict[str, Any]) -> tuple[float, str |
     return float(value), None
 
 
-def _pack(state: GPState | None) -> dict[str, Any]:
-    if state is None:
-        return {"fits": 0}
-    position = jax.flatten_util.ravel_pytree(state.position)[0]
-    return {
-        "fits": state.fits,
-        "position": np.asarray(position).tolist(),
-        "widths": np.asarray(state.widths).tolist(),
-    }
+def _pack(settings: Settings, state: Any) -> dict[str, Any]:
+    return {"fits": 0} if state is None else settings.make_surrogate().pack(state)
 
 
-def _unpack(settings: Settings, space: Space, saved: Mapping[str, Any]) -> GPState | None:
+def _unpack(settings: Settings, space: Space, saved: Mapping[str, Any]) -> Any:
     if saved["fits"] == 0:
         return None
-    template = settings.make_surrogate().init(space.dim)
-    _, unravel = jax.flatten_util.ravel_pytree(template.position)
-    return template._replace(
-        position=unravel(jnp.asarray(saved["position"], dtype=jnp.float64)),
-        widths=jnp.asarray(saved["widths"], dtype=jnp.float64),
-        fits=int(saved["fits"]),
-    )
+    return settings.make_surrogate().unpack(space.dim, dict(saved))
 
 
 def _restore(state: BOState, journal: Journal, records: list[dict[str, Any]]) -> BOState:
@@ -461,7 +438,7 @@ def minimize(
         while len(state.y) < total:
             n = len(state.y)
             if journal is not None and _fits_at(state):
-                journal.save_sampler(n, _pack(state.surrogate))
+                journal.save_sampler(n, _pack(settings, state.surrogate))
             tick = time.perf_counter()
             try:
                 u, state, info = ask(state)

@@ -7,9 +7,11 @@ in ``experiments/`` are thin command lines over these; ``bojax demo`` runs one t
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from bojax.errors import SettingsError
@@ -50,3 +52,32 @@ def override(cfg, overrides: Mapping[str, Any]):
         return dataclasses.replace(cfg, **overrides)
     except TypeError as error:
         raise SettingsError(f"{type(cfg).__module__}: {error}") from None
+
+
+def script_arguments(
+    doc: str,
+    default_out: Path,
+    int_overrides: Sequence[str],
+    argv: list[str] | None,
+    extra: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> tuple[argparse.Namespace, dict[str, int]]:
+    """The command line every report script shares: ``--quick``, ``--out``,
+    ``--no-progress``, the script's own arguments (``extra``) and integer overrides of
+    its settings (``--burn-in 10`` -> ``{"burn_in": 10}``). Returns the parsed arguments
+    and the overrides given."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small budget (a few minutes)")
+    parser.add_argument("--out", type=Path, default=default_out)
+    parser.add_argument("--no-progress", action="store_true")
+    if extra is not None:
+        extra(parser)
+    reduced = parser.add_argument_group("overrides (for reduced runs)")
+    for name in int_overrides:
+        reduced.add_argument(f"--{name}", type=int)
+    args = parser.parse_args(argv)
+    overrides = {
+        key: value
+        for key in (name.replace("-", "_") for name in int_overrides)
+        if (value := getattr(args, key)) is not None
+    }
+    return args, overrides

@@ -1,0 +1,431 @@
+"""The BNN-surrogate report (Agrawal 2016): Figures 6-11 with :mod:`bojax.bnn`.
+
+* Verification (Figures 6-9): ``points`` noisy draws of ``sin(7x) + cos(17x)`` on
+  [-1, 1] (noise sd ``noise``; the report does not give it), a 3 x 50 tanh BNN, and
+  ``samples`` kept HMC sweeps. Figure 6 traces three parameters, Figure 7 is the
+  histogram of parameter 2501, Figure 8 the fits of four well-spaced samples, Figure 9
+  the averaged fit with a two-sd band (eqs. 5.8-5.9). The summary gives the acceptance
+  rate, effective sample sizes and the held-out log-likelihood.
+* Figure 10: BO of Forrester with the BNN and LCB from four random points; the model
+  before evaluations ``snapshots``.
+* Figure 11: BNN (``bnn-hmc``) against the engine's GP (``gp-map``, maximum a
+  posteriori like the report's GPyOpt, and ``gp-slice``, slice-sampled) with LCB
+  (kappa = 2) on Forrester (2 random initial points), Rosenbrock, McCormick and
+  Six-Hump Camel (5), ``repeats`` times: median and quartiles of the running minimum.
+  Every arm of a repeat starts from the same random points. A repeat's result is kept
+  in ``runs/``, so an interrupted run continues, and two processes can split the
+  problems (``problems=...``) before a last call gathers them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import blackjax
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bojax import gp
+from bojax.bnn import BNNSurrogate
+from bojax.loop import Settings, ask, init, predict, tell
+from bojax.problems import get_problem, sin_cos
+from bojax.reports import override, pyplot
+
+PROBLEMS = ("forrester", "rosenbrock", "mccormick", "six_hump_camel")
+ARMS = ("bnn-hmc", "gp-map", "gp-slice")
+ARM_LABELS = {"bnn-hmc": "BNN (HMC)", "gp-map": "GP (MAP)", "gp-slice": "GP (slice)"}
+# A run "finds the minimum" when its best is within this of the optimum (our criterion).
+FOUND_GAP = 0.05
+TRACED = 2501  # the report's Figure 7 parameter
+
+
+@dataclass(frozen=True)
+class Config:
+    quick: bool = False
+    seed: int = 0
+    # verification, Figures 6-9
+    points: int = 20
+    noise: float = 0.1
+    hidden: tuple[int, ...] = (50, 50, 50)
+    samples: int = 5000
+    burn_in: int = 2000
+    leapfrog_steps: int = 50
+    # Figure 10
+    forrester_initial: int = 4
+    snapshots: tuple[int, ...] = (0, 1, 3, 6)
+    # Figure 11
+    problems: tuple[str, ...] = PROBLEMS
+    arms: tuple[str, ...] = ARMS
+    repeats: int = 50
+    iterations: int = 20
+    kappa: float = 2.0
+    candidates: int = 1024
+
+
+def config(quick: bool = False, **overrides: Any) -> Config:
+    """The report's settings, or with ``quick`` a few-minute version; then ``overrides``."""
+    cfg = Config()
+    if quick:
+        cfg = replace(cfg, quick=True, samples=600, burn_in=600, repeats=2, iterations=8)
+        cfg = replace(cfg, snapshots=(0, 1, 3, 5), candidates=512)
+    return override(cfg, overrides)
+
+
+def initial_count(problem: str) -> int:
+    """Random initial points: 2 on Forrester, 5 on the 2-D functions (the report's)."""
+    return 2 if problem == "forrester" else 5
+
+
+# -- verification: Figures 6-9 -------------------------------------------------------------
+
+
+def verification(cfg: Config) -> dict[str, Any]:
+    """Sample the BNN posterior on the sin/cos data; figures' arrays and diagnostics."""
+    rng = np.random.default_rng([cfg.seed, 6])
+    x = rng.uniform(-1, 1, cfg.points)
+    y = np.array([sin_cos({"x": v}) for v in x]) + cfg.noise * rng.normal(size=cfg.points)
+    x_test = rng.uniform(-1, 1, 500)
+    y_test = np.array([sin_cos({"x": v}) for v in x_test]) + cfg.noise * rng.normal(size=500)
+    shift, scale = y.mean(), y.std()
+    surrogate = BNNSurrogate(
+        hidden=cfg.hidden,
+        num_samples=cfg.samples,
+        thin=1,
+        burn_in=cfg.burn_in,
+        leapfrog_steps=cfg.leapfrog_steps,
+    )
+    data = gp.make_data(((x + 1) / 2)[:, None], (y - shift) / scale)
+    tick = time.perf_counter()
+    state = surrogate.fit(jax.random.key(cfg.seed), surrogate.init(1), data)
+    jax.block_until_ready(state.theta)
+    seconds = time.perf_counter() - tick
+    grid = np.linspace(-1, 1, 400)
+    outputs = np.asarray(surrogate.outputs(state, jnp.asarray((grid + 1) / 2)[:, None]))
+    outputs = outputs * scale + shift
+    test = np.asarray(surrogate.outputs(state, jnp.asarray((x_test + 1) / 2)[:, None]))
+    test = test * scale + shift
+    noise_var = np.asarray(1 / state.tau_n) * scale**2
+    theta = np.asarray(state.theta)
+    traced = sorted({*np.random.default_rng([cfg.seed, 7]).choice(theta.shape[1], 3, False)})
+    ess_theta = np.asarray(blackjax.ess(theta[None], chain_axis=0, sample_axis=1))
+    ess_f = np.asarray(blackjax.ess(outputs[None, :, ::10], chain_axis=0, sample_axis=1))
+    return {
+        "x": x,
+        "y": y,
+        "grid": grid,
+        "outputs": outputs,
+        "theta_traces": {int(i): theta[:, i] for i in [*traced, min(TRACED, theta.shape[1] - 1)]},
+        "traced": [int(i) for i in traced],
+        "summary": {
+            "parameters": int(theta.shape[1]),
+            "samples": int(theta.shape[0]),
+            "seconds_incl_compile": seconds,
+            **{k: v for k, v in state.diagnostics.items()},
+            "ess_parameters_min_median": [float(ess_theta.min()), float(np.median(ess_theta))],
+            "ess_function_min_median": [float(ess_f.min()), float(np.median(ess_f))],
+            "noise_sd_posterior_mean": float(np.mean(np.sqrt(noise_var))),
+            "noise_sd_true": cfg.noise,
+            "test_log_likelihood": _mixture_log_likelihood(test, noise_var, y_test),
+            "test_rmse_of_mean": float(
+                np.sqrt(np.mean((test.mean(0) - y_test + 0.0) ** 2))  # against noisy y
+            ),
+        },
+    }
+
+
+def _mixture_log_likelihood(outputs: np.ndarray, noise_var: np.ndarray, y: np.ndarray) -> float:
+    """Mean over test points of ``log mean_s N(y; f_s(x), 1 / tau_n,s)``."""
+    log_pdf = -0.5 * (
+        np.log(2 * np.pi * noise_var[:, None]) + (y - outputs) ** 2 / noise_var[:, None]
+    )
+    top = log_pdf.max(axis=0)
+    return float(np.mean(top + np.log(np.mean(np.exp(log_pdf - top), axis=0))))
+
+
+def plot_verification(result: dict, out: Path) -> list[Path]:
+    plt = pyplot()
+    paths = []
+    traces = result["theta_traces"]
+    fig, axes = plt.subplots(3, 1, figsize=(8, 5.5), sharex=True)
+    for ax, index in zip(axes, result["traced"], strict=True):
+        ax.plot(traces[index], lw=0.5)
+        ax.set_ylabel(f"theta_{index}", fontsize=8)
+    axes[-1].set_xlabel("kept HMC sweep")
+    fig.suptitle("Figure 6: traces of three parameters", fontsize=10)
+    fig.tight_layout()
+    paths.append(_save(fig, out / "figure6_traces.png"))
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    index = max(traces)
+    ax.hist(traces[index], bins=60, color="C0")
+    ax.set_xlabel(f"theta_{index}")
+    ax.set_title(f"Figure 7: posterior histogram of parameter {index}", fontsize=10)
+    fig.tight_layout()
+    paths.append(_save(fig, out / "figure7_histogram.png"))
+
+    grid, outputs = result["grid"], result["outputs"]
+    truth = [sin_cos({"x": v}) for v in grid]
+    fig, axes = plt.subplots(2, 2, figsize=(9, 6), sharex=True, sharey=True)
+    picks = np.linspace(0, len(outputs) - 1, 4).astype(int)
+    for ax, s in zip(axes.flat, picks, strict=True):
+        ax.plot(grid, truth, "k-", lw=1, label="sin(7x) + cos(17x)")
+        ax.plot(grid, outputs[s], "C0-", lw=1.2, label=f"network of sample {s}")
+        ax.plot(result["x"], result["y"], "ko", ms=3)
+        ax.set_ylim(-4, 4)
+        ax.legend(fontsize=7, loc="lower left")
+    fig.suptitle("Figure 8: fits of individual posterior samples", fontsize=10)
+    fig.tight_layout()
+    paths.append(_save(fig, out / "figure8_samples.png"))
+
+    mean, sd = outputs.mean(0), outputs.std(0)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(grid, truth, "k-", lw=1, label="sin(7x) + cos(17x)")
+    ax.plot(grid, mean, "C0-", lw=1.3, label="BNN mean (eq. 5.8)")
+    ax.fill_between(grid, mean - 2 * sd, mean + 2 * sd, color="C0", alpha=0.25, lw=0)
+    ax.plot(result["x"], result["y"], "ko", ms=4, label="training points")
+    ax.set_ylim(-4, 4)
+    ax.legend(fontsize=8, loc="lower left")
+    ax.set_title(f"Figure 9: the BNN's fit, mean +- 2 sd over {len(outputs)} samples", fontsize=10)
+    fig.tight_layout()
+    paths.append(_save(fig, out / "figure9_fit.png"))
+    return paths
+
+
+def _save(fig, path: Path) -> Path:
+    fig.savefig(path, dpi=130)
+    pyplot().close(fig)
+    return path
+
+
+# -- Figure 10: BO of Forrester ------------------------------------------------------------
+
+
+def _settings(cfg: Config, arm: str, problem: str, seed: int, iterations: int) -> Settings:
+    return Settings(
+        surrogate=arm,
+        acquisition="lcb",
+        kappa=cfg.kappa,
+        initial=initial_count(problem),
+        iterations=iterations,
+        seed=seed,
+        num_candidates=cfg.candidates,
+    )
+
+
+def _random_start(problem, seed: int, count: int) -> list[np.ndarray]:
+    """``count`` uniform random unit points of a repeat, shared by every arm."""
+    index = PROBLEMS.index(problem.name) if problem.name in PROBLEMS else 99
+    rng = np.random.default_rng([seed, index, 11])
+    return list(rng.uniform(size=(count, problem.space.dim)))
+
+
+def bo_snapshots(cfg: Config) -> list[dict[str, Any]]:
+    problem = get_problem("forrester")
+    settings = replace(
+        _settings(cfg, "bnn-hmc", "forrester", cfg.seed, max(cfg.snapshots) + 1),
+        initial=cfg.forrester_initial,
+    )
+    state = init(problem.space, settings)
+    for u in _random_start(problem, cfg.seed + 1000, cfg.forrester_initial):
+        state = tell(state, u, problem(problem.space.from_unit(u)))
+    grid = np.linspace(0, 1, 300)
+    snapshots = []
+    for step in range(max(cfg.snapshots) + 1):
+        if step in cfg.snapshots:
+            mean, sd = predict(state, grid[:, None])
+        u, state, _ = ask(state)
+        if step in cfg.snapshots:
+            snapshots.append(
+                {"step": step, "u": state.u.copy(), "y": state.y.copy(), "mean": mean, "sd": sd}
+            )
+            snapshots[-1]["proposal"] = float(u[0])
+        state = tell(state, u, problem(problem.space.from_unit(u)))
+    return snapshots
+
+
+def plot_snapshots(snapshots: list[dict], out: Path) -> Path:
+    plt = pyplot()
+    problem = get_problem("forrester")
+    grid = np.linspace(0, 1, 300)
+    truth = [problem({"x": v}) for v in grid]
+    fig, axes = plt.subplots(2, 2, figsize=(9, 6.4), sharex=True, sharey=True)
+    for ax, snap, letter in zip(axes.flat, snapshots, "abcd", strict=False):
+        mean, sd = snap["mean"], snap["sd"]
+        ax.plot(grid, truth, "k-", lw=1, label="Forrester")
+        ax.plot(grid, mean, "C0-", lw=1.2, label="BNN mean")
+        ax.fill_between(grid, mean - 1.96 * sd, mean + 1.96 * sd, color="C0", alpha=0.25, lw=0)
+        ax.plot(snap["u"][:, 0], snap["y"], "ko", ms=4, label="evaluated")
+        ax.axvline(snap["proposal"], color="C3", ls="--", lw=1, label="LCB proposal")
+        ax.set_title(f"({letter}) after {snap['step']} BO evaluations", fontsize=9)
+        ax.set_ylim(-12, 18)
+    axes.flat[0].legend(fontsize=7, loc="upper left")
+    fig.suptitle("Figure 10: BO of Forrester with the BNN and LCB (95% band)", fontsize=10)
+    fig.tight_layout()
+    return _save(fig, out / "figure10_forrester_bo.png")
+
+
+# -- Figure 11: BNN against GP -------------------------------------------------------------
+
+
+def bo_run(cfg: Config, arm: str, problem_name: str, seed: int) -> dict[str, Any]:
+    """One repeat: random initial points, then ``iterations`` LCB steps; running minimum."""
+    problem = get_problem(problem_name)
+    settings = _settings(cfg, arm, problem_name, seed, cfg.iterations)
+    state = init(problem.space, settings)
+    tick = time.perf_counter()
+    for u in _random_start(problem, seed, settings.initial):
+        state = tell(state, u, problem(problem.space.from_unit(u)))
+    for _ in range(cfg.iterations):
+        u, state, _ = ask(state)
+        state = tell(state, u, problem(problem.space.from_unit(u)))
+    return {
+        "settings": settings.identity() | {"iterations": cfg.iterations},
+        "y": state.y.tolist(),
+        "running_min": np.minimum.accumulate(state.y).tolist(),
+        "seconds": time.perf_counter() - tick,
+    }
+
+
+def comparison(cfg: Config, runs_dir: Path, progress: bool) -> dict[str, dict[str, list]]:
+    """Every (problem, arm, repeat), each kept in ``runs_dir`` and reused when present."""
+    results: dict[str, dict[str, list]] = {}
+    for problem in cfg.problems:
+        get_problem(problem)  # a typed error for an unknown name, before any work
+        for arm in cfg.arms:
+            folder = runs_dir / problem / arm
+            folder.mkdir(parents=True, exist_ok=True)
+            rows = []
+            for seed in range(cfg.repeats):
+                path = folder / f"seed{seed}.json"
+                expected = _settings(cfg, arm, problem, seed, cfg.iterations).identity()
+                row = json.loads(path.read_text()) if path.exists() else None
+                if row is None or row["settings"] != expected | {"iterations": cfg.iterations}:
+                    row = bo_run(cfg, arm, problem, seed)
+                    path.write_text(json.dumps(row))
+                    if progress:
+                        print(
+                            f"  {problem:<15} {arm:<9} seed {seed:>2}: best "
+                            f"{row['running_min'][-1]:.4g} in {row['seconds']:.1f} s",
+                            flush=True,
+                        )
+                rows.append(row)
+            results.setdefault(problem, {})[arm] = rows
+    return results
+
+
+def comparison_summary(results: dict[str, dict[str, list]]) -> dict[str, Any]:
+    summary: dict[str, Any] = {}
+    for problem, arms in results.items():
+        optimum = get_problem(problem).optimum
+        n0 = initial_count(problem)
+        per_arm = {}
+        for arm, rows in arms.items():
+            curves = np.array([r["running_min"] for r in rows])
+            gaps = curves - optimum
+            found = gaps <= FOUND_GAP
+            first = [max(int(np.argmax(f)) - n0 + 1, 0) if f.any() else None for f in found]
+            reached = [i for i in first if i is not None]
+            after7 = min(n0 + 6, curves.shape[1] - 1)
+            per_arm[arm] = {
+                "final_quartiles": np.percentile(curves[:, -1], [25, 50, 75]).tolist(),
+                "median_after_7_iterations": float(np.median(curves[:, after7])),
+                "found_fraction_final": float(found[:, -1].mean()),
+                "found_fraction_after_7_iterations": float(found[:, after7].mean()),
+                "median_iterations_to_find": float(np.median(reached)) if reached else None,
+                "mean_seconds_per_run": float(np.mean([r["seconds"] for r in rows])),
+                "repeats": len(rows),
+            }
+        summary[problem] = {"optimum": optimum, "initial": n0, "arms": per_arm}
+    return summary
+
+
+def plot_comparison(results: dict[str, dict[str, list]], out: Path) -> Path:
+    plt = pyplot()
+    problems = list(results)
+    cols = 2 if len(problems) > 1 else 1
+    rows_n = (len(problems) + cols - 1) // cols
+    fig, axes = plt.subplots(rows_n, cols, figsize=(5 * cols, 3.6 * rows_n), squeeze=False)
+    for ax, problem in zip(axes.flat, problems, strict=False):
+        for colour, (arm, rows) in enumerate(results[problem].items()):
+            curves = np.array([r["running_min"] for r in rows])
+            q25, q50, q75 = np.percentile(curves, [25, 50, 75], axis=0)
+            steps = np.arange(1, curves.shape[1] + 1)
+            ax.plot(steps, q50, "o-", color=f"C{colour}", ms=3, lw=1, label=ARM_LABELS.get(arm))
+            ax.fill_between(steps, q25, q75, color=f"C{colour}", alpha=0.15, lw=0)
+        ax.axhline(get_problem(problem).optimum, color="k", lw=0.8, ls=":")
+        if problem == "rosenbrock":
+            ax.set_yscale("symlog", linthresh=0.1)
+        ax.set_title(f"{problem} ({len(rows)} repeats)", fontsize=9)
+        ax.set_xlabel("function evaluations")
+        ax.set_ylabel("running minimum")
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(problems) :]:
+        ax.axis("off")
+    fig.suptitle("Figure 11: BNN against GP with LCB, median and quartiles", fontsize=10)
+    fig.tight_layout()
+    return _save(fig, out / "figure11_comparison.png")
+
+
+# -- the whole report ----------------------------------------------------------------------
+
+
+def run(cfg: Config, out: str | Path, *, progress: bool = True) -> dict[str, Any]:
+    """Run every part, write the figures and ``summary.json`` into ``out``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    if progress:
+        print("verification: sampling the BNN posterior on sin(7x) + cos(17x)", flush=True)
+    check = verification(cfg)
+    figures = plot_verification(check, out)
+    if progress:
+        print("Figure 10: BO of Forrester with the BNN", flush=True)
+    figures.append(plot_snapshots(bo_snapshots(cfg), out))
+    if progress:
+        print("Figure 11: BNN against GP", flush=True)
+    results = comparison(cfg, out / "runs", progress)
+    figures.append(plot_comparison(results, out))
+    summary = {
+        "config": asdict(cfg),
+        "verification": check["summary"],
+        "comparison": comparison_summary(results),
+        "found_gap": FOUND_GAP,
+        "figures": [p.name for p in figures],
+        "wall_seconds": time.perf_counter() - started,
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    v = summary["verification"]
+    lines = [
+        f"Verification: {v['samples']} kept samples of {v['parameters']} parameters in "
+        f"{v['seconds_incl_compile']:.1f} s; acceptance {v['acceptance']:.2f}, step size "
+        f"{v['step_size']:.2g}; ESS parameters min/median {v['ess_parameters_min_median'][0]:.0f}"
+        f"/{v['ess_parameters_min_median'][1]:.0f}, function values "
+        f"{v['ess_function_min_median'][0]:.0f}/{v['ess_function_min_median'][1]:.0f}",
+        f"  noise sd {v['noise_sd_posterior_mean']:.3f} (true {v['noise_sd_true']}); held-out "
+        f"log-likelihood {v['test_log_likelihood']:.3f}",
+        "",
+        f"Figure 11: running minimum (final quartiles); found = within "
+        f"{summary['found_gap']} of the optimum",
+        f"{'problem':<15}{'arm':<12}{'q25':>10}{'median':>10}{'q75':>10}"
+        f"{'found@7':>9}{'found':>7}{'iters to find':>15}{'s/run':>7}",
+    ]
+    for problem, entry in summary["comparison"].items():
+        for arm, row in entry["arms"].items():
+            q25, q50, q75 = row["final_quartiles"]
+            to_find = row["median_iterations_to_find"]
+            lines.append(
+                f"{problem:<15}{ARM_LABELS.get(arm, arm):<12}{q25:>10.4f}{q50:>10.4f}{q75:>10.4f}"
+                f"{row['found_fraction_after_7_iterations']:>9.2f}{row['found_fraction_final']:>7.2f}"
+                f"{'-' if to_find is None else f'{to_find:.1f}':>15}"
+                f"{row['mean_seconds_per_run']:>7.1f}"
+            )
+    return "\n".join(lines)

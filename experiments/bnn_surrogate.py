@@ -1,0 +1,53 @@
+"""Reproduce the BNN-surrogate report (Agrawal 2016): the HMC verification on
+sin(7x) + cos(17x) (Figures 6-9), BO of Forrester with the BNN (Figure 10), and BNN
+against GP on four test functions (Figure 11).
+
+    uv run python experiments/bnn_surrogate.py [--quick] [--out DIR] [--problems ...]
+
+Writes figures and ``summary.json`` into ``DIR/full/`` (``DIR/quick/`` with ``--quick``;
+default ``DIR`` is ``paper_figures/bnn_surrogate``). Each Figure 11 repeat is kept in
+``runs/``: an interrupted run continues where it stopped, and ``--problems`` lets two
+processes share the work before a last call without it gathers every problem.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+DEFAULT_OUT = Path(__file__).resolve().parents[1] / "paper_figures" / "bnn_surrogate"
+OVERRIDES = ("samples", "burn-in", "repeats", "iterations", "candidates", "points", "seed")
+
+
+def _extra(parser) -> None:
+    from bojax.reports.bnn_surrogate import ARMS, PROBLEMS
+
+    parser.add_argument("--problems", nargs="+", choices=PROBLEMS, help="Figure 11 subset")
+    parser.add_argument("--arms", nargs="+", choices=ARMS, help="Figure 11 surrogates")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    from bojax.reports import script_arguments
+
+    args, overrides = script_arguments(__doc__, DEFAULT_OUT, OVERRIDES, argv, _extra)
+    import jax
+
+    jax.config.update("jax_enable_x64", True)  # GP numerics in float64
+    from bojax.errors import BojaxError
+    from bojax.reports import bnn_surrogate
+
+    overrides |= {k: tuple(v) for k in ("problems", "arms") if (v := getattr(args, k))}
+    out = args.out / ("quick" if args.quick else "full")
+    try:
+        cfg = bnn_surrogate.config(args.quick, **overrides)
+        summary = bnn_surrogate.run(cfg, out, progress=not args.no_progress)
+    except BojaxError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return {}
+    print(bnn_surrogate.format_summary(summary))
+    print(f"wrote {out}")
+    return summary
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
