@@ -13,12 +13,13 @@ The precisions are then drawn from their Gamma conditionals (Gibbs),
     tau_p | theta    ~ Gamma(a_p + k / 2, b_p + sum_i theta_i^2 / 2)
     tau_n | theta, D ~ Gamma(a_n + n / 2, b_n + sum_c (y_c - f(x_c, theta))^2 / 2),
 
-so one sweep is one BlackJAX HMC transition (unit masses, ``L`` leapfrog steps) and one
-Gibbs update. The step size adapts as in the report (its sec. 3.2, after the code of its
-ref. [37]): an exponential moving average of the acceptance probability, and the step
-multiplied by ``1.02`` when the average is above target, by ``0.98`` below. It adapts
-during burn-in only and is frozen while samples are kept, so the kept chain is a valid
-MCMC chain. Predictions from ``S`` kept networks follow the report's eqs. 5.8-5.9:
+so one sweep is one BlackJAX HMC transition (unit masses, ``L`` leapfrog steps, the step
+size jittered by +-20% against periodic trajectories) and one Gibbs update. The step
+size adapts as in the report (its sec. 3.2, after the code of its ref. [37]): an
+exponential moving average of the acceptance probability, and the step multiplied by
+``1.02`` when the average is above target, by ``0.98`` below. It adapts during burn-in
+only and is frozen while samples are kept, so the kept chain is a valid MCMC chain.
+Predictions from ``S`` kept networks follow the report's eqs. 5.8-5.9:
 ``mu(x) = mean_s f(x, theta_s)``, ``sigma(x)^2 = mean_s (f(x, theta_s) - mu(x))^2``.
 
 Data arrive as :class:`bojax.gp.Data` (rows padded to a bucket, ``mask`` marks real
@@ -143,6 +144,7 @@ class StepAdaptation(NamedTuple):
     decrease: float = 0.98
     min_step: float = 1e-6
     max_step: float = 0.5
+    jitter: float = 0.2  # each transition uses step * U(1 - jitter, 1 + jitter)
 
     def update(self, step, average, acceptance):
         average = self.slowness * average + (1 - self.slowness) * acceptance
@@ -195,7 +197,10 @@ def sample(
     kernel = blackjax.mcmc.hmc.build_kernel()
 
     def sweep(carry: SamplerState, key, adapt: bool):
-        hmc_key, gibbs_key = jax.random.split(key)
+        hmc_key, gibbs_key, jitter_key = jax.random.split(key, 3)
+        # A fixed trajectory length can match a period of the target and make the chain
+        # return where it started; a random step size breaks that (Neal 2011, sec. 5.4.2.2).
+        jitter = adaptation.jitter * jax.random.uniform(jitter_key, minval=-1.0, maxval=1.0)
 
         def logdensity(theta):
             return -energy(net, theta, carry.tau_p, carry.tau_n, data)
@@ -205,7 +210,7 @@ def sample(
             hmc_key,
             hmc_state,
             logdensity,
-            carry.step_size,
+            carry.step_size * (1.0 + jitter),
             jnp.ones_like(carry.theta),
             leapfrog_steps,
         )
