@@ -24,7 +24,7 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 from bojax import gp  # noqa: E402
-from bojax.bnn import BNNSurrogate  # noqa: E402
+from bojax.bnn import BNNSurrogate, mixture_log_likelihood  # noqa: E402
 from bojax.problems import sin_cos  # noqa: E402
 
 NOISE = 0.1
@@ -55,11 +55,7 @@ def fit_bojax(surrogate: BNNSurrogate, seed: int, x, y, x_test, y_test) -> dict:
     outputs = np.asarray(surrogate.outputs(state, ((x_test + 1) / 2)[:, None])) * scale + shift
     noise_var = np.asarray(1 / state.tau_n) * scale**2
     mean, var = outputs.mean(0), outputs.var(0) + noise_var.mean()
-    log_pdf = -0.5 * (
-        np.log(2 * np.pi * noise_var[:, None]) + (y_test - outputs) ** 2 / noise_var[:, None]
-    )
-    top = log_pdf.max(0)
-    mixture = float(np.mean(top + np.log(np.mean(np.exp(log_pdf - top), 0))))
+    mixture = mixture_log_likelihood(outputs, noise_var, y_test)
     return {
         "seconds": timings[1],
         "seconds_with_compile": timings[0],

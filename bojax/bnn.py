@@ -256,6 +256,14 @@ def predictive(net: Network, theta: jax.Array, x: jax.Array) -> tuple[jax.Array,
     return mean, jnp.mean((outputs - mean) ** 2, axis=0)
 
 
+def mixture_log_likelihood(outputs, noise_var, y) -> float:
+    """Mean over points of ``log mean_s N(y; f_s(x), 1 / tau_n,s)``: the held-out fit of
+    kept networks ``outputs`` (S, M) with noise variances ``noise_var`` (S,) to ``y`` (M,)."""
+    outputs, noise_var = jnp.asarray(outputs), jnp.asarray(noise_var)[:, None]
+    log_pdf = -0.5 * (jnp.log(2 * jnp.pi * noise_var) + (y - outputs) ** 2 / noise_var)
+    return float(jnp.mean(jax.scipy.special.logsumexp(log_pdf, axis=0) - jnp.log(len(outputs))))
+
+
 # -- the surrogate -------------------------------------------------------------------------
 
 

@@ -13,7 +13,6 @@ space (``uv sync --group bench`` installs Optuna).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -22,29 +21,21 @@ OVERRIDES = ("seeds", "initial", "iterations", "samples", "burn-in", "candidates
 OVERRIDES += ("table-burn-in", "table-samples", "max-layers", "epochs")
 
 
-def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small budget (a few minutes)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+def _extra(parser) -> None:
     parser.add_argument("--fresh", action="store_true", help="discard journalled runs first")
     parser.add_argument("--peers", nargs="*", default=[], choices=["tpe"])
-    parser.add_argument("--no-progress", action="store_true")
-    reduced = parser.add_argument_group("overrides (for reduced runs)")
-    for name in OVERRIDES:
-        reduced.add_argument(f"--{name}", type=int)
-    args = parser.parse_args(argv)
 
+
+def main(argv: list[str] | None = None) -> dict:
+    from bojax.reports import script_arguments
+
+    args, overrides = script_arguments(__doc__, DEFAULT_OUT, OVERRIDES, argv, _extra)
     import jax
 
     jax.config.update("jax_enable_x64", True)  # GP numerics in float64; networks stay float32
     from bojax.errors import BojaxError, JournalError
     from bojax.reports import arc_kernel
 
-    overrides = {
-        key: value
-        for key in (name.replace("-", "_") for name in OVERRIDES)
-        if (value := getattr(args, key)) is not None
-    }
     cfg = arc_kernel.config(args.quick, peers=args.peers, **overrides)
     out = args.out / ("quick" if args.quick else "full")
     try:

@@ -10,7 +10,6 @@ default ``DIR`` is ``paper_figures/hybrid_exploration``).
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -20,26 +19,15 @@ OVERRIDES += ("rf-folds", "rf-rows", "candidates")
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small budget (a few minutes)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--no-progress", action="store_true")
-    reduced = parser.add_argument_group("overrides (for reduced runs)")
-    for name in OVERRIDES:
-        reduced.add_argument(f"--{name}", type=int)
-    args = parser.parse_args(argv)
+    from bojax.reports import script_arguments
 
+    args, overrides = script_arguments(__doc__, DEFAULT_OUT, OVERRIDES, argv)
     import jax
 
     jax.config.update("jax_enable_x64", True)  # GP numerics in float64
     from bojax.errors import BojaxError
     from bojax.reports import hybrid_exploration
 
-    overrides = {
-        key: value
-        for key in (name.replace("-", "_") for name in OVERRIDES)
-        if (value := getattr(args, key)) is not None
-    }
     out = args.out / ("quick" if args.quick else "full")
     try:
         cfg = hybrid_exploration.config(args.quick, **overrides)

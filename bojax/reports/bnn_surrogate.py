@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bojax import gp
-from bojax.bnn import BNNSurrogate
+from bojax.bnn import BNNSurrogate, mixture_log_likelihood
 from bojax.loop import Settings, ask, init, predict, tell
 from bojax.problems import get_problem, sin_cos
 from bojax.reports import override, pyplot
@@ -130,21 +130,12 @@ def verification(cfg: Config) -> dict[str, Any]:
             "ess_function_min_median": [float(ess_f.min()), float(np.median(ess_f))],
             "noise_sd_posterior_mean": float(np.mean(np.sqrt(noise_var))),
             "noise_sd_true": cfg.noise,
-            "test_log_likelihood": _mixture_log_likelihood(test, noise_var, y_test),
+            "test_log_likelihood": mixture_log_likelihood(test, noise_var, y_test),
             "test_rmse_of_mean": float(
                 np.sqrt(np.mean((test.mean(0) - y_test + 0.0) ** 2))  # against noisy y
             ),
         },
     }
-
-
-def _mixture_log_likelihood(outputs: np.ndarray, noise_var: np.ndarray, y: np.ndarray) -> float:
-    """Mean over test points of ``log mean_s N(y; f_s(x), 1 / tau_n,s)``."""
-    log_pdf = -0.5 * (
-        np.log(2 * np.pi * noise_var[:, None]) + (y - outputs) ** 2 / noise_var[:, None]
-    )
-    top = log_pdf.max(axis=0)
-    return float(np.mean(top + np.log(np.mean(np.exp(log_pdf - top), axis=0))))
 
 
 def plot_verification(result: dict, out: Path) -> list[Path]:
