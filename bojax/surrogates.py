@@ -116,7 +116,12 @@ class GPSurrogate:
             start["kernel"] = jax.tree.map(
                 lambda leaf: jnp.full_like(leaf, 0.5) if jnp.ndim(leaf) else leaf, start["kernel"]
             )
-        position = priors.to_unconstrained(prior, start)
+        # Strongly typed float64 leaves, like the positions a fit returns: a weak-typed
+        # start would make the second fit compile again.
+        position = jax.tree.map(
+            lambda leaf: jnp.asarray(leaf, dtype=jnp.float64),
+            priors.to_unconstrained(prior, start),
+        )
         size = jax.flatten_util.ravel_pytree(position)[0].shape[0]
         return GPState(prior, position, jnp.ones(size), 0)
 

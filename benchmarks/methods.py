@@ -1,0 +1,199 @@
+"""The optimisers the benchmarks compare, behind one ask-only interface.
+
+Every method works on the unit cube ``[0, 1]^d`` and minimises. ``make(name, dim, seed,
+initial)`` returns an object with ``tell(u, y)`` (one evaluation: unit point, output)
+and ``ask() -> u`` (the next unit point: surrogate fit + acquisition maximisation, the
+part the speed benchmark times). Methods keep state between calls: bojax's slice chain
+continues from one fit to the next, Optuna keeps its study; BoTorch refits from
+scratch, as its own loops do.
+
+The peers are imported when first made, so the bojax arms run without them:
+
+* BoTorch (torch): ``SingleTaskGP`` + ``LogExpectedImprovement`` and
+  ``SaasFullyBayesianSingleTaskGP`` (NUTS in NumPyro) + ``qLogExpectedImprovement``,
+  each refitted from scratch every iteration with BoTorch's defaults, acquisitions by
+  ``optimize_acqf`` (10 restarts, 512 raw samples; BoTorch's tutorials' settings).
+* Optuna: ``TPESampler`` and ``GPSampler`` (the latter needs torch), defaults, with the
+  shared initial design added as finished trials.
+* random search.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import platform
+from collections.abc import Callable
+
+import jax
+import numpy as np
+
+import bojax
+
+BOJAX_ARMS = {
+    # name: (surrogate, acquisition)
+    "bojax gp-slice": ("gp-slice", "ei"),
+    "bojax gp-hmc": ("gp-hmc", "ei"),
+    "bojax gp-map": ("gp-map", "ei"),
+    "bojax bnn-hmc": ("bnn-hmc", "lcb"),
+}
+
+
+class BojaxArm:
+    """bojax's own loop (``init``/``tell``/``ask``); the surrogate's chain carries over."""
+
+    def __init__(self, name: str, dim: int, seed: int, initial: int):
+        surrogate, acquisition = BOJAX_ARMS[name]
+        settings = bojax.Settings(
+            surrogate=surrogate, acquisition=acquisition, initial=initial, seed=seed
+        )
+        self.state = bojax.init(
+            bojax.Space([bojax.Real(f"u{i}", 0, 1) for i in range(dim)]), settings
+        )
+
+    def tell(self, u: np.ndarray, y: float) -> None:
+        self.state = bojax.tell(self.state, u, y)
+
+    def ask(self) -> np.ndarray:
+        point, self.state, _ = bojax.ask(self.state)
+        return np.asarray(point)
+
+
+class RandomSearch:
+    def __init__(self, name: str, dim: int, seed: int, initial: int):
+        self.rng, self.dim = np.random.default_rng(seed), dim
+
+    def tell(self, u: np.ndarray, y: float) -> None:
+        pass
+
+    def ask(self) -> np.ndarray:
+        return self.rng.uniform(size=self.dim)
+
+
+class OptunaArm:
+    """An Optuna study over ``u0..u{d-1}`` in [0, 1]; points it did not ask for (the
+    shared initial design) are added as finished trials."""
+
+    def __init__(self, name: str, dim: int, seed: int, initial: int):
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        if name == "Optuna TPE":
+            sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=initial)
+        else:
+            sampler = optuna.samplers.GPSampler(seed=seed, n_startup_trials=initial)
+        self.optuna, self.dim = optuna, dim
+        self.study = optuna.create_study(sampler=sampler)
+        self.distributions = {
+            f"u{i}": optuna.distributions.FloatDistribution(0.0, 1.0) for i in range(dim)
+        }
+        self.pending = None  # the trial asked last, told when its value arrives
+
+    def tell(self, u: np.ndarray, y: float) -> None:
+        if self.pending is not None:
+            self.study.tell(self.pending, float(y))
+            self.pending = None
+            return
+        params = {f"u{j}": float(u[j]) for j in range(self.dim)}
+        trial = self.optuna.trial.create_trial(
+            params=params, distributions=self.distributions, value=float(y)
+        )
+        self.study.add_trial(trial)
+
+    def ask(self) -> np.ndarray:
+        self.pending = self.study.ask(self.distributions)
+        return np.array([self.pending.params[f"u{j}"] for j in range(self.dim)])
+
+
+class BoTorchArm:
+    """BoTorch, refitted from scratch each call (its usual loop); maximises ``-y``."""
+
+    def __init__(self, name: str, dim: int, seed: int, initial: int):
+        import torch
+
+        self.torch, self.name, self.dim, self.seed = torch, name, dim, seed
+        self.u, self.y, self.calls = [], [], 0
+
+    def tell(self, u: np.ndarray, y: float) -> None:
+        self.u.append(np.asarray(u, dtype=np.float64))
+        self.y.append(float(y))
+
+    def ask(self) -> np.ndarray:
+        torch = self.torch
+        from botorch.optim import optimize_acqf
+
+        torch.manual_seed(self.seed * 100_003 + self.calls)
+        self.calls += 1
+        x = torch.tensor(np.array(self.u), dtype=torch.float64)
+        targets = -torch.tensor(self.y, dtype=torch.float64).unsqueeze(-1)
+        bounds = torch.stack([torch.zeros(self.dim), torch.ones(self.dim)]).double()
+        if self.name == "BoTorch SAAS":
+            from botorch.acquisition.logei import qLogExpectedImprovement
+            from botorch.fit import fit_fully_bayesian_model_nuts
+            from botorch.models.fully_bayesian import SaasFullyBayesianSingleTaskGP
+
+            standardised = (targets - targets.mean()) / targets.std()
+            model = SaasFullyBayesianSingleTaskGP(x, standardised)
+            fit_fully_bayesian_model_nuts(model, disable_progbar=True, seed=self.seed)
+            acquisition = qLogExpectedImprovement(model, best_f=standardised.max())
+        else:
+            from botorch.acquisition.analytic import LogExpectedImprovement
+            from botorch.fit import fit_gpytorch_mll
+            from botorch.models import SingleTaskGP
+            from gpytorch.mlls import ExactMarginalLogLikelihood
+
+            model = SingleTaskGP(x, targets)  # outcomes standardised by its default transform
+            fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+            acquisition = LogExpectedImprovement(model, best_f=targets.max())
+        candidate, _ = optimize_acqf(
+            acquisition, bounds=bounds, q=1, num_restarts=10, raw_samples=512
+        )
+        return candidate.squeeze(0).detach().numpy()
+
+
+PEERS: dict[str, tuple[Callable, tuple[str, ...]]] = {
+    # name: (class, the modules it needs)
+    "BoTorch SAAS": (BoTorchArm, ("botorch",)),
+    "BoTorch GP": (BoTorchArm, ("botorch",)),
+    "Optuna TPE": (OptunaArm, ("optuna",)),
+    "Optuna GP": (OptunaArm, ("optuna", "torch")),
+    "random": (RandomSearch, ()),
+}
+
+
+def available(name: str) -> bool:
+    """Whether ``name`` can run here (its peer library is installed)."""
+    needs = () if name in BOJAX_ARMS else PEERS[name][1]
+    return all(importlib.util.find_spec(module) is not None for module in needs)
+
+
+def make(name: str, dim: int, seed: int, initial: int):
+    if name in BOJAX_ARMS:
+        return BojaxArm(name, dim, seed, initial)
+    if name not in PEERS:
+        raise ValueError(f"unknown method {name!r}; known: {[*BOJAX_ARMS, *PEERS]}")
+    return PEERS[name][0](name, dim, seed, initial)
+
+
+def sobol_design(dim: int, count: int, seed: int) -> np.ndarray:
+    """The shared initial design: ``count`` scrambled Sobol points of ``[0, 1]^dim``."""
+    space = bojax.Space([bojax.Real(f"u{i}", 0, 1) for i in range(dim)])
+    return np.asarray(space.sample(jax.random.key(seed), count, method="sobol"))
+
+
+def machine() -> dict:
+    """Where a table was measured: CPU, cores, and the versions that matter."""
+    versions = {}
+    for package in ("bojax-research", "jax", "blackjax", "numpyro", "torch", "botorch", "optuna"):
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return {
+        "processor": platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "devices": [str(d) for d in jax.devices()],
+        "versions": versions,
+    }

@@ -1,0 +1,208 @@
+"""Time per BO iteration (surrogate fit + acquisition maximisation) against n and d.
+
+For each dimension d (Branin for d = 2, Hartmann-6 for d = 6) and each number of
+observations n, every method is given the same n scrambled Sobol points and asked for
+the next point; only ``ask`` is timed. Each method is timed as a BO run meets it:
+
+* ``first``: the first iteration of a fresh run at this n, compilation excluded (bojax
+  burns in its chains here: 256 slice sweeps, NUTS window adaptation, 1000 BNN sweeps);
+* ``steady``: the median of ``--repeats`` later iterations (bojax continues its chains:
+  128 slice draws, NUTS with 64 warm-up steps, 100 BNN sweeps; the peers refit from
+  scratch, which is how their loops run);
+* ``compile``: bojax's compilation for this data bucket, the first call's time minus
+  the same call repeated on a fresh run, paid once per bucket per process.
+
+Peers are timed when installed (see benchmarks/README.md); BoTorch's SAAS model is
+fitted by NumPyro, whose NUTS compiles inside every fit, so its compilation is part of
+its per-iteration time. Writes ``speed.json`` and ``speed.png`` (log-log time against
+n) into ``--out`` and prints a table with ratios to bojax ``gp-slice``.
+
+    uv run --group bench python benchmarks/speed.py [--quick] [--methods ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from datetime import date
+from pathlib import Path
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import numpy as np  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import methods  # noqa: E402
+
+from bojax.compilation import count_compilations  # noqa: E402
+from bojax.problems import get_problem  # noqa: E402
+from bojax.reports import pyplot  # noqa: E402
+
+ALL_METHODS = [
+    "bojax gp-slice",
+    "bojax gp-hmc",
+    "bojax gp-map",
+    "bojax bnn-hmc",
+    "BoTorch SAAS",
+    "BoTorch GP",
+    "Optuna GP",
+]
+PROBLEMS = {2: "branin", 6: "hartmann6"}
+FULL = {"sizes": [10, 30, 60, 120], "dims": [2, 6], "repeats": 3}
+QUICK = {"sizes": [10, 30], "dims": [2, 6], "repeats": 1}
+
+
+def observations(dim: int, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    problem = get_problem(PROBLEMS[dim])
+    u = methods.sobol_design(dim, n, seed)
+    return u, np.array([problem(p) for p in problem.space.from_unit(u)])
+
+
+def fresh(name: str, u: np.ndarray, y: np.ndarray, seed: int):
+    arm = methods.make(name, u.shape[1], seed, initial=len(y))
+    for point, value in zip(u, y, strict=True):
+        arm.tell(point, value)
+    return arm
+
+
+def timed_ask(arm) -> float:
+    tick = time.perf_counter()
+    arm.ask()
+    return time.perf_counter() - tick
+
+
+def time_method(name: str, u: np.ndarray, y: np.ndarray, repeats: int) -> dict:
+    """First, steady and (bojax) compile seconds of one method at one (n, d)."""
+    bojax_arm = name in methods.BOJAX_ARMS
+    # A throwaway run pays the compilations: of the first (burn-in) fit, then of the later fits.
+    with count_compilations() as compiling:
+        warm = fresh(name, u, y, seed=0)
+        warm_first, warm_later = timed_ask(warm), timed_ask(warm)
+    compilations = compiling.total
+    arm = fresh(name, u, y, seed=1)
+    first = timed_ask(arm)
+    with count_compilations() as compiling:
+        steady = [
+            timed_ask(arm if bojax_arm else fresh(name, u, y, seed=2 + i)) for i in range(repeats)
+        ]
+    median = float(np.median(steady))
+    return {
+        "first": first,
+        "steady": median,
+        "steady_all": steady,
+        "compile": max(warm_first - first, 0.0) + max(warm_later - median, 0.0)
+        if bojax_arm
+        else None,
+        "compilations": compilations if bojax_arm else None,
+        "steady_compilations": compiling.total if bojax_arm else None,
+    }
+
+
+def run(cfg: dict, names: list[str], console: Console) -> list[dict]:
+    rows = []
+    for dim in cfg["dims"]:
+        for n in cfg["sizes"]:
+            u, y = observations(dim, n)
+            for name in names:
+                result = time_method(name, u, y, cfg["repeats"])
+                rows.append({"method": name, "d": dim, "n": n, **result})
+                console.print(
+                    f"  d={dim} n={n:<4} {name:<15} steady {result['steady']:8.3f} s"
+                    f"   first {result['first']:8.3f} s",
+                    highlight=False,
+                )
+    return rows
+
+
+def table(rows: list[dict]) -> Table:
+    reference = {(r["d"], r["n"]): r["steady"] for r in rows if r["method"] == "bojax gp-slice"}
+    out = Table(title="Seconds per BO iteration (fit + acquisition), median of steady iterations")
+    for column in ("d", "n", "method", "steady s", "first s", "compile s", "vs gp-slice"):
+        out.add_column(column, justify="left" if column == "method" else "right")
+    for r in rows:
+        ratio = r["steady"] / reference[(r["d"], r["n"])] if (r["d"], r["n"]) in reference else None
+        out.add_row(
+            str(r["d"]),
+            str(r["n"]),
+            r["method"],
+            f"{r['steady']:.3f}",
+            f"{r['first']:.3f}",
+            "-" if r["compile"] is None else f"{r['compile']:.2f}",
+            "-" if ratio is None else f"{ratio:.1f}x",
+        )
+    return out
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    plt = pyplot()
+    dims = sorted({r["d"] for r in rows})
+    fig, axes = plt.subplots(1, len(dims), figsize=(5.2 * len(dims), 4.2), squeeze=False)
+    names = list(dict.fromkeys(r["method"] for r in rows))
+    for ax, dim in zip(axes[0], dims, strict=True):
+        for k, name in enumerate(names):
+            mine = sorted(
+                (r for r in rows if r["d"] == dim and r["method"] == name), key=lambda r: r["n"]
+            )
+            n = [r["n"] for r in mine]
+            ax.loglog(n, [r["steady"] for r in mine], "o-", color=f"C{k}", label=name)
+            if mine and mine[0]["compile"] is not None:
+                ax.loglog(
+                    n, [max(r["compile"], 1e-3) for r in mine], "x:", color=f"C{k}", alpha=0.6
+                )
+        ax.set_title(f"d = {dim} ({PROBLEMS[dim]})")
+        ax.set_xlabel("observations n")
+        ax.set_ylabel("seconds per iteration")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(
+        "Steady time per BO iteration (solid); bojax compilation per data bucket (dotted)",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="n in {10, 30}, one repeat")
+    parser.add_argument("--methods", nargs="+", default=ALL_METHODS, metavar="NAME")
+    parser.add_argument("--sizes", nargs="+", type=int, help="override the n values")
+    parser.add_argument("--dims", nargs="+", type=int, choices=sorted(PROBLEMS))
+    parser.add_argument("--repeats", type=int)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    args = parser.parse_args(argv)
+    cfg = dict(QUICK if args.quick else FULL)
+    cfg.update({k: v for k in ("sizes", "dims", "repeats") if (v := getattr(args, k)) is not None})
+    console = Console()
+    unknown = [m for m in args.methods if m not in methods.BOJAX_ARMS and m not in methods.PEERS]
+    if unknown:
+        parser.error(f"unknown methods {unknown}; known: {ALL_METHODS}")
+    names = [m for m in args.methods if methods.available(m)]
+    missing = sorted(set(args.methods) - set(names))
+    if missing:
+        console.print(f"[yellow]not installed, skipped: {', '.join(missing)}[/yellow]")
+    rows = run(cfg, names, console)
+    console.print(table(rows))
+    args.out.mkdir(parents=True, exist_ok=True)
+    name = "speed_quick" if args.quick else "speed"
+    record = {
+        "date": date.today().isoformat(),
+        "machine": methods.machine(),
+        "config": cfg,
+        "rows": rows,
+    }
+    (args.out / f"{name}.json").write_text(json.dumps(record, indent=1))
+    plot(rows, args.out / f"{name}.png")
+    console.print(f"wrote {args.out / name}.json and .png")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
