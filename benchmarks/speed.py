@@ -122,8 +122,12 @@ def run(cfg: dict, names: list[str], console: Console) -> list[dict]:
 
 def table(rows: list[dict]) -> Table:
     reference = {(r["d"], r["n"]): r["steady"] for r in rows if r["method"] == "bojax gp-slice"}
-    out = Table(title="Seconds per BO iteration (fit + acquisition), median of steady iterations")
-    for column in ("d", "n", "method", "steady s", "first s", "compile s", "vs gp-slice"):
+    out = Table(
+        title="Seconds per BO iteration (fit + acquisition), median of steady iterations",
+        caption="compiles: bojax compilations in the first two iterations, then in the steady ones",
+    )
+    columns = ("d", "n", "method", "steady s", "first s", "compile s", "compiles", "vs gp-slice")
+    for column in columns:
         out.add_column(column, justify="left" if column == "method" else "right")
     for r in rows:
         ratio = r["steady"] / reference[(r["d"], r["n"])] if (r["d"], r["n"]) in reference else None
@@ -134,6 +138,9 @@ def table(rows: list[dict]) -> Table:
             f"{r['steady']:.3f}",
             f"{r['first']:.3f}",
             "-" if r["compile"] is None else f"{r['compile']:.2f}",
+            "-"
+            if r["compilations"] is None
+            else f"{r['compilations']} then {r['steady_compilations']}",
             "-" if ratio is None else f"{ratio:.1f}x",
         )
     return out
