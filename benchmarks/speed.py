@@ -104,14 +104,25 @@ def time_method(name: str, u: np.ndarray, y: np.ndarray, repeats: int) -> dict:
     }
 
 
-def run(cfg: dict, names: list[str], console: Console) -> list[dict]:
-    rows = []
+def run(cfg: dict, names: list[str], console: Console, save, kept: list[dict]) -> list[dict]:
+    """Time every (d, n, method) not in ``kept`` (rows of an earlier run with the same
+    repeats), calling ``save(rows)`` after each, so a stopped run keeps what it measured
+    and a rerun continues."""
+    done = {
+        (r["method"], r["d"], r["n"]): r for r in kept if len(r["steady_all"]) == cfg["repeats"]
+    }
+    grid = {(name, dim, n) for name in names for dim in cfg["dims"] for n in cfg["sizes"]}
+    rows = [r for key, r in done.items() if key not in grid]  # kept, outside this grid
     for dim in cfg["dims"]:
         for n in cfg["sizes"]:
             u, y = observations(dim, n)
             for name in names:
+                if (name, dim, n) in done:
+                    rows.append(done[(name, dim, n)])
+                    continue
                 result = time_method(name, u, y, cfg["repeats"])
                 rows.append({"method": name, "d": dim, "n": n, **result})
+                save(rows)
                 console.print(
                     f"  d={dim} n={n:<4} {name:<15} steady {result['steady']:8.3f} s"
                     f"   first {result['first']:8.3f} s",
@@ -184,6 +195,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--dims", nargs="+", type=int, choices=sorted(PROBLEMS))
     parser.add_argument("--repeats", type=int)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--fresh", action="store_true", help="re-time rows already kept")
     args = parser.parse_args(argv)
     cfg = dict(QUICK if args.quick else FULL)
     cfg.update({k: v for k in ("sizes", "dims", "repeats") if (v := getattr(args, k)) is not None})
@@ -195,19 +207,18 @@ def main(argv: list[str] | None = None) -> list[dict]:
     missing = sorted(set(args.methods) - set(names))
     if missing:
         console.print(f"[yellow]not installed, skipped: {', '.join(missing)}[/yellow]")
-    rows = run(cfg, names, console)
-    console.print(table(rows))
     args.out.mkdir(parents=True, exist_ok=True)
-    name = "speed_quick" if args.quick else "speed"
-    record = {
-        "date": date.today().isoformat(),
-        "machine": methods.machine(),
-        "config": cfg,
-        "rows": rows,
-    }
-    (args.out / f"{name}.json").write_text(json.dumps(record, indent=1))
-    plot(rows, args.out / f"{name}.png")
-    console.print(f"wrote {args.out / name}.json and .png")
+    path = args.out / ("speed_quick.json" if args.quick else "speed.json")
+    header = {"date": date.today().isoformat(), "machine": methods.machine(), "config": cfg}
+    kept = [] if args.fresh or not path.exists() else json.loads(path.read_text())["rows"]
+
+    def save(rows: list[dict]) -> None:
+        path.write_text(json.dumps({**header, "rows": rows}, indent=1))
+
+    rows = run(cfg, names, console, save, kept)
+    console.print(table(rows))
+    plot(rows, path.with_suffix(".png"))
+    console.print(f"wrote {path} and {path.with_suffix('.png').name}")
     return rows
 
 

@@ -1,0 +1,90 @@
+"""Smoke runs of the benchmark scripts with bojax arms only (the peers are optional)."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_speed_times_bojax_without_recompiling_in_steady_iterations(tmp_path):
+    speed = load("speed")
+    argv = ["--sizes", "6", "--dims", "2", "--repeats", "2", "--methods", "bojax gp-map"]
+    rows = speed.main([*argv, "--out", str(tmp_path)])
+    (row,) = rows
+    assert (row["method"], row["d"], row["n"]) == ("bojax gp-map", 2, 6)
+    assert row["compilations"] >= 1 and row["steady_compilations"] == 0
+    assert 0 < row["steady"] and 0 < row["first"] and row["compile"] >= 0
+    saved = json.loads((tmp_path / "speed.json").read_text())
+    assert saved["rows"][0]["steady_all"] == row["steady_all"]
+    assert saved["machine"]["versions"]["jax"]
+    assert (tmp_path / "speed.png").stat().st_size > 10_000
+
+
+def test_regret_runs_are_kept_reused_and_ranked(tmp_path):
+    regret = load("regret")
+    argv = ["--seeds", "2", "--functions", "forrester", "--out", str(tmp_path)]
+    summary = regret.main([*argv, "--methods", "bojax gp-map", "random"])
+    runs = sorted((tmp_path / "regret_runs" / "forrester").glob("*/seed*.json"))
+    assert len(runs) == 4
+    row = json.loads(runs[0].read_text())
+    assert len(row["y"]) == regret.budget("forrester") == 30 and row["initial"] == 3
+    # Both methods start from the same Sobol design.
+    other = json.loads(runs[2].read_text())
+    assert row["seed"] == other["seed"] and row["y"][:3] == other["y"][:3]
+    table = summary["functions"]["forrester"]
+    # A GP with EI finds Forrester's minimum in 27 steps; random search does not get as close.
+    assert table["bojax gp-map"]["final_quartiles"][1] < table["random"]["final_quartiles"][1]
+    assert (table["bojax gp-map"]["rank"], table["random"]["rank"]) == (1.0, 2.0)
+    assert (tmp_path / "regret.png").stat().st_size > 10_000
+    # A rerun reuses every kept run (nothing rewritten) and gives the same summary.
+    stamps = [p.stat().st_mtime_ns for p in runs]
+    again = regret.main([*argv, "--methods", "bojax gp-map", "random"])
+    assert [p.stat().st_mtime_ns for p in runs] == stamps
+    assert again == summary
+
+
+def test_ranks_and_targets_follow_the_median_final_regret():
+    regret = load("regret")
+    curves = {
+        "f": {
+            "bojax gp-slice": np.array([[3.0, 1.0], [3.0, 2.0], [3.0, 0.5]]),
+            "BoTorch GP": np.array([[3.0, 2.0], [3.0, 2.0], [3.0, 2.0]]),
+            "random": np.array([[3.0, 3.0], [3.0, 1.5], [3.0, 3.0]]),
+        },
+        "g": {
+            "bojax gp-slice": np.array([[1.0, 1.0]]),
+            "BoTorch GP": np.array([[1.0, 0.1]]),
+            "random": np.array([[1.0, 0.1]]),
+        },
+    }
+    summary = regret.summarise(curves)
+    assert [summary["functions"]["f"][m]["rank"] for m in curves["f"]] == [1, 2, 3]
+    assert [summary["functions"]["g"][m]["rank"] for m in curves["g"]] == [3, 1.5, 1.5]
+    assert summary["mean_rank"] == {"bojax gp-slice": 2.0, "BoTorch GP": 1.75, "random": 2.25}
+    assert summary["gp_slice_at_most_botorch_on"] == ["f"]
+    assert summary["functions"]["f"]["bojax gp-slice"]["final_quartiles"][1] == 1.0
+
+
+def test_unknown_methods_are_refused_and_missing_peers_skipped(tmp_path, capsys):
+    regret = load("regret")
+    with pytest.raises(SystemExit) as exit_info:
+        regret.main(["--methods", "bojax gp-nope", "--out", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert "gp-nope" in capsys.readouterr().err
+    methods = load("methods")
+    with pytest.raises(ValueError, match="unknown method"):
+        methods.make("nope", 2, 0, 5)
+    assert methods.available("bojax gp-slice") and methods.available("random")
+    botorch_here = importlib.util.find_spec("botorch") is not None
+    assert methods.available("BoTorch GP") == botorch_here
