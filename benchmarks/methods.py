@@ -168,6 +168,19 @@ def available(name: str) -> bool:
     return all(importlib.util.find_spec(module) is not None for module in needs)
 
 
+def select(requested: list[str], refuse: Callable[[str], None], console) -> list[str]:
+    """The requested methods that can run here; ``refuse(message)`` for an unknown name
+    (a parser's ``error``), a printed note for those whose peer is not installed."""
+    unknown = [m for m in requested if m not in BOJAX_ARMS and m not in PEERS]
+    if unknown:
+        refuse(f"unknown methods {unknown}; known: {[*BOJAX_ARMS, *PEERS]}")
+    names = [m for m in requested if available(m)]
+    missing = [m for m in requested if m not in names]
+    if missing:
+        console.print(f"[yellow]not installed, skipped: {', '.join(missing)}[/yellow]")
+    return names
+
+
 def make(name: str, dim: int, seed: int, initial: int):
     if name in BOJAX_ARMS:
         return BojaxArm(name, dim, seed, initial)

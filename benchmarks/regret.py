@@ -210,14 +210,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = parser.parse_args(argv)
     seeds = args.seeds or (3 if args.quick else 20)
-    unknown = [m for m in args.methods if m not in methods.BOJAX_ARMS and m not in methods.PEERS]
-    if unknown:
-        parser.error(f"unknown methods {unknown}; known: {ALL_METHODS}")
     console = Console()
-    names = [m for m in args.methods if methods.available(m)]
-    missing = sorted(set(args.methods) - set(names))
-    if missing:
-        console.print(f"[yellow]not installed, skipped: {', '.join(missing)}[/yellow]")
+    names = methods.select(args.methods, parser.error, console)
     regrets = collect(args.functions, names, seeds, args.out / "regret_runs", console)
     summary = summarise(regrets)
     for printed in tables(summary):

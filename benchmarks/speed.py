@@ -200,13 +200,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     cfg = dict(QUICK if args.quick else FULL)
     cfg.update({k: v for k in ("sizes", "dims", "repeats") if (v := getattr(args, k)) is not None})
     console = Console()
-    unknown = [m for m in args.methods if m not in methods.BOJAX_ARMS and m not in methods.PEERS]
-    if unknown:
-        parser.error(f"unknown methods {unknown}; known: {ALL_METHODS}")
-    names = [m for m in args.methods if methods.available(m)]
-    missing = sorted(set(args.methods) - set(names))
-    if missing:
-        console.print(f"[yellow]not installed, skipped: {', '.join(missing)}[/yellow]")
+    names = methods.select(args.methods, parser.error, console)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / ("speed_quick.json" if args.quick else "speed.json")
     header = {"date": date.today().isoformat(), "machine": methods.machine(), "config": cfg}
