@@ -340,6 +340,10 @@ class BNNSurrogate:
         mean, var = predictive(net, theta, _scaled(x))
         return mean[None], var[None]
 
+    def screening_draws(self) -> None:
+        """None: the candidate grid is ranked under every kept network (one Gaussian)."""
+        return None
+
     def predict(self, state: BNNState, x: jax.Array) -> tuple[jax.Array, jax.Array]:
         return _predict(self, self.conditioned(state), jnp.asarray(x))
 

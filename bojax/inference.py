@@ -10,7 +10,7 @@ interval expansions, shrinkage steps or tree doublings.
   the ``stepping_out`` interval; a chain can be continued from its last position
   (Spearmint's habit of burning in once per run).
 * :func:`nuts_chain`: BlackJAX NUTS with Stan-style window adaptation.
-* :func:`map_fit`: multi-start Adam (optax) on ``-logdensity``; ``S = 1``.
+* :func:`map_fit`: multi-start L-BFGS (optax) on ``-logdensity``; ``S = 1``.
 """
 
 from __future__ import annotations
@@ -133,10 +133,14 @@ def nuts_chain(
     num_samples: int,
     *,
     warmup: int = 256,
-    max_num_doublings: int = 8,
+    max_num_doublings: int = 6,
     target_acceptance: float = 0.8,
 ) -> Chain:
-    """NUTS with ``warmup`` steps of window adaptation (step size and diagonal mass)."""
+    """NUTS with ``warmup`` steps of window adaptation (step size and diagonal mass).
+
+    At most ``2^max_num_doublings`` leapfrog steps per draw (6 as BoTorch's NUTS): with
+    8, one fit at d = 6, n = 60 ran past ten minutes with every tree at its cap.
+    """
     logdensity_fn = safe_logdensity(logdensity_fn)
     warm_key, sample_key = jax.random.split(key)
     adaptation = blackjax.window_adaptation(
@@ -165,38 +169,67 @@ def nuts_chain(
     return Chain(positions, tuning, diagnostics)
 
 
+@jax.custom_vjp
+def _finite_gradient(v):
+    """Identity whose backward pass zeroes non-finite gradient entries, so one NaN from
+    a failed Cholesky cannot poison the optimiser's curvature memory."""
+    return v
+
+
+def _finite_gradient_fwd(v):
+    return v, None
+
+
+def _finite_gradient_bwd(_, g):
+    return (jnp.where(jnp.isfinite(g), g, 0.0),)
+
+
+_finite_gradient.defvjp(_finite_gradient_fwd, _finite_gradient_bwd)
+
+
 def map_fit(
     logdensity_fn: LogDensity,
     starts: PyTree,
     *,
-    steps: int = 300,
-    learning_rate: float = 0.05,
+    steps: int = 200,
+    tolerance: float = 1e-6,
 ) -> Chain:
-    """Maximise ``logdensity_fn`` by Adam from each start (leading axis); keep the best.
+    """Maximise ``logdensity_fn`` by L-BFGS from each start (leading axis); keep the best.
 
-    Returns a chain of one draw (``S = 1``) so that MAP plugs into the same integrated
-    acquisitions as the samplers.
+    Each start runs until the gradient norm falls below ``tolerance`` or ``steps``
+    iterations (each with at most 20 zoom line-search evaluations, optax's default);
+    starts run one after another (``lax.map``), since a vmapped line search waits for
+    its slowest member. Returns a chain of one draw (``S = 1``) so that MAP plugs into
+    the same integrated acquisitions as the samplers.
     """
     logdensity_fn = safe_logdensity(logdensity_fn)
-    optimiser = optax.adam(learning_rate)
+    _, unravel = jax.flatten_util.ravel_pytree(jax.tree.map(lambda a: a[0], starts))
+    optimiser = optax.lbfgs()
 
-    def loss(z):
-        value = logdensity_fn(z)
-        # -inf would give NaN gradients; a large finite penalty keeps Adam moving.
+    def loss(v):
+        value = logdensity_fn(unravel(_finite_gradient(v)))
+        # -inf is a large finite penalty: the line search then backs off from it.
         return -jnp.where(jnp.isfinite(value), value, -1e30)
 
+    value_and_grad = optax.value_and_grad_from_state(loss)
+
     def run(z):
-        def step(carry, _):
-            z, opt_state = carry
-            grads = jax.grad(loss)(z)
-            grads = jax.tree.map(lambda g: jnp.where(jnp.isfinite(g), g, 0.0), grads)
-            updates, opt_state = optimiser.update(grads, opt_state, z)
-            return (optax.apply_updates(z, updates), opt_state), None
+        def step(carry):
+            v, state, k = carry
+            value, grad = value_and_grad(v, state=state)
+            updates, state = optimiser.update(grad, state, v, value=value, grad=grad, value_fn=loss)
+            return optax.apply_updates(v, updates), state, k + 1
 
-        (z, _), _ = jax.lax.scan(step, (z, optimiser.init(z)), length=steps)
-        return z, logdensity_fn(z)
+        def going(carry):
+            _, state, k = carry
+            gradient = optax.tree_utils.tree_get(state, "grad")
+            return (k == 0) | ((k < steps) & (jnp.linalg.norm(gradient) > tolerance))
 
-    ends, values = jax.vmap(run)(starts)
+        v = jax.flatten_util.ravel_pytree(z)[0]
+        v, _, k = jax.lax.while_loop(going, step, (v, optimiser.init(v), 0))
+        return unravel(v), logdensity_fn(unravel(v)), k
+
+    ends, values, iterations = jax.lax.map(run, starts)
     values = jnp.where(jnp.isfinite(values), values, -jnp.inf)
     best = jnp.argmax(values)
     position = jax.tree.map(lambda a: a[best], ends)
@@ -205,5 +238,6 @@ def map_fit(
         "divergences": jnp.asarray(0),
         "ess": jnp.asarray(1.0),
         "log_density": values[best],
+        "map_iterations": jnp.max(iterations).astype(float),
     }
     return Chain(jax.tree.map(lambda a: a[None], position), None, diagnostics)

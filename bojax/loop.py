@@ -186,17 +186,26 @@ def _fit(state: BOState) -> tuple[Surrogate, Any, gp.Data, jax.Array]:
 
 
 @functools.cache
-def _score_function(surrogate: Surrogate, acquisition: str):
-    """One jitted score per (surrogate, acquisition): a stable object, so no recompiles."""
+def _score_function(surrogate: Surrogate, acquisition: str, draws: int | None = None):
+    """One jitted score per (surrogate, acquisition, draws): a stable object, so no
+    recompiles. ``draws`` keeps that many evenly spaced samples (a cheaper screen)."""
     acquire = get_acquisition(acquisition)
 
     @jax.jit
     def score(x, args):
         conditioned, best, options = args
+        if draws is not None:
+            stride = jax.tree.leaves(conditioned)[0].shape[0] // draws
+            conditioned = jax.tree.map(lambda a: a[::stride][:draws], conditioned)
         mean, var = surrogate.predictive(conditioned, x)
         return acquire(mean, var, best, **options)
 
     return score
+
+
+def _screen_function(surrogate: Surrogate, acquisition: str):
+    draws = surrogate.screening_draws()
+    return None if draws is None else _score_function(surrogate, acquisition, draws)
 
 
 def ask(state: BOState) -> tuple[np.ndarray, BOState, dict[str, Any]]:
@@ -224,6 +233,7 @@ def ask(state: BOState) -> tuple[np.ndarray, BOState, dict[str, Any]]:
         state.u,
         method=settings.optimizer,
         num_candidates=settings.num_candidates,
+        screen=_screen_function(surrogate, settings.acquisition),
     )
     info = {"phase": "bo", "acquisition_value": value, **fitted.diagnostics}
     if settings.policy != "acquisition" or settings.stop_tolerance is not None:
@@ -248,6 +258,7 @@ def _apply_policy(state: BOState, surrogate: Surrogate, args, u, value):
             state.u,
             method=settings.optimizer,
             num_candidates=settings.num_candidates,
+            screen=_screen_function(surrogate, "max_variance"),
         )
         pi = float(_score_function(surrogate, "pi")(jnp.asarray(explore[None]), args)[0])
     decision = policies.decide(

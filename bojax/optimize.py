@@ -6,7 +6,9 @@ arrays it reads (surrogate state, incumbent), so nothing recompiles between iter
 
 * ``random``: score uniformly drawn candidates, keep the best (ensemble-design report).
 * ``sobol``: score a scrambled Sobol grid, then refine the best few by projected Adam
-  on the box ``[0, 1]^d`` (Spearmint scores a grid and refines its top points).
+  on the box ``[0, 1]^d`` (Spearmint scores a grid and refines its top points). A
+  cheaper ``screen`` (the acquisition under a subset of the hyperparameter draws) may
+  rank the grid; refinement and the final comparison always use the full score.
 
 Either way, integer coordinates are snapped to their values, candidates that repeat an
 evaluated or pending point are dropped, and NaN scores lose. The result is never NaN
@@ -58,6 +60,15 @@ def _refine(score: Score, args, starts, learning_rate, steps):
     return x
 
 
+def _best_new(points: np.ndarray, values: np.ndarray, taken: np.ndarray) -> int | None:
+    """Index of the best finite-scored point that repeats nothing taken, or None."""
+    values = np.where(np.isfinite(values), values, -np.inf)
+    repeats = np.asarray(repeated_mask(jnp.asarray(points), jnp.asarray(taken)))
+    # Equal candidates among themselves are harmless; repeats of taken points are not.
+    values = np.where(repeats, np.nan, values)
+    return None if np.all(np.isnan(values)) else int(np.nanargmax(values))
+
+
 def propose(
     key: jax.Array,
     score: Score,
@@ -71,11 +82,16 @@ def propose(
     num_refine: int = 8,
     refine_steps: int = 50,
     learning_rate: float = 0.02,
+    screen: Score | None = None,
 ) -> tuple[np.ndarray, float]:
     """The best non-repeating candidate ``u`` of shape ``(d,)`` and its score.
 
     ``score`` must be the same (hashable) function object from one call to the next: it
     is a static argument of the jitted refinement. Everything that changes goes in ``args``.
+    ``screen`` (same arguments; ``sobol`` only) is a cheaper stand-in for ``score`` that
+    ranks the grid: its ``num_refine`` best points are then scored, refined and compared
+    under ``score`` alone, so the answer's score is always ``score``'s. The grid's
+    screened ranking is the fallback only if all of those repeat taken points.
     """
     if method not in ("random", "sobol"):
         raise ValueError(f"method must be 'random' or 'sobol', got {method!r}")
@@ -90,23 +106,27 @@ def propose(
     candidates = space.sample(
         sample_key, num_candidates, "sobol" if method == "sobol" else "uniform"
     )
-    values = np.asarray(score(jnp.asarray(candidates), args))
-    if method == "sobol" and num_refine > 0:
+    refining = method == "sobol" and num_refine > 0
+    grid_score = screen if refining and screen is not None else score
+    values = np.asarray(grid_score(jnp.asarray(candidates), args))
+    if refining:
         order = np.argsort(np.where(np.isfinite(values), values, -np.inf))[::-1][:num_refine]
-        refined = np.asarray(
-            _refine(score, args, jnp.asarray(candidates[order]), learning_rate, refine_steps)
-        )
+        starts = candidates[order]
+        refined = np.asarray(_refine(score, args, jnp.asarray(starts), learning_rate, refine_steps))
         refined = space.snap(np.clip(refined, 0.0, 1.0))
-        candidates = np.concatenate([candidates, refined])
-        values = np.concatenate([values, np.asarray(score(jnp.asarray(refined), args))])
-    values = np.where(np.isfinite(values), values, -np.inf)
-    repeats = np.asarray(repeated_mask(jnp.asarray(candidates), jnp.asarray(taken)))
-    # Equal candidates among themselves are harmless; repeats of taken points are not.
-    values = np.where(repeats, np.nan, values)
-    if np.all(np.isnan(values)):
+        if grid_score is score:
+            candidates = np.concatenate([candidates, refined])
+            values = np.concatenate([values, np.asarray(score(jnp.asarray(refined), args))])
+        else:
+            pool = np.concatenate([starts, refined])
+            pool_values = np.asarray(score(jnp.asarray(pool), args))
+            best = _best_new(pool, pool_values, taken)
+            if best is not None:
+                return pool[best], float(pool_values[best])
+    best = _best_new(candidates, values, taken)
+    if best is None:
         raise SpaceExhaustedError(
             f"all {len(candidates)} candidates repeat evaluated or pending points; "
             "the integer part of the space may be exhausted"
         )
-    best = int(np.nanargmax(values))
     return candidates[best], float(values[best])

@@ -49,6 +49,10 @@ class Surrogate(Protocol):
 
     def configured(self, samples: int | None, burn_in: int | None) -> Surrogate: ...
 
+    # Draws that rank the acquisition optimiser's candidate grid (None: all of them); the
+    # leaves of ``conditioned`` then carry the sample axis first.
+    def screening_draws(self) -> int | None: ...
+
     def pack(self, state: Any) -> dict[str, Any]: ...  # JSON-ready chain position
 
     def unpack(self, dim: int, saved: dict[str, Any]) -> Any: ...
@@ -84,8 +88,10 @@ class GPSurrogate:
     burn_in: int = 256  # slice sweeps or NUTS warm-up steps on the first fit
     warmup_later: int = 64  # NUTS warm-up on later fits (slice needs none)
     thin: int = 1
-    map_restarts: int = 8
-    map_steps: int = 300
+    map_restarts: int = 8  # L-BFGS starts on the first fit: the last position + prior draws
+    map_restarts_later: int = 2  # on later fits: the previous optimum + one fresh prior draw
+    map_steps: int = 200  # L-BFGS iterations at most, per start
+    screen_samples: int = 16  # draws that rank the candidate grid (see screening_draws)
     prior: Callable[[gp.GP, int], PyTree] = priors.default_prior  # (model, dim) -> prior tree
     fixed: Callable[[gp.GP, int], PyTree] | None = None  # (model, dim) -> params, for "fixed"
 
@@ -96,7 +102,8 @@ class GPSurrogate:
             )
         if (self.method == "fixed") != (self.fixed is not None):
             raise ValueError("method='fixed' needs fixed=(model, dim) -> params, and only it")
-        for name in ("num_samples", "thin", "map_restarts", "map_steps"):
+        names = ("num_samples", "thin", "map_restarts", "map_restarts_later", "map_steps")
+        for name in (*names, "screen_samples"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
         if self.burn_in < 0 or self.warmup_later < 0:
@@ -127,7 +134,8 @@ class GPSurrogate:
 
     def fit(self, key: jax.Array, state: GPState, data: gp.Data) -> GPState:
         """Draw hyperparameters given ``data`` and condition one GP per draw."""
-        first = state.fits == 0 and self.method in ("slice", "nuts")  # the others never burn in
+        # Slice and NUTS burn in on the first fit, MAP restarts widely; "fixed" has no fit.
+        first = state.fits == 0 and self.method != "fixed"
         samples, posteriors, position, widths, diagnostics = _fit(
             self, first, key, state.prior, data, state.position, state.widths
         )
@@ -165,6 +173,13 @@ class GPSurrogate:
             num_samples=self.num_samples if samples is None else samples,
             burn_in=self.burn_in if burn_in is None else burn_in,
         )
+
+    def screening_draws(self) -> int | None:
+        """``screen_samples`` evenly spaced draws rank the 2048-point candidate grid; its
+        best points are then refined and compared under all draws (Spearmint's grid,
+        then refinement of its best). At n = 120, EI under 128 draws over the grid cost
+        0.74 s against 0.70 s for the slice fit itself."""
+        return self.screen_samples if self.samples_per_fit > self.screen_samples else None
 
     def pack(self, state: GPState) -> dict[str, Any]:
         position = jax.flatten_util.ravel_pytree(state.position)[0]
@@ -214,8 +229,11 @@ def _fit(surrogate: GPSurrogate, first: bool, key, prior, data, position, widths
     elif surrogate.method == "fixed":
         chain = inference.Chain(jax.tree.map(lambda leaf: leaf[None], position), None, {})
     else:
+        # Later fits start from the previous optimum, which moves little as one point
+        # arrives, plus one fresh prior draw per fit so other modes keep being tried.
+        restarts = surrogate.map_restarts if first else surrogate.map_restarts_later
         draws = jax.vmap(lambda k: priors.sample_unconstrained(k, prior, position))(
-            jax.random.split(key, surrogate.map_restarts - 1)
+            jax.random.split(key, restarts - 1)
         )
         starts = jax.tree.map(lambda p, d: jnp.concatenate([p[None], d]), position, draws)
         chain = inference.map_fit(logdensity, starts, steps=surrogate.map_steps)

@@ -58,6 +58,34 @@ def test_nan_scores_never_win():
     assert u[0] >= 0.5 and np.isfinite(value)
 
 
+def test_a_faithful_screen_changes_nothing():
+    plain = propose(jax.random.key(3), bump, TARGET, SPACE, np.zeros((0, 3)))
+    screened = propose(jax.random.key(3), bump, TARGET, SPACE, np.zeros((0, 3)), screen=bump)
+    np.testing.assert_array_equal(plain[0], screened[0])
+    assert plain[1] == screened[1]
+
+
+def test_a_screen_only_ranks_the_grid_and_the_answer_carries_the_full_score():
+    """A screen peaked elsewhere sends refinement from its own best points; refinement
+    and the final comparison still use the full score (whose peak is then reached)."""
+
+    @jax.jit
+    def misleading(x, args):
+        return bump(x, 1.0 - args)
+
+    u, value = propose(jax.random.key(0), bump, TARGET, SPACE, np.zeros((0, 3)), screen=misleading)
+    assert value == pytest.approx(float(bump(jnp.asarray(u[None]), TARGET)[0]))
+    assert np.linalg.norm(u - TARGET) < np.linalg.norm(u - (1.0 - TARGET))
+
+
+def test_screened_points_that_all_repeat_fall_back_to_the_grid():
+    space = Space([Integer("k", 0, 9)])
+    target = jnp.asarray(space.to_unit({"k": 4}))
+    evaluated = space.to_unit([{"k": k} for k in range(9)])  # only k = 9 is left
+    u, _ = propose(jax.random.key(0), bump, target, space, evaluated, screen=bump, num_refine=2)
+    assert space.from_unit(u)["k"] == 9
+
+
 def test_exhausted_integer_space_is_a_typed_error():
     space = Space([Integer("k", 0, 2)])
     evaluated = space.to_unit([{"k": 0}, {"k": 1}, {"k": 2}])
