@@ -140,6 +140,8 @@ def table(rows: list[dict]) -> Table:
     columns = ("d", "n", "method", "steady s", "first s", "compile s", "compiles", "vs gp-slice")
     for column in columns:
         out.add_column(column, justify="left" if column == "method" else "right")
+    order = [*methods.BOJAX_ARMS, *methods.PEERS]
+    rows = sorted(rows, key=lambda r: (r["d"], r["n"], order.index(r["method"])))
     for r in rows:
         ratio = r["steady"] / reference[(r["d"], r["n"])] if (r["d"], r["n"]) in reference else None
         out.add_row(

@@ -192,15 +192,19 @@ def map_fit(
     starts: PyTree,
     *,
     steps: int = 200,
-    tolerance: float = 1e-6,
+    gradient_tolerance: float = 1e-5,
+    value_tolerance: float = 2.2e-9,
 ) -> Chain:
     """Maximise ``logdensity_fn`` by L-BFGS from each start (leading axis); keep the best.
 
-    Each start runs until the gradient norm falls below ``tolerance`` or ``steps``
-    iterations (each with at most 20 zoom line-search evaluations, optax's default);
-    starts run one after another (``lax.map``), since a vmapped line search waits for
-    its slowest member. Returns a chain of one draw (``S = 1``) so that MAP plugs into
-    the same integrated acquisitions as the samplers.
+    A start stops, as SciPy's L-BFGS-B does by default, once the largest gradient entry
+    is below ``gradient_tolerance`` or an iteration lowers ``-logdensity`` by less than
+    ``value_tolerance * max(|value|, 1)``, and after ``steps`` iterations at most (each
+    with at most 20 zoom line-search evaluations, optax's default). The best point seen
+    is kept: a failed line search may step uphill. Starts run one after another
+    (``lax.map``): a vmapped line search waits for its slowest member. Returns a chain
+    of one draw (``S = 1``) so that MAP plugs into the same integrated acquisitions as
+    the samplers.
     """
     logdensity_fn = safe_logdensity(logdensity_fn)
     _, unravel = jax.flatten_util.ravel_pytree(jax.tree.map(lambda a: a[0], starts))
@@ -215,18 +219,26 @@ def map_fit(
 
     def run(z):
         def step(carry):
-            v, state, k = carry
+            v, state, k, _, previous, best, best_value = carry
             value, grad = value_and_grad(v, state=state)
+            better = value < best_value
+            best, best_value = jnp.where(better, v, best), jnp.where(better, value, best_value)
             updates, state = optimiser.update(grad, state, v, value=value, grad=grad, value_fn=loss)
-            return optax.apply_updates(v, updates), state, k + 1
+            decrease = (previous - value) / jnp.maximum(jnp.abs(value), 1.0)
+            return optax.apply_updates(v, updates), state, k + 1, decrease, value, best, best_value
 
         def going(carry):
-            _, state, k = carry
+            _, state, k, decrease, *_ = carry
             gradient = optax.tree_utils.tree_get(state, "grad")
-            return (k == 0) | ((k < steps) & (jnp.linalg.norm(gradient) > tolerance))
+            small = jnp.max(jnp.abs(gradient)) < gradient_tolerance
+            return (k < 2) | ((k < steps) & ~small & (decrease > value_tolerance))
 
         v = jax.flatten_util.ravel_pytree(z)[0]
-        v, _, k = jax.lax.while_loop(going, step, (v, optimiser.init(v), 0))
+        inf = jnp.asarray(jnp.inf, dtype=v.dtype)
+        carry = (v, optimiser.init(v), 0, inf, inf, v, inf)
+        v, _, k, _, _, best, best_value = jax.lax.while_loop(going, step, carry)
+        final = loss(v)
+        v = jnp.where(final < best_value, v, best)
         return unravel(v), logdensity_fn(unravel(v)), k
 
     ends, values, iterations = jax.lax.map(run, starts)
