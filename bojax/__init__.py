@@ -6,7 +6,7 @@ functions), ``compilation`` (compile counting). bojax does not enable float64 on
 import; entry points (CLI, experiments) do, and so should scripts that fit GPs.
 """
 
-from bojax import errors, gp, kernels, means
+from bojax import errors, gp, kernels, means, problems
 from bojax.errors import BojaxError
 from bojax.loop import Result, Settings, ask, init, minimize, tell
 from bojax.spaces import Condition, Integer, Real, Space
@@ -26,6 +26,7 @@ __all__ = [
     "kernels",
     "means",
     "minimize",
+    "problems",
     "tell",
 ]
 __version__ = "0.1.0"
