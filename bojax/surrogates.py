@@ -102,8 +102,15 @@ class GPSurrogate:
             )
         if (self.method == "fixed") != (self.fixed is not None):
             raise ValueError("method='fixed' needs fixed=(model, dim) -> params, and only it")
-        names = ("num_samples", "thin", "map_restarts", "map_restarts_later", "map_steps")
-        for name in (*names, "screen_samples"):
+        counts = (
+            "num_samples",
+            "thin",
+            "map_restarts",
+            "map_restarts_later",
+            "map_steps",
+            "screen_samples",
+        )
+        for name in counts:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
         if self.burn_in < 0 or self.warmup_later < 0:
