@@ -6,9 +6,10 @@ functions), ``compilation`` (compile counting). bojax does not enable float64 on
 import; entry points (CLI, experiments) do, and so should scripts that fit GPs.
 """
 
-from bojax import errors, gp, kernels, means, problems
+from bojax import cluster, errors, gp, kernels, means, problems
+from bojax.driver import Result, minimize
 from bojax.errors import BojaxError
-from bojax.loop import Result, Settings, ask, init, minimize, tell
+from bojax.loop import Settings, ask, ask_batch, init, tell
 from bojax.spaces import Condition, Integer, Real, Space
 
 __all__ = [
@@ -20,6 +21,8 @@ __all__ = [
     "Settings",
     "Space",
     "ask",
+    "ask_batch",
+    "cluster",
     "errors",
     "gp",
     "init",

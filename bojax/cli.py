@@ -119,29 +119,56 @@ def optimize(
     candidates: Annotated[int, typer.Option(min=1, help="acquisition candidates per step")] = 2048,
     out: Annotated[Path | None, typer.Option(help="folder for the run journal")] = None,
     resume: Annotated[bool, typer.Option(help="continue the run journalled in --out")] = False,
+    workers: Annotated[
+        int | None, typer.Option(min=1, help="evaluate on a local Dask cluster of N processes")
+    ] = None,
+    scheduler: Annotated[
+        str | None, typer.Option(help="evaluate on the Dask cluster at this scheduler address")
+    ] = None,
+    q: Annotated[
+        int | None, typer.Option(min=1, help="evaluations in flight [the cluster's threads]")
+    ] = None,
+    fantasy: Annotated[
+        str, typer.Option(help="pending points: integrated (Snoek 2012) or believer")
+    ] = "integrated",
+    retries: Annotated[
+        int, typer.Option(min=0, help="resubmissions of an evaluation a worker lost")
+    ] = 1,
 ) -> None:
-    """Run BO on a built-in problem, journalling every evaluation to --out."""
+    """Run BO on a built-in problem, journalling every evaluation to --out; with --workers
+    or --scheduler, evaluations run in parallel on Dask, refilled as each finishes."""
+    import contextlib
+
+    from bojax import cluster
+    from bojax.driver import minimize
     from bojax.errors import BojaxError
-    from bojax.loop import minimize
     from bojax.problems import get_problem
 
     console = Console()
     try:
         spec = get_problem(problem)
-        result = minimize(
-            spec,
-            spec.space,
-            surrogate=surrogate,
-            acquisition=acquisition,
-            optimizer=optimizer,
-            iterations=iterations,
-            initial=initial,
-            seed=seed,
-            maximize=spec.maximize,
-            num_candidates=candidates,
-            out=out,
-            resume=resume,
-        )
+        parallel = workers is not None or scheduler is not None
+        with (
+            cluster.connect(workers, scheduler) if parallel else contextlib.nullcontext()
+        ) as client:
+            result = minimize(
+                spec,
+                spec.space,
+                surrogate=surrogate,
+                acquisition=acquisition,
+                optimizer=optimizer,
+                iterations=iterations,
+                initial=initial,
+                seed=seed,
+                maximize=spec.maximize,
+                num_candidates=candidates,
+                fantasy=fantasy,
+                executor=client,
+                q=q,
+                retries=retries,
+                out=out,
+                resume=resume,
+            )
     except BojaxError as error:
         console.print(f"[bold red]error:[/bold red] {error}")
         raise typer.Exit(code=1) from None

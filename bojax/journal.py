@@ -9,6 +9,9 @@
 * ``sampler.json``: the surrogate's chain state *before* the fit of iteration ``t``,
   tagged with ``t``, replaced atomically. Together with keys derived from the seed and
   the iteration, it makes a resumed run propose exactly what an uninterrupted one would.
+* ``pending.json``: the evaluations handed out and not yet finished (proposal number,
+  point, diagnostics), replaced atomically whenever that set changes; a resume issues
+  them again. Records and pending entries share the ``proposal`` number.
 * ``summary.json``: best point, best value, counts and time, at the end.
 
 Floats are written with ``repr`` precision by :mod:`json`, so they read back bit-exact.
@@ -45,6 +48,7 @@ class Journal:
         self.records_path = self.folder / "journal.jsonl"
         self.sampler_path = self.folder / "sampler.json"
         self.summary_path = self.folder / "summary.json"
+        self.pending_path = self.folder / "pending.json"
 
     # -- header ----------------------------------------------------------------------
     def exists(self) -> bool:
@@ -122,6 +126,24 @@ class Journal:
             return json.loads(self.sampler_path.read_text())
         except (FileNotFoundError, json.JSONDecodeError):
             return None
+
+    def save_pending(self, pending: list[Mapping[str, Any]]) -> None:
+        _write_atomic(self.pending_path, pending)
+
+    def load_pending(self) -> list[dict[str, Any]]:
+        """The evaluations in flight when the run stopped; [] if there were none."""
+        try:
+            pending = json.loads(self.pending_path.read_text())
+        except FileNotFoundError:
+            return []
+        except json.JSONDecodeError as error:
+            raise JournalError(f"{self.pending_path} is corrupt: {error}") from None
+        keys = {"proposal", "u", "x", "info"}
+        if not isinstance(pending, list) or not all(
+            isinstance(p, dict) and keys <= set(p) for p in pending
+        ):
+            raise JournalError(f"{self.pending_path} does not hold a list of pending points")
+        return pending
 
     def write_summary(self, summary: Mapping[str, Any]) -> None:
         _write_atomic(self.summary_path, summary)

@@ -1,12 +1,13 @@
-"""The BO loop: a functional ``init`` / ``ask`` / ``tell`` and the one-call :func:`minimize`.
+"""The BO loop as functions: ``init`` / ``ask`` (or ``ask_batch``) / ``tell``.
 
-Iteration ``n`` (the number of finished evaluations) is the unit of everything: the
-first ``initial`` iterations take points of a scrambled Sobol design, later ones fit
-the surrogate to the successful evaluations so far (outputs standardised, negated when
-maximising) and maximise the acquisition. All randomness derives from
-``fold_in(key(seed), n)``, and the surrogate's chain state is the only thing carried
-between iterations, which is what makes a resumed run bit-identical to an uninterrupted
-one (see :mod:`bojax.journal`).
+Proposals are numbered in the order they are issued, ``k = 0, 1, ...``. The first
+``initial`` take points of a scrambled Sobol design; later ones fit the surrogate to the
+successful evaluations so far (outputs standardised, negated when maximising) and
+maximise the acquisition, with points still being evaluated as fantasies
+(:mod:`bojax.fantasies`). All randomness derives from ``fold_in(key(seed), k)``, and
+the surrogate's chain state is the only thing carried between fits, which is what makes
+a resumed sequential run bit-identical to an uninterrupted one (see :mod:`bojax.journal`).
+:func:`bojax.driver.minimize` runs the loop, sequentially or over an executor.
 """
 
 from __future__ import annotations
@@ -14,26 +15,22 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bojax import gp, policies
+from bojax import fantasies, gp, policies
 from bojax.acquisition import get_acquisition
 from bojax.errors import (
     DataError,
-    JournalError,
-    ObjectiveError,
     SettingsError,
     SpaceExhaustedError,
 )
-from bojax.journal import Journal
+from bojax.fantasies import STRATEGIES
 from bojax.optimize import propose
 from bojax.spaces import Space, repeated_mask
 from bojax.surrogates import Surrogate, get_surrogate
@@ -67,6 +64,8 @@ class Settings:
     scaling: str = "pseudocode"  # variable threshold: the report's pseudo-code or prose
     stop_tolerance: float | None = None  # early stop when the acquisition falls below
     stop_sd: float | None = None  # ... and, for exploring policies, the largest sd too
+    fantasy: str = "integrated"  # pending points: "integrated" (Snoek 2012) or "believer"
+    fantasies: int | None = None  # integrated: fantasies per hyperparameter sample
 
     def __post_init__(self) -> None:
         for name in ("iterations", "initial", "seed", "num_candidates"):
@@ -97,6 +96,12 @@ class Settings:
                 isinstance(value, numbers.Real) and not isinstance(value, bool) and value > 0
             ):
                 raise SettingsError(f"{name} must be a positive number or None, got {value!r}")
+        if self.fantasy not in STRATEGIES:
+            raise SettingsError(f"fantasy must be one of {STRATEGIES}, got {self.fantasy!r}")
+        if self.fantasies is not None and not (_is_count(self.fantasies) and self.fantasies >= 1):
+            raise SettingsError(
+                f"fantasies must be a positive integer or None, got {self.fantasies!r}"
+            )
         policies.check(self.policy, self.tau, self.scaling)
         get_surrogate(self.surrogate), get_acquisition(self.acquisition)  # typed errors if unknown
 
@@ -124,6 +129,8 @@ _OPTIONAL = {
     "scaling": "pseudocode",
     "stop_tolerance": None,
     "stop_sd": None,
+    "fantasy": "integrated",
+    "fantasies": None,
 }
 
 
@@ -175,14 +182,22 @@ def _fits_at(state: BOState) -> bool:
     return len(state.y) >= state.settings.initial and bool(np.isfinite(state.y).any())
 
 
-def _fit(state: BOState) -> tuple[Surrogate, Any, gp.Data, jax.Array]:
+def _keys(settings: Settings, k: int) -> tuple[jax.Array, jax.Array]:
+    """The fit key and the proposal key of proposal ``k`` (issued in that order)."""
+    fit_key, propose_key = jax.random.split(jax.random.fold_in(_iteration_key(settings, k), 1))
+    return fit_key, propose_key
+
+
+def _fit(state: BOState) -> tuple[Surrogate, Any, tuple[np.ndarray, np.ndarray]]:
+    """The surrogate fitted to the successful evaluations, and those (unit points,
+    standardised outputs)."""
     settings, n = state.settings, len(state.y)
     surrogate = settings.make_surrogate()
     ok = np.isfinite(state.y)
-    data = gp.make_data(state.u[ok], _standardised(settings, state.y[ok]))
-    fit_key, propose_key = jax.random.split(jax.random.fold_in(_iteration_key(settings, n), 1))
+    x, y = state.u[ok], _standardised(settings, state.y[ok])
     previous = state.surrogate if state.surrogate is not None else surrogate.init(state.space.dim)
-    return surrogate, surrogate.fit(fit_key, previous, data), data, propose_key
+    fitted = surrogate.fit(_keys(settings, n)[0], previous, gp.make_data(x, y))
+    return surrogate, fitted, (x, y)
 
 
 @functools.cache
@@ -197,6 +212,8 @@ def _score_function(surrogate: Surrogate, acquisition: str, draws: int | None = 
         if draws is not None:
             stride = jax.tree.leaves(conditioned)[0].shape[0] // draws
             conditioned = jax.tree.map(lambda a: a[::stride][:draws], conditioned)
+            if jnp.ndim(best):  # one incumbent per fantasy (S J, 1): screened alike
+                best = best[::stride][:draws]
         mean, var = surrogate.predictive(conditioned, x)
         return acquire(mean, var, best, **options)
 
@@ -208,46 +225,121 @@ def _screen_function(surrogate: Surrogate, acquisition: str):
     return None if draws is None else _score_function(surrogate, acquisition, draws)
 
 
-def ask(state: BOState) -> tuple[np.ndarray, BOState, dict[str, Any]]:
-    """The next unit point to evaluate, the state with the fitted surrogate, and diagnostics."""
-    settings, space, n = state.settings, state.space, len(state.y)
-    if not _fits_at(state):
-        design = space.sample(_design_key(settings), max(settings.initial, n + 1), "sobol")
-        u = design[n]
-        if bool(repeated_mask(jnp.asarray(u[None]), jnp.asarray(space.snap(state.u)))[0]):
-            # The design repeats an evaluated point (integers rounded together): draw afresh.
-            u = space.sample(_iteration_key(settings, n), 1)[0]
-        return u, state, {"phase": "initial"}
+def ask(
+    state: BOState, pending: np.ndarray | None = None
+) -> tuple[np.ndarray, BOState, dict[str, Any]]:
+    """The next unit point to evaluate, the state with the fitted surrogate, and diagnostics.
 
-    surrogate, fitted, data, propose_key = _fit(state)
-    best = jnp.min(jnp.where(data.mask, data.y, jnp.inf))
+    ``pending`` (P, d) are unit points being evaluated: they get fantasy outcomes
+    (``settings.fantasy``) and are never proposed again."""
+    points, state, infos = ask_batch(state, 1, pending)
+    return points[0], state, infos[0]
+
+
+def ask_batch(
+    state: BOState, q: int, pending: np.ndarray | None = None
+) -> tuple[np.ndarray, BOState, list[dict[str, Any]]]:
+    """Up to ``q`` distinct unit points ``(q', d)`` to evaluate next, with diagnostics.
+
+    The surrogate is fitted once, to the finished evaluations; the batch is then built
+    greedily, each point proposed with the pending points and the batch so far as
+    fantasies (:mod:`bojax.fantasies`). Proposal ``k = n + P + j`` (finished, pending,
+    position in the batch) draws its randomness from ``k``, so ``ask_batch(state, 1)``
+    without pending points is the sequential loop. Fewer than ``q`` points come back only
+    when a small integer space runs out; :class:`SpaceExhaustedError` if none does.
+    """
+    if not _is_count(q) or q < 1:
+        raise SettingsError(f"q must be a positive integer, got {q!r}")
+    settings, space = state.settings, state.space
+    taken = np.zeros((0, space.dim)) if pending is None else np.asarray(pending, np.float64)
+    taken = taken.reshape(-1, space.dim)
+    first = len(state.y) + len(taken)  # the index of this batch's first proposal
+    if not _fits_at(state):
+        points = _design_points(state, taken, first, q)
+        return points, state, [{"phase": "initial"} for _ in points]
+
+    surrogate, fitted, (x, y) = _fit(state)
+    best = jnp.asarray(np.min(y))
     if settings.incumbent == "posterior_mean":
-        mean, _ = surrogate.predict(fitted, state.u[np.isfinite(state.y)])
+        mean, _ = surrogate.predict(fitted, x)
         best = jnp.min(jnp.mean(mean, axis=0))
     options = {"kappa": settings.kappa} if settings.acquisition == "lcb" else {}
-    u, value = propose(
-        propose_key,
-        _score_function(surrogate, settings.acquisition),
-        (surrogate.conditioned(fitted), best, options),
-        space,
-        state.u,
-        method=settings.optimizer,
-        num_candidates=settings.num_candidates,
-        screen=_screen_function(surrogate, settings.acquisition),
-    )
-    info = {"phase": "bo", "acquisition_value": value, **fitted.diagnostics}
-    if settings.policy != "acquisition" or settings.stop_tolerance is not None:
-        args = (surrogate.conditioned(fitted), best, {})
-        u, choice = _apply_policy(state, surrogate, args, u, value)
-        info.update(choice)
-    return u, state._replace(surrogate=fitted), info
+    points, infos = [], []
+    for k in range(first, first + q):
+        conditioned, incumbent = _conditioned(state, surrogate, fitted, (x, y), taken, k, best)
+        try:
+            u, value = propose(
+                _keys(settings, k)[1],
+                _score_function(surrogate, settings.acquisition),
+                (conditioned, incumbent, options),
+                space,
+                state.u,
+                taken,
+                method=settings.optimizer,
+                num_candidates=settings.num_candidates,
+                screen=_screen_function(surrogate, settings.acquisition),
+            )
+        except SpaceExhaustedError:
+            if points:
+                break
+            raise
+        info = {"phase": "bo", "acquisition_value": value, **fitted.diagnostics}
+        if settings.policy != "acquisition" or settings.stop_tolerance is not None:
+            args = (conditioned, incumbent, {})
+            u, choice = _apply_policy(state, surrogate, args, u, value, k, taken)
+            info.update(choice)
+        points.append(u)
+        infos.append(info)
+        taken = np.concatenate([taken, u[None]])
+        if info.get("converged"):
+            break
+    return np.stack(points), state._replace(surrogate=fitted), infos
 
 
-def _apply_policy(state: BOState, surrogate: Surrogate, args, u, value):
+def _design_points(state: BOState, taken: np.ndarray, first: int, q: int) -> np.ndarray:
+    """Points ``first .. first + q - 1`` of the scrambled Sobol design (it runs on past
+    ``initial`` while no fit is possible yet); one that repeats an evaluated, pending or
+    chosen point (integers rounded together) is replaced by a uniform draw."""
+    settings, space = state.settings, state.space
+    design = space.sample(_design_key(settings), max(settings.initial, first + q), "sobol")
+    points = []
+    for k in range(first, first + q):
+        u = design[k]
+        seen = np.concatenate([state.u, taken, np.reshape(points, (-1, space.dim))])
+        if bool(repeated_mask(jnp.asarray(u[None]), jnp.asarray(space.snap(seen)))[0]):
+            u = space.sample(_iteration_key(settings, k), 1)[0]
+        points.append(u)
+    return np.stack(points)
+
+
+def _conditioned(state: BOState, surrogate: Surrogate, fitted, data, pending, k: int, best):
+    """What the acquisition reads: the fitted surrogate and the incumbent, with fantasies
+    for ``pending`` (then one incumbent per fantasy, :func:`bojax.fantasies.incumbents`).
+
+    A surrogate without ``fantasize`` (the BNN) gets the Kriging believer the classic way:
+    it is refitted with the pooled predictive mean as the pending outcomes."""
+    if len(pending) == 0:
+        return surrogate.conditioned(fitted), best
+    settings = state.settings
+    key = jax.random.fold_in(_iteration_key(settings, k), 3)
+    x, y = data
+    if hasattr(surrogate, "fantasize"):
+        conditioned, outcomes = surrogate.fantasize(
+            key, fitted, x, y, pending, settings.fantasy, settings.fantasies
+        )
+        return conditioned, fantasies.incumbents(best, outcomes)
+    mean, _ = surrogate.predict(fitted, jnp.asarray(pending))
+    believed = np.asarray(jnp.mean(mean, axis=0))
+    data = gp.make_data(np.concatenate([x, pending]), np.concatenate([y, believed]))
+    refitted = surrogate.fit(key, fitted, data)
+    return surrogate.conditioned(refitted), fantasies.incumbents(best, jnp.asarray(believed[None]))
+
+
+def _apply_policy(state: BOState, surrogate: Surrogate, args, u, value, k: int, pending):
     """Choose between the acquisition maximiser ``u`` and the most uncertain point."""
-    settings, n = state.settings, len(state.y)
+    settings = state.settings
     # Keys of their own (fold_in 2), so the default loop's draws are left as they were.
-    explore_key, draw_key = jax.random.split(jax.random.fold_in(_iteration_key(settings, n), 2))
+    explore_key, draw_key = jax.random.split(jax.random.fold_in(_iteration_key(settings, k), 2))
     explore, sd, pi = u, math.nan, math.nan
     if policies.explores(settings.policy):
         explore, sd = propose(
@@ -256,6 +348,7 @@ def _apply_policy(state: BOState, surrogate: Surrogate, args, u, value):
             args,
             state.space,
             state.u,
+            pending,
             method=settings.optimizer,
             num_candidates=settings.num_candidates,
             screen=_screen_function(surrogate, "max_variance"),
@@ -288,258 +381,10 @@ def predict(state: BOState, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """
     if not _fits_at(state):
         raise DataError("predict() needs the initial design evaluated and one success")
-    surrogate, fitted, _, _ = _fit(state)
+    surrogate, fitted, _ = _fit(state)
     u = jnp.asarray(u, dtype=jnp.float64).reshape(-1, state.space.dim)
     mean, var = surrogate.predict(fitted, u)
     mean, var = np.asarray(mean), np.asarray(var)
     sign, shift, scale = _standardisation(state.settings, state.y[np.isfinite(state.y)])
     pooled_sd = np.sqrt(var.mean(axis=0) + mean.var(axis=0))
     return sign * (mean.mean(axis=0) * scale + shift), pooled_sd * scale
-
-
-# -- the one-call driver ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Result:
-    """Outcome of :func:`minimize`: the best successful evaluation and the full history."""
-
-    best_point: dict[str, Any]
-    best_value: float
-    history: list[dict[str, Any]]
-    evaluations: int
-    failures: int
-    seconds: float
-    stopped: str | None = None  # why the run ended before its budget, if it did
-
-
-def _evaluate(objective: Objective, point: dict[str, Any]) -> tuple[float, str | None]:
-    """``(y, None)`` or ``(nan, error text)``; never raises for the objective's errors."""
-    try:
-        value = objective(dict(point))
-    except Exception as error:  # the objective is user code: record, don't crash the run
-        return math.nan, f"{type(error).__name__}: {error}"
-    if isinstance(value, np.ndarray | jax.Array) and value.size == 1:
-        value = value.reshape(()).item()
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return math.nan, f"objective returned {type(value).__name__} {value!r}, expected a number"
-    if not math.isfinite(value):
-        return math.nan, f"objective returned {value!r}"
-    return float(value), None
-
-
-def _pack(settings: Settings, state: Any) -> dict[str, Any]:
-    return {"fits": 0} if state is None else settings.make_surrogate().pack(state)
-
-
-def _unpack(settings: Settings, space: Space, saved: Mapping[str, Any]) -> Any:
-    if saved["fits"] == 0:
-        return None
-    return settings.make_surrogate().unpack(space.dim, dict(saved))
-
-
-def _restore(state: BOState, journal: Journal, records: list[dict[str, Any]]) -> BOState:
-    """Rebuild the state after ``records``, replaying at most the fits the file lacks."""
-    settings, space = state.settings, state.space
-    saved = journal.load_sampler()
-    start, surrogate_state = 0, None
-    if saved is not None and saved.get("iteration", -1) <= len(records):
-        start, surrogate_state = saved["iteration"], _unpack(settings, space, saved)
-    state = state._replace(surrogate=surrogate_state)
-    for n, record in enumerate(records):
-        if n >= start and _fits_at(state):
-            state = state._replace(surrogate=_fit(state)[1])  # the fit iteration n made
-        y = record["y"] if record["status"] == "ok" else math.nan
-        state = tell(state, np.asarray(record["u"], dtype=np.float64), y)
-    return state
-
-
-def _record(n: int, point, u, y, error, seconds, info) -> dict[str, Any]:
-    diagnostics = {k: v for k, v in info.items() if k != "phase" and math.isfinite(v)}
-    return {
-        "iteration": n,
-        "phase": info["phase"],
-        "x": point,
-        "u": np.asarray(u).tolist(),
-        "y": None if error else y,
-        "status": "failed" if error else "ok",
-        "error": error,
-        "seconds": seconds,
-        "diagnostics": diagnostics,
-    }
-
-
-def minimize(
-    objective: Objective,
-    space: Space,
-    *,
-    surrogate: str = "gp-slice",
-    acquisition: str = "ei",
-    optimizer: str = "sobol",
-    iterations: int = 20,
-    initial: int = 5,
-    seed: int = 0,
-    maximize: bool = False,
-    num_candidates: int = 2048,
-    kappa: float = 2.0,
-    incumbent: str = "observed",
-    samples: int | None = None,
-    burn_in: int | None = None,
-    policy: str = "acquisition",
-    tau: float | None = None,
-    scaling: str = "pseudocode",
-    stop_tolerance: float | None = None,
-    stop_sd: float | None = None,
-    out: str | Path | None = None,
-    resume: bool = False,
-    progress: bool = True,
-) -> Result:
-    """Minimise (or maximise) ``objective(point: dict) -> float`` over ``space``.
-
-    Runs ``initial`` Sobol points, then ``iterations`` BO steps. With ``out``, every
-    evaluation is journalled there as it finishes; ``resume=True`` continues a killed
-    run without repeating or losing a finished evaluation. A failing objective (raises,
-    returns NaN/inf or a non-number) is recorded and skipped; if more than half of the
-    evaluations after the initial design have failed, :class:`ObjectiveError` is raised.
-    ``samples`` overrides the surrogate's number of hyperparameter draws per fit, and
-    ``burn_in`` its burn-in on the first fit. ``policy`` (``"hybrid"``,
-    ``"variable-threshold"``) sometimes evaluates the most uncertain point instead of the
-    acquisition maximiser, with threshold ``tau`` and, for the variable threshold, the
-    ``scaling`` direction; ``stop_tolerance`` (and ``stop_sd``) end the run early once
-    nothing is expected to improve (see :mod:`bojax.policies`).
-    """
-    settings = Settings(
-        surrogate=surrogate,
-        acquisition=acquisition,
-        optimizer=optimizer,
-        iterations=iterations,
-        initial=initial,
-        seed=seed,
-        maximize=maximize,
-        num_candidates=num_candidates,
-        kappa=kappa,
-        incumbent=incumbent,
-        samples=samples,
-        burn_in=burn_in,
-        policy=policy,
-        tau=tau,
-        scaling=scaling,
-        stop_tolerance=stop_tolerance,
-        stop_sd=stop_sd,
-    )
-    state = init(space, settings)
-    journal = Journal(out) if out is not None else None
-    header = {"space": space.to_dict(), "settings": settings.identity()}
-    history: list[dict[str, Any]] = []
-    if journal is not None:
-        if resume and journal.exists():
-            journal.check(header)
-            history = journal.read()
-            if len(history) > initial + iterations:
-                raise JournalError(
-                    f"{journal.folder} holds more evaluations than this run asks for"
-                )
-            state = _restore(state, journal, history)
-        else:
-            journal.start(header)
-
-    total = initial + iterations
-    started, stopped = time.perf_counter(), None
-    with _Progress(progress, total, len(history)) as bar:
-        while len(state.y) < total:
-            n = len(state.y)
-            if journal is not None and _fits_at(state):
-                journal.save_sampler(n, _pack(settings, state.surrogate))
-            tick = time.perf_counter()
-            try:
-                u, state, info = ask(state)
-            except SpaceExhaustedError as error:
-                stopped = str(error)
-                break
-            if info.get("converged"):
-                stopped = f"converged after {n} evaluations (the policy's stopping rule)"
-                break
-            point = space.from_unit(u)
-            y, error = _evaluate(objective, point)
-            state = tell(state, u, y)
-            record = _record(n, point, u, y, error, time.perf_counter() - tick, info)
-            history.append(record)
-            if journal is not None:
-                journal.append(record)
-            bar.update(state, record)
-            failures = int(np.sum(~np.isfinite(state.y)))
-            if n + 1 >= initial and 2 * failures > n + 1:
-                raise ObjectiveError(
-                    f"{failures} of {n + 1} evaluations failed (last: {error or 'ok'}); stopping. "
-                    + (f"Finished evaluations are in {journal.records_path}." if journal else "")
-                )
-
-    result = _result(space, settings, history, time.perf_counter() - started, stopped)
-    if journal is not None:
-        journal.write_summary(
-            {
-                "best_point": result.best_point,
-                "best_value": result.best_value,
-                "evaluations": result.evaluations,
-                "failures": result.failures,
-                "seconds": result.seconds,
-                "stopped": result.stopped,
-            }
-        )
-    return result
-
-
-def _result(
-    space: Space, settings: Settings, history: list[dict], seconds: float, stopped=None
-) -> Result:
-    ok = [r for r in history if r["status"] == "ok"]
-    if not ok:
-        raise ObjectiveError("every evaluation failed; see the history for the errors")
-    pick = max if settings.maximize else min
-    best = pick(ok, key=lambda r: r["y"])
-    return Result(
-        best["x"], best["y"], history, len(history), len(history) - len(ok), seconds, stopped
-    )
-
-
-class _Progress:
-    """A live line: iteration, best so far, seconds per iteration (rich)."""
-
-    def __init__(self, enabled: bool, total: int, done: int):
-        self.enabled, self.total, self.done = enabled, total, done
-        self.best = math.nan
-
-    def __enter__(self):
-        if self.enabled:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-            )
-
-            self.progress = Progress(
-                TextColumn("[bold]BO"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("best {task.fields[best]}  last {task.fields[last]:.2f} s/it"),
-                TimeElapsedColumn(),
-            )
-            self.progress.__enter__()
-            self.task = self.progress.add_task(
-                "bo", total=self.total, completed=self.done, best="-", last=0.0
-            )
-        return self
-
-    def update(self, state: BOState, record: dict[str, Any]) -> None:
-        if not self.enabled:
-            return
-        ok = state.y[np.isfinite(state.y)]
-        best = "-" if ok.size == 0 else f"{(ok.max() if state.settings.maximize else ok.min()):.6g}"
-        self.progress.update(self.task, advance=1, best=best, last=record["seconds"])
-
-    def __exit__(self, *exc):
-        if self.enabled:
-            self.progress.__exit__(*exc)
-        return False

@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 
 from bojax import bnn, gp, inference, priors
+from bojax import fantasies as fantasy
 from bojax.errors import UnknownNameError
 
 PyTree = Any
@@ -195,6 +196,18 @@ class GPSurrogate:
             "position": position.tolist(),
             "widths": jnp.asarray(state.widths).tolist(),
         }
+
+    def fantasize(
+        self, key, state: GPState, x, y, pending, strategy: str, fantasies: int | None
+    ) -> tuple[gp.Posterior, jax.Array]:
+        """The conditioned GPs with ``pending`` unit points given fantasy outcomes, and
+        those outcomes (see :mod:`bojax.fantasies`); ``x, y`` are the real data the state
+        was fitted to."""
+        num = fantasy.per_sample(strategy, self.samples_per_fit, fantasies)
+        data, padded, rows = fantasy.augmented_data(x, y, pending)
+        return fantasy.fantasize(
+            self.model, strategy, num, key, self.conditioned(state), data, padded, rows
+        )
 
     def unpack(self, dim: int, saved: dict[str, Any]) -> GPState:
         template = self.init(dim)

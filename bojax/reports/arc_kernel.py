@@ -39,9 +39,9 @@ import numpy as np
 from bojax import gp
 from bojax.compilation import count_compilations
 from bojax.deepnet import DeepNetObjective, Training, deepnet_space, depth, digits
+from bojax.driver import minimize
 from bojax.errors import SettingsError
 from bojax.journal import Journal
-from bojax.loop import minimize
 from bojax.reports import CachedObjective, override, pyplot
 from bojax.spaces import IRRELEVANT, Integer, fill_irrelevant
 from bojax.surrogates import GPSurrogate

@@ -47,7 +47,8 @@ from bojax.archnet import (
     shape_of,
     train_recorded,
 )
-from bojax.loop import Settings, ask, init, minimize, predict, tell
+from bojax.driver import minimize
+from bojax.loop import Settings, ask, init, predict, tell
 from bojax.reports import CachedObjective, override, pyplot
 from bojax.spaces import Real, Space
 

@@ -25,10 +25,10 @@ import numpy as np
 
 from bojax.compilation import count_compilations
 from bojax.datasets import Regression, get_dataset
+from bojax.driver import minimize
 from bojax.ensemble import EnsembleObjective, Training, design_space
 from bojax.errors import SettingsError
 from bojax.journal import Journal
-from bojax.loop import minimize
 from bojax.reports import CachedObjective, override, pyplot
 
 # The report's best designs (Figures 4 and 7 captions), for comparison on our data.

@@ -1,0 +1,58 @@
+"""Dask as bojax's distributed engine: a local cluster or an existing scheduler.
+
+    with cluster.connect(workers=4) as client:            # a LocalCluster on this machine
+        bojax.minimize(objective, space, executor=client)
+
+    with cluster.connect(scheduler="tcp://head:8786") as client:  # join a running cluster
+        ...
+
+Local workers are separate processes with one thread each (an objective that trains a
+network should own its process, and JAX is not fork-safe), each restarted by its nanny
+if it dies. On a SLURM machine, start the scheduler and workers with dask-jobqueue and
+pass its address (docs/scale-out.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from bojax.errors import SettingsError
+
+
+@contextlib.contextmanager
+def connect(
+    workers: int | None = None,
+    scheduler: str | None = None,
+    timeout: str = "30s",
+    **cluster_options: Any,
+) -> Iterator[Any]:
+    """A Dask ``Client``: to ``scheduler`` if given (waiting up to ``timeout``), else to a
+    new ``LocalCluster`` of ``workers`` single-threaded worker processes, shut down on
+    exit. ``cluster_options`` go to ``LocalCluster``."""
+    if (workers is None) == (scheduler is None):
+        raise SettingsError("give either workers (a local cluster) or scheduler (an address)")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)):
+        raise SettingsError(f"workers must be a positive integer, got {workers!r}")
+    if workers is not None and workers < 1:
+        raise SettingsError(f"workers must be a positive integer, got {workers!r}")
+    from distributed import Client, LocalCluster
+
+    if scheduler is not None:
+        try:
+            client = Client(scheduler, timeout=timeout)
+        except OSError as error:
+            raise SettingsError(f"cannot reach a Dask scheduler at {scheduler}: {error}") from None
+        with client:
+            yield client
+        return
+    options = {
+        "n_workers": workers,
+        "threads_per_worker": 1,
+        "processes": True,
+        "dashboard_address": None,
+        **cluster_options,
+    }
+    with LocalCluster(**options) as local, Client(local) as client:
+        yield client

@@ -1,0 +1,478 @@
+"""The one-call driver :func:`minimize`: sequential, batched, or asynchronous on an executor.
+
+The driver keeps up to ``q`` evaluations in flight. Whenever fewer are running it asks
+the loop for enough new points (:func:`bojax.loop.ask_batch`, with the running ones as
+pending fantasies) and hands them to the executor; as each one finishes it is told to
+the loop and journalled. ``executor`` is anything with ``submit(fn, *args)`` returning a
+:class:`concurrent.futures.Future` (a ``ThreadPoolExecutor``, a ``ProcessPoolExecutor``
+with the ``spawn`` context, a Dask ``Client`` or its ``get_executor()``); without one,
+points are evaluated in the driver's process, one after another, and ``q = 1`` is the
+classic sequential loop, bit for bit.
+
+Only the driver writes the journal: workers return ``(y, error)``. Points handed out and
+not yet finished are kept in the journal's ``pending.json``, so a driver killed with
+evaluations in flight re-issues exactly those on ``resume``. An evaluation lost to the
+executor (a killed worker, a broken pool) is submitted again up to ``retries`` times and
+then recorded as failed; the objective's own errors are recorded at once, never retried.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import math
+import numbers
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from bojax.errors import JournalError, ObjectiveError, SettingsError, SpaceExhaustedError
+from bojax.journal import Journal
+from bojax.loop import BOState, Objective, Settings, _fit, _fits_at, _is_count, ask_batch, init
+from bojax.loop import tell as tell_state
+from bojax.spaces import Space
+
+
+@dataclass(frozen=True)
+class Result:
+    """Outcome of :func:`minimize`: the best successful evaluation and the full history."""
+
+    best_point: dict[str, Any]
+    best_value: float
+    history: list[dict[str, Any]]
+    evaluations: int
+    failures: int
+    seconds: float
+    stopped: str | None = None  # why the run ended before its budget, if it did
+
+
+def evaluate(objective: Objective, point: dict[str, Any], attempt: int = 0):
+    """``(y, None)`` or ``(nan, error text)``; never raises for the objective's errors.
+
+    This is what runs on a worker. ``attempt`` only makes a retried submission a task of
+    its own (Dask caches pure tasks by their arguments)."""
+    del attempt
+    try:
+        value = objective(dict(point))
+    except Exception as error:  # the objective is user code: record, don't crash the run
+        return math.nan, f"{type(error).__name__}: {error}"
+    return checked(value)
+
+
+def checked(value: Any) -> tuple[float, str | None]:
+    """An objective's return value as ``(y, None)``, or ``(nan, why it is unusable)``."""
+    if isinstance(value, np.ndarray | jax.Array) and value.size == 1:
+        value = value.reshape(()).item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return math.nan, f"objective returned {type(value).__name__} {value!r}, expected a number"
+    if not math.isfinite(value):
+        return math.nan, f"objective returned {value!r}"
+    return float(value), None
+
+
+class _Inline:
+    """Evaluates in the driver's process at ``submit``: the executor of a sequential run."""
+
+    def submit(self, fn, *args):
+        future: cf.Future = cf.Future()
+        future.set_result(fn(*args))
+        return future
+
+
+def as_executor(executor: Any) -> Any:
+    """A ``concurrent.futures``-style executor for ``executor``: a Dask ``Client`` becomes
+    its executor (impure, so a retried task is run again), anything else is used as it is."""
+    if executor is None:
+        return _Inline()
+    if hasattr(executor, "get_executor"):
+        return executor.get_executor(pure=False)
+    if not callable(getattr(executor, "submit", None)):
+        raise SettingsError(f"executor must have a submit(fn, *args) method, got {executor!r}")
+    return executor
+
+
+def concurrency(executor: Any) -> int:
+    """How many evaluations ``executor`` runs at once, where it says; else 1."""
+    client = getattr(executor, "_client", executor)
+    if hasattr(client, "nthreads"):  # Dask: one evaluation per worker thread
+        return max(1, sum(client.nthreads().values()))
+    return max(1, int(getattr(executor, "_max_workers", 1) or 1))
+
+
+class Flight(NamedTuple):
+    """An evaluation handed out and not yet finished."""
+
+    proposal: int  # issue order, also the source of its randomness
+    u: np.ndarray
+    point: dict[str, Any]
+    info: dict[str, Any]
+    attempts: int  # submissions so far
+    issued: float  # perf_counter at the start of the ask that proposed it
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "proposal": self.proposal,
+            "u": self.u.tolist(),
+            "x": self.point,
+            "info": {k: v for k, v in self.info.items() if k == "phase" or math.isfinite(v)},
+            "attempts": self.attempts,
+        }
+
+
+def _record(n: int, flight: Flight, y: float, error: str | None, seconds: float) -> dict:
+    diagnostics = {k: v for k, v in flight.info.items() if k != "phase" and math.isfinite(float(v))}
+    return {
+        "iteration": n,
+        "proposal": flight.proposal,
+        "phase": flight.info["phase"],
+        "x": flight.point,
+        "u": np.asarray(flight.u).tolist(),
+        "y": None if error else y,
+        "status": "failed" if error else "ok",
+        "error": error,
+        "seconds": seconds,
+        "diagnostics": diagnostics,
+    }
+
+
+def _pack(settings: Settings, state: Any) -> dict[str, Any]:
+    return {"fits": 0} if state is None else settings.make_surrogate().pack(state)
+
+
+def _unpack(settings: Settings, space: Space, saved: dict[str, Any]) -> Any:
+    if saved["fits"] == 0:
+        return None
+    return settings.make_surrogate().unpack(space.dim, dict(saved))
+
+
+def _restore(state: BOState, journal: Journal, records: list[dict[str, Any]]) -> BOState:
+    """Rebuild the state after ``records``, replaying at most the fits the file lacks."""
+    settings, space = state.settings, state.space
+    saved = journal.load_sampler()
+    start, surrogate_state = 0, None
+    if saved is not None and saved.get("iteration", -1) <= len(records):
+        start, surrogate_state = saved["iteration"], _unpack(settings, space, saved)
+    state = state._replace(surrogate=surrogate_state)
+    for n, record in enumerate(records):
+        if n >= start and _fits_at(state):
+            state = state._replace(surrogate=_fit(state)[1])  # the fit iteration n made
+        y = record["y"] if record["status"] == "ok" else math.nan
+        state = tell_state(state, np.asarray(record["u"], dtype=np.float64), y)
+    return state
+
+
+def _resumed_flights(journal: Journal, history: list[dict], space: Space) -> list[Flight]:
+    """The journal's pending evaluations that did not finish, to be issued again."""
+    finished = {r.get("proposal", r["iteration"]) for r in history}
+    flights = []
+    for entry in journal.load_pending():
+        if entry["proposal"] in finished:
+            continue  # killed between the record and the pending file's update
+        u = np.asarray(entry["u"], np.float64)
+        if u.shape != (space.dim,):
+            raise JournalError(f"{journal.pending_path} holds a point of the wrong size")
+        flights.append(Flight(entry["proposal"], u, entry["x"], entry["info"], 0, 0.0))
+    return flights
+
+
+def minimize(
+    objective: Objective,
+    space: Space,
+    *,
+    surrogate: str = "gp-slice",
+    acquisition: str = "ei",
+    optimizer: str = "sobol",
+    iterations: int = 20,
+    initial: int = 5,
+    seed: int = 0,
+    maximize: bool = False,
+    num_candidates: int = 2048,
+    kappa: float = 2.0,
+    incumbent: str = "observed",
+    samples: int | None = None,
+    burn_in: int | None = None,
+    policy: str = "acquisition",
+    tau: float | None = None,
+    scaling: str = "pseudocode",
+    stop_tolerance: float | None = None,
+    stop_sd: float | None = None,
+    fantasy: str = "integrated",
+    fantasies: int | None = None,
+    executor: Any = None,
+    q: int | None = None,
+    retries: int = 1,
+    out: str | Path | None = None,
+    resume: bool = False,
+    progress: bool = True,
+) -> Result:
+    """Minimise (or maximise) ``objective(point: dict) -> float`` over ``space``.
+
+    Runs ``initial`` Sobol points, then ``iterations`` BO steps. With ``out``, every
+    evaluation is journalled there as it finishes; ``resume=True`` continues a killed
+    run without repeating or losing a finished evaluation, and re-issues those that were
+    in flight. A failing objective (raises, returns NaN/inf or a non-number) is recorded
+    and skipped; if more than half of the evaluations after the initial design have
+    failed, :class:`ObjectiveError` is raised. ``samples`` overrides the surrogate's
+    number of hyperparameter draws per fit, and ``burn_in`` its burn-in on the first fit.
+    ``policy`` (``"hybrid"``, ``"variable-threshold"``) sometimes evaluates the most
+    uncertain point instead of the acquisition maximiser, with threshold ``tau`` and, for
+    the variable threshold, the ``scaling`` direction; ``stop_tolerance`` (and
+    ``stop_sd``) end the run early once nothing is expected to improve (see
+    :mod:`bojax.policies`).
+
+    ``executor`` (see the module docstring) evaluates up to ``q`` points at once (default:
+    its number of workers; 1 without one), refilled as each finishes; pending points are
+    handled by ``fantasy`` (``"integrated"`` or ``"believer"``, :mod:`bojax.fantasies`),
+    with ``fantasies`` draws per hyperparameter sample. ``retries`` bounds the
+    resubmissions of an evaluation the executor lost. Without an executor, ``q > 1``
+    evaluates batches of ``q`` proposals in turn (in one call if the objective has a
+    ``batch(points) -> list`` method, as :class:`bojax.ensemble.EnsembleObjective` does).
+    """
+    settings = Settings(
+        surrogate=surrogate,
+        acquisition=acquisition,
+        optimizer=optimizer,
+        iterations=iterations,
+        initial=initial,
+        seed=seed,
+        maximize=maximize,
+        num_candidates=num_candidates,
+        kappa=kappa,
+        incumbent=incumbent,
+        samples=samples,
+        burn_in=burn_in,
+        policy=policy,
+        tau=tau,
+        scaling=scaling,
+        stop_tolerance=stop_tolerance,
+        stop_sd=stop_sd,
+        fantasy=fantasy,
+        fantasies=fantasies,
+    )
+    if not _is_count(retries):
+        raise SettingsError(f"retries must be a non-negative integer, got {retries!r}")
+    pool = as_executor(executor)
+    q = (1 if executor is None else concurrency(pool)) if q is None else q
+    if not _is_count(q) or q < 1:
+        raise SettingsError(f"q must be a positive integer, got {q!r}")
+
+    state = init(space, settings)
+    journal = Journal(out) if out is not None else None
+    header = {"space": space.to_dict(), "settings": settings.identity()}
+    history: list[dict[str, Any]] = []
+    queued: list[Flight] = []
+    if journal is not None:
+        if resume and journal.exists():
+            journal.check(header)
+            history = journal.read()
+            if len(history) > initial + iterations:
+                raise JournalError(
+                    f"{journal.folder} holds more evaluations than this run asks for"
+                )
+            state = _restore(state, journal, history)
+            queued = _resumed_flights(journal, history, space)
+        else:
+            journal.start(header)
+
+    run = _Run(objective, settings, pool, q, retries, journal, history, progress)
+    state, stopped = run.loop(state, queued, initial + iterations)
+    result = _result(settings, history, time.perf_counter() - run.started, stopped)
+    if journal is not None:
+        journal.write_summary(
+            {
+                "best_point": result.best_point,
+                "best_value": result.best_value,
+                "evaluations": result.evaluations,
+                "failures": result.failures,
+                "seconds": result.seconds,
+                "stopped": result.stopped,
+            }
+        )
+    return result
+
+
+class _Run:
+    """One run's moving parts: issue, wait, record."""
+
+    def __init__(self, objective, settings, pool, q, retries, journal, history, progress):
+        self.objective, self.settings, self.pool = objective, settings, pool
+        self.q, self.retries, self.journal, self.history = q, retries, journal, history
+        self.progress = progress
+        self.started = time.perf_counter()
+        self.running: dict[cf.Future, Flight] = {}
+        proposals = [r.get("proposal", r["iteration"]) for r in history]
+        self.next_proposal = max(proposals, default=-1) + 1
+
+    def loop(self, state: BOState, queued: list[Flight], total: int):
+        stopped = None
+        self.next_proposal = max([f.proposal + 1 for f in queued] + [self.next_proposal])
+        with _Progress(self.progress, total, len(self.history)) as bar:
+            while True:
+                room = min(self.q - len(self.running), total - len(state.y) - len(self.running))
+                if room > 0 and queued:
+                    for flight in queued[:room]:
+                        self._submit(flight._replace(issued=time.perf_counter()))
+                    queued = queued[room:]
+                    self._save_pending(queued)
+                elif room > 0 and stopped is None:
+                    state, stopped = self._issue(state, room, queued)
+                if not self.running:
+                    break
+                done, _ = cf.wait(self.running, return_when=cf.FIRST_COMPLETED)
+                for future in sorted(done, key=lambda f: self.running[f].proposal):
+                    state = self._finish(state, future, bar, queued)
+        return state, stopped
+
+    def _issue(self, state: BOState, count: int, queued: list[Flight]):
+        """Ask for ``count`` new points and hand them out; ``(state, why stopped)``."""
+        n, settings = len(state.y), self.settings
+        if self.journal is not None and _fits_at(state):
+            self.journal.save_sampler(n, _pack(settings, state.surrogate))
+        tick = time.perf_counter()
+        pending = np.array([f.u for f in self.running.values()]).reshape(-1, state.space.dim)
+        try:
+            points, state, infos = ask_batch(state, count, pending)
+        except SpaceExhaustedError as error:
+            return state, str(error)
+        flights, stopped = [], None
+        for u, info in zip(points, infos, strict=True):
+            if info.get("converged"):
+                done = n + len(self.running)
+                stopped = f"converged after {done} evaluations (the policy's stopping rule)"
+                break
+            flight = Flight(self.next_proposal, u, state.space.from_unit(u), info, 0, tick)
+            self.next_proposal += 1
+            flights.append(flight)
+        batch = getattr(self.objective, "batch", None)
+        if isinstance(self.pool, _Inline) and callable(batch) and len(flights) > 1:
+            self._submit_batch(flights, batch)
+        else:
+            for flight in flights:
+                self._submit(flight)
+        self._save_pending(queued)
+        return state, stopped
+
+    def _submit(self, flight: Flight) -> None:
+        future = self.pool.submit(evaluate, self.objective, flight.point, flight.attempts)
+        self.running[future] = flight._replace(attempts=flight.attempts + 1)
+
+    def _submit_batch(self, flights: list[Flight], batch) -> None:
+        """Evaluate ``flights`` in one ``objective.batch`` call (one vmapped program);
+        if that raises, each point alone, so one bad design cannot fail the others."""
+        try:
+            values = list(batch([f.point for f in flights]))
+            if len(values) != len(flights):
+                raise ValueError(f"batch returned {len(values)} values for {len(flights)}")
+            results = [checked(value) for value in values]
+        except Exception:
+            results = [evaluate(self.objective, f.point) for f in flights]
+        for flight, outcome in zip(flights, results, strict=True):
+            future: cf.Future = cf.Future()
+            future.set_result(outcome)
+            self.running[future] = flight._replace(attempts=1)
+
+    def _finish(self, state: BOState, future: cf.Future, bar, queued: list[Flight]) -> BOState:
+        flight = self.running.pop(future)
+        try:
+            y, error = future.result()
+        except Exception as lost:  # the executor lost it (killed worker, broken pool)
+            y, error = math.nan, self._retry(flight, lost, queued)
+            if error is None:
+                return state
+        n = len(state.y)
+        state = tell_state(state, flight.u, y)
+        record = _record(n, flight, y, error, time.perf_counter() - flight.issued)
+        self.history.append(record)
+        if self.journal is not None:
+            self.journal.append(record)
+            self._save_pending(queued)
+        bar.update(state, record)
+        failures = int(np.sum(~np.isfinite(state.y)))
+        if n + 1 >= self.settings.initial and 2 * failures > n + 1:
+            for other in self.running:
+                other.cancel()
+            journal = self.journal
+            where = f" Finished evaluations are in {journal.records_path}." if journal else ""
+            raise ObjectiveError(
+                f"{failures} of {n + 1} evaluations failed (last: {error or 'ok'}); stopping."
+                + where
+            )
+        return state
+
+    def _retry(self, flight: Flight, lost: Exception, queued: list[Flight]) -> str | None:
+        """Submit a lost evaluation again if retries are left (None), else say why it failed."""
+        if flight.attempts <= self.retries:
+            try:
+                self._submit(flight)
+                self._save_pending(queued)
+                return None
+            except Exception as refused:  # a broken pool refuses new work too
+                lost = refused
+        return f"evaluation lost after {flight.attempts} attempt(s): {_describe(lost)}"
+
+    def _save_pending(self, queued: list[Flight]) -> None:
+        if self.journal is not None:
+            flights = sorted([*self.running.values(), *queued], key=lambda f: f.proposal)
+            self.journal.save_pending([f.to_json() for f in flights])
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def _result(settings: Settings, history: list[dict], seconds: float, stopped=None) -> Result:
+    ok = [r for r in history if r["status"] == "ok"]
+    if not ok:
+        raise ObjectiveError("every evaluation failed; see the history for the errors")
+    pick = max if settings.maximize else min
+    best = pick(ok, key=lambda r: r["y"])
+    return Result(
+        best["x"], best["y"], history, len(history), len(history) - len(ok), seconds, stopped
+    )
+
+
+class _Progress:
+    """A live line: iteration, best so far, seconds per iteration (rich)."""
+
+    def __init__(self, enabled: bool, total: int, done: int):
+        self.enabled, self.total, self.done = enabled, total, done
+        self.best = math.nan
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            self.progress = Progress(
+                TextColumn("[bold]BO"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("best {task.fields[best]}  last {task.fields[last]:.2f} s/it"),
+                TimeElapsedColumn(),
+            )
+            self.progress.__enter__()
+            self.task = self.progress.add_task(
+                "bo", total=self.total, completed=self.done, best="-", last=0.0
+            )
+        return self
+
+    def update(self, state: BOState, record: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        ok = state.y[np.isfinite(state.y)]
+        best = "-" if ok.size == 0 else f"{(ok.max() if state.settings.maximize else ok.min()):.6g}"
+        self.progress.update(self.task, advance=1, best=best, last=record["seconds"])
+
+    def __exit__(self, *exc):
+        if self.enabled:
+            self.progress.__exit__(*exc)
+        return False

@@ -1,0 +1,320 @@
+"""Batch and asynchronous BO: fantasies against a float64 reference, batch proposals, and
+runs on a 2-worker Dask LocalCluster with a worker killed and the driver killed."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import cloudpickle
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import bojax
+from bojax import gp
+from bojax.cli import app
+from bojax.errors import JournalError, SettingsError
+from bojax.journal import Journal
+from bojax.problems import get_problem
+from bojax.spaces import Integer, Space
+from bojax.surrogates import GPSurrogate
+
+BRANIN = get_problem("branin")
+FAST = {"surrogate": "gp-map", "num_candidates": 256, "progress": False}
+
+
+# -- fantasies -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fitted_map():
+    rng = np.random.default_rng(0)
+    x = rng.uniform(size=(10, 2))
+    y = np.sin(6 * x[:, 0]) + x[:, 1]
+    surrogate = GPSurrogate(method="map")
+    state = surrogate.fit(jax.random.key(0), surrogate.init(2), gp.make_data(x, y))
+    return surrogate, state, x, y, rng.uniform(size=(3, 2)), rng.uniform(size=(6, 2))
+
+
+def reference_variance(surrogate, state, x, pending, x_star):
+    """sigma^2(x* | X + X_p) in NumPy: the variance does not depend on the outcomes."""
+    params = jax.tree.map(lambda a: np.asarray(a[0]), state.samples)
+    amp, ell = params["kernel"]["amplitude"], params["kernel"]["lengthscales"]
+
+    def k(a, b):
+        r = np.sqrt(np.sum(((a[:, None] - b[None]) / ell) ** 2, axis=-1))
+        return amp * (1 + np.sqrt(5) * r + 5 / 3 * r**2) * np.exp(-np.sqrt(5) * r)
+
+    xa = np.concatenate([x, pending])
+    gram = k(xa, xa) + params["noise"] * np.eye(len(xa))
+    cross = k(xa, x_star)
+    return amp - np.sum(cross * np.linalg.solve(gram, cross), axis=0)
+
+
+def test_the_believer_keeps_the_mean_and_shrinks_the_variance_as_the_reference(fitted_map):
+    surrogate, state, x, y, pending, x_star = fitted_map
+    mean0, _ = surrogate.predict(state, x_star)
+    conditioned, outcomes = surrogate.fantasize(
+        jax.random.key(1), state, x, y, pending, "believer", None
+    )
+    mean, var = surrogate.predictive(conditioned, jnp.asarray(x_star))
+    assert mean.shape == (1, 6)
+    np.testing.assert_allclose(mean[0], mean0[0], atol=1e-9)
+    np.testing.assert_allclose(
+        var[0], reference_variance(surrogate, state, x, pending, x_star), rtol=1e-6
+    )
+    pending_mean, _ = surrogate.predict(state, pending)
+    np.testing.assert_allclose(outcomes[0, :3], pending_mean[0], atol=1e-9)
+    assert np.all(np.isinf(outcomes[0, 3:]))  # padding
+
+
+def test_integrated_fantasies_average_back_to_the_posterior(fitted_map):
+    """E_y[mu(x* | y_p)] = mu(x*) and Var_y[mu(x* | y_p)] = sigma^2(x*) - sigma^2(x* | X_p)."""
+    surrogate, state, x, y, pending, x_star = fitted_map
+    mean0, var0 = surrogate.predict(state, x_star)
+    conditioned, _ = surrogate.fantasize(
+        jax.random.key(2), state, x, y, pending, "integrated", 4000
+    )
+    mean, var = surrogate.predictive(conditioned, jnp.asarray(x_star))
+    reference = reference_variance(surrogate, state, x, pending, x_star)
+    assert mean.shape == (4000, 6)
+    np.testing.assert_allclose(var, np.broadcast_to(reference, var.shape), rtol=1e-6)
+    spread = np.sqrt(var0[0] - reference)
+    assert np.all(np.abs(mean.mean(axis=0) - mean0[0]) < 4 * spread / np.sqrt(4000))
+    np.testing.assert_allclose(mean.std(axis=0), spread, rtol=0.06)
+
+
+# -- batch proposals ---------------------------------------------------------------------------
+
+
+def fitted_state(settings, n=8, seed=0):
+    state = bojax.init(BRANIN.space, settings)
+    for u in BRANIN.space.sample(jax.random.key(seed), n, "sobol"):
+        state = bojax.tell(state, u, BRANIN(BRANIN.space.from_unit(u)))
+    return state
+
+
+@pytest.mark.parametrize("fantasy", ["integrated", "believer"])
+def test_a_batch_is_distinct_in_bounds_and_avoids_pending_points(fantasy):
+    settings = bojax.Settings(surrogate="gp-map", fantasy=fantasy, num_candidates=256)
+    state = fitted_state(settings)
+    pending = np.array([[0.5, 0.5], [0.1, 0.9]])
+    points, _, infos = bojax.ask_batch(state, 4, pending)
+    assert points.shape == (4, 2) and np.all((points >= 0) & (points <= 1))
+    taken = np.concatenate([state.u, pending, points])
+    gaps = np.linalg.norm(taken[:, None] - taken[None], axis=-1) + np.eye(len(taken))
+    assert gaps.min() > 1e-6
+    assert [i["phase"] for i in infos] == ["bo"] * 4
+
+
+def test_pending_points_move_the_next_proposal_away():
+    """Without pending points ask() proposes u; with u pending it proposes elsewhere."""
+    settings = bojax.Settings(surrogate="gp-map", num_candidates=256)
+    state = fitted_state(settings)
+    u, _, _ = bojax.ask(state)
+    v, _, _ = bojax.ask(state, pending=u[None])
+    assert np.linalg.norm(u - v) > 0.05
+
+
+def test_a_small_integer_space_is_used_up_without_repeats():
+    space = Space([Integer("a", 0, 2), Integer("b", 0, 1)])
+    result = bojax.minimize(
+        lambda p: (p["a"] - 1) ** 2 + p["b"], space, iterations=10, initial=2, q=3, **FAST
+    )
+    seen = [(r["x"]["a"], r["x"]["b"]) for r in result.history]
+    assert len(seen) == len(set(seen)) == 6 and result.stopped
+
+
+def test_a_sequential_run_does_not_change_with_the_inline_batch_code():
+    """q = 1 without an executor and q = 1 on a one-thread pool propose the same points."""
+    alone = bojax.minimize(BRANIN, BRANIN.space, iterations=4, initial=3, **FAST)
+    with ThreadPoolExecutor(1) as pool:
+        pooled = bojax.minimize(
+            BRANIN, BRANIN.space, iterations=4, initial=3, executor=pool, **FAST
+        )
+    assert [r["u"] for r in alone.history] == [r["u"] for r in pooled.history]
+
+
+def test_bad_scale_out_settings_are_typed_errors():
+    with pytest.raises(SettingsError, match="q must"):
+        bojax.minimize(BRANIN, BRANIN.space, q=0, **FAST)
+    with pytest.raises(SettingsError, match="retries"):
+        bojax.minimize(BRANIN, BRANIN.space, retries=-1, **FAST)
+    with pytest.raises(SettingsError, match="fantasy"):
+        bojax.minimize(BRANIN, BRANIN.space, fantasy="hope", **FAST)
+    with pytest.raises(SettingsError, match="submit"):
+        bojax.minimize(BRANIN, BRANIN.space, executor=object(), **FAST)
+
+
+def test_a_corrupt_pending_file_is_a_journal_error(tmp_path):
+    bojax.minimize(BRANIN, BRANIN.space, iterations=0, initial=2, out=tmp_path, **FAST)
+    (tmp_path / "pending.json").write_text("[{")
+    with pytest.raises(JournalError, match=r"pending\.json is corrupt"):
+        bojax.minimize(
+            BRANIN, BRANIN.space, iterations=1, initial=2, out=tmp_path, resume=True, **FAST
+        )
+
+
+# -- a 2-worker Dask LocalCluster ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def client():
+    """Two single-threaded worker processes. Dask gives up on a task at the first worker
+    death (allowed-failures 0), so a killed worker reaches bojax's own retry."""
+    import dask
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        with bojax.cluster.connect(workers=2) as dask_client:
+            yield dask_client
+
+
+class KillsItsWorker:
+    """Branin, slowed down; the ``kill_at``-th call (counted across processes through
+    files) kills the worker process running it, once."""
+
+    def __init__(self, folder, kill_at):
+        self.folder, self.kill_at = str(folder), kill_at
+
+    def __call__(self, point):
+        time.sleep(0.2)
+        calls = os.path.join(self.folder, "calls")
+        os.makedirs(calls, exist_ok=True)
+        with open(os.path.join(calls, f"{os.getpid()}-{time.time_ns()}"), "w"):
+            pass
+        if len(os.listdir(calls)) >= self.kill_at:
+            try:
+                os.close(os.open(os.path.join(self.folder, "killed"), os.O_CREAT | os.O_EXCL))
+                os.kill(os.getpid(), signal.SIGKILL)
+            except FileExistsError:
+                pass
+        return BRANIN(point)
+
+
+def test_two_workers_propose_distinct_points_in_bounds_and_journal_everything(client, tmp_path):
+    result = bojax.minimize(
+        BRANIN, BRANIN.space, iterations=8, initial=4, executor=client, out=tmp_path, **FAST
+    )
+    u = np.array([r["u"] for r in result.history])
+    assert len(result.history) == 12 and result.failures == 0
+    assert np.all((u >= 0) & (u <= 1))
+    assert len(np.unique(u, axis=0)) == 12
+    assert sorted(r["proposal"] for r in result.history) == list(range(12))
+    assert json.loads((tmp_path / "pending.json").read_text()) == []
+    assert len(Journal(tmp_path).read()) == 12
+
+
+@pytest.mark.parametrize("retries", [1, 0])
+def test_a_worker_killed_mid_run_loses_nothing(client, tmp_path, retries):
+    objective = KillsItsWorker(tmp_path, kill_at=3)
+    result = bojax.minimize(
+        objective,
+        BRANIN.space,
+        iterations=4,
+        initial=4,
+        executor=client,
+        retries=retries,
+        out=tmp_path / "run",
+        **FAST,
+    )
+    assert (tmp_path / "killed").exists()
+    assert len(result.history) == 8
+    assert sorted(r["proposal"] for r in result.history) == list(range(8))
+    lost = [r for r in result.history if r["status"] == "failed"]
+    if retries:
+        assert not lost
+    else:
+        assert len(lost) == 1 and "lost after 1 attempt" in lost[0]["error"]
+    assert Journal(tmp_path / "run").read() == json.loads(json.dumps(result.history))
+
+
+DRIVER = """
+import time
+import jax
+jax.config.update("jax_enable_x64", True)
+import bojax
+from bojax.problems import get_problem
+
+BRANIN = get_problem("branin")
+
+def slow(point):
+    time.sleep(0.5)
+    return BRANIN(point)
+
+if __name__ == "__main__":  # worker processes are spawned: they import this file
+    with bojax.cluster.connect(workers=2) as client:
+        bojax.minimize(slow, BRANIN.space, iterations=6, initial=6, executor=client,
+                       out={out!r}, surrogate="gp-map", num_candidates=256, progress=False)
+"""
+
+
+def test_a_killed_driver_resumes_and_reissues_the_pending_evaluations(client, tmp_path):
+    out = tmp_path / "run"
+    script = tmp_path / "driver.py"
+    script.write_text(textwrap.dedent(DRIVER.format(out=str(out))))
+    driver = subprocess.Popen(
+        [sys.executable, str(script)], start_new_session=True, stderr=subprocess.DEVNULL
+    )
+    journal, deadline = Journal(out), time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and driver.poll() is None:
+            if journal.records_path.exists() and len(journal.read()) >= 3:
+                break
+            time.sleep(0.1)
+        os.killpg(driver.pid, signal.SIGKILL)  # the driver and its cluster, mid-run
+    finally:
+        driver.wait()
+    before, pending = journal.read(), journal.load_pending()
+    assert 3 <= len(before) < 12 and pending, "the driver was not killed mid-run"
+
+    def slow(point):
+        time.sleep(0.1)
+        return BRANIN(point)
+
+    result = bojax.minimize(
+        slow,
+        BRANIN.space,
+        iterations=6,
+        initial=6,
+        executor=client,
+        out=out,
+        resume=True,
+        **FAST,
+    )
+    after = result.history
+    assert after[: len(before)] == before
+    assert len(after) == 12 and sorted(r["proposal"] for r in after) == list(range(12))
+    reissued = {p["proposal"]: p["u"] for p in pending}
+    assert {r["proposal"]: r["u"] for r in after if r["proposal"] in reissued} == reissued
+
+
+def test_the_cli_runs_on_an_existing_scheduler(client, tmp_path):
+    address = client.scheduler_info()["address"]
+    result = CliRunner().invoke(
+        app,
+        [
+            *("optimize", "forrester", "--scheduler", address, "--surrogate", "gp-map"),
+            *("--iterations", "0", "--initial", "6", "--out", str(tmp_path)),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    records = Journal(tmp_path).read()
+    assert len(records) == 6 and {r["status"] for r in records} == {"ok"}
+    assert sorted(r["proposal"] for r in records) == list(range(6))
+
+
+def test_an_unreachable_scheduler_is_a_settings_error():
+    with pytest.raises(SettingsError, match="cannot reach a Dask scheduler"):
+        with bojax.cluster.connect(scheduler="tcp://127.0.0.1:1", timeout="1s"):
+            pass
+    with pytest.raises(SettingsError, match="either workers"):
+        with bojax.cluster.connect(workers=2, scheduler="tcp://127.0.0.1:1"):
+            pass
