@@ -36,7 +36,7 @@ import hashlib
 import math
 import numbers
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -323,7 +323,25 @@ def evaluate_design(arch: Architecture, training: Training, key, design: Design,
     )
 
 
+def evaluate_designs(arch: Architecture, training: Training, keys, designs: Design, data, grid):
+    """:func:`evaluate_design` for a batch of designs (leading axis of ``keys`` and of each
+    field of ``designs``) in one program. Every design is already padded to ``arch``, so
+    the batch is a plain ``vmap``; the training loop runs until the batch's slowest
+    member stops, and a finished design's state no longer changes."""
+    return jax.vmap(_evaluate_one, in_axes=(None, None, 0, 0, None, None))(
+        arch, training, keys, designs, data, grid
+    )
+
+
+_evaluate_one = evaluate_design  # the traced function, before it is jitted on its own
 evaluate_design = jit_quick_compile(evaluate_design, static_argnums=(0, 1))
+evaluate_designs = jit_quick_compile(evaluate_designs, static_argnums=(0, 1))
+
+
+def batch_size(count: int, devices: int) -> int:
+    """Designs per batched call for ``count`` designs on ``devices`` devices: the next power
+    of two (one compilation per size a run uses), at least one per device."""
+    return max(devices, 1 << max(0, count - 1).bit_length())
 
 
 # -- the objective bojax.minimize calls ------------------------------------------------------
@@ -382,34 +400,70 @@ class EnsembleObjective:
         grid = x_test[:1] if grid is None else np.asarray(grid, np.float64)
         self.grid = jnp.asarray(grid.reshape(len(grid), -1), jnp.float32)
 
-    def evaluate(self, point: Mapping[str, Any]) -> dict[str, Any]:
-        """Train and test one design; a dict of Python numbers and lists."""
-        point = self.space.validate(point)
-        design = Design(
+    def _design(self, point: Mapping[str, Any]) -> Design:
+        return Design(
             jnp.asarray(point["layers"], jnp.int32),
             jnp.asarray(point["width"], jnp.int32),
             jnp.asarray(point["members"], jnp.int32),
             jnp.asarray(point["keep"], jnp.float32),
         )
+
+    def evaluate(self, point: Mapping[str, Any]) -> dict[str, Any]:
+        """Train and test one design; a dict of Python numbers and lists."""
+        point = self.space.validate(point)
         result = evaluate_design(
             self.architecture,
             self.training,
             design_key(self.seed, point),
-            design,
+            self._design(point),
             self.data,
             self.grid,
         )
-        n = point["members"]
-        return {
-            "design": dict(point),
-            "test_loss": float(result.test_loss),
-            "test_mse": float(result.test_mse),
-            "train_mse": float(result.train_mse),
-            "kept": int(np.sum(np.asarray(result.kept)[:n])),
-            "excluded": n - int(np.sum(np.asarray(result.kept)[:n])),
-            "epochs": np.asarray(result.epochs)[:n].tolist(),
-            "grid_prediction": np.asarray(result.grid_prediction, np.float64).tolist(),
-        }
+        return _summary(point, result)
+
+    def evaluate_batch(self, points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Train and test several designs in one vmapped call, the batch split across the
+        local devices (``jax.sharding``) when there are several. Each design gets the key
+        :meth:`evaluate` would give it, so the results are the same up to float32
+        rounding. The batch is padded (repeating its last design) to :func:`batch_size`."""
+        points = [self.space.validate(p) for p in points]
+        if not points:
+            return []
+        devices = jax.local_devices()
+        size = batch_size(len(points), len(devices))
+        padded = points + [points[-1]] * (size - len(points))
+        keys = jnp.stack([design_key(self.seed, p) for p in padded])
+        designs = jax.tree.map(lambda *f: jnp.stack(f), *[self._design(p) for p in padded])
+        if len(devices) > 1:
+            mesh = jax.sharding.Mesh(np.array(devices), ("designs",))
+            spread = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("designs"))
+            keys, designs = jax.device_put((keys, designs), spread)
+        results = evaluate_designs(
+            self.architecture, self.training, keys, designs, self.data, self.grid
+        )
+        return [
+            _summary(p, jax.tree.map(lambda a, i=i: a[i], results)) for i, p in enumerate(points)
+        ]
 
     def __call__(self, point: Mapping[str, Any]) -> float:
         return self.evaluate(point)["test_loss"]
+
+    def batch(self, points: Sequence[Mapping[str, Any]]) -> list[float]:
+        """Test losses of ``points`` from one :meth:`evaluate_batch`; :func:`bojax.minimize`
+        calls it for batches of ``q`` proposals when it has no executor."""
+        return [r["test_loss"] for r in self.evaluate_batch(points)]
+
+
+def _summary(point: Mapping[str, Any], result: Evaluation) -> dict[str, Any]:
+    n = point["members"]
+    kept = int(np.sum(np.asarray(result.kept)[:n]))
+    return {
+        "design": dict(point),
+        "test_loss": float(result.test_loss),
+        "test_mse": float(result.test_mse),
+        "train_mse": float(result.train_mse),
+        "kept": kept,
+        "excluded": n - kept,
+        "epochs": np.asarray(result.epochs)[:n].tolist(),
+        "grid_prediction": np.asarray(result.grid_prediction, np.float64).tolist(),
+    }
