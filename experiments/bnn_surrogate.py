@@ -3,16 +3,20 @@ sin(7x) + cos(17x) (Figures 6-9), BO of Forrester with the BNN (Figure 10), and 
 against GP on four test functions (Figure 11).
 
     uv run python experiments/bnn_surrogate.py [--quick] [--out DIR] [--problems ...]
+        [--workers N | --scheduler ADDRESS]
 
 Writes figures and ``summary.json`` into ``DIR/full/`` (``DIR/quick/`` with ``--quick``;
 default ``DIR`` is ``paper_figures/bnn_surrogate``). Each Figure 11 repeat is kept in
 ``runs/``: an interrupted run continues where it stopped, and ``--problems`` lets two
 processes share the work before a last call without it gathers every problem.
+``--workers N`` runs the Figure 11 repeats on a local Dask cluster of N processes, one
+repeat per task (``--scheduler`` joins a running cluster; docs/scale-out.md).
 """
 
 from __future__ import annotations
 
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "paper_figures" / "bnn_surrogate"
@@ -24,6 +28,8 @@ def _extra(parser) -> None:
 
     parser.add_argument("--problems", nargs="+", choices=PROBLEMS, help="Figure 11 subset")
     parser.add_argument("--arms", nargs="+", choices=ARMS, help="Figure 11 surrogates")
+    parser.add_argument("--workers", type=int, help="Figure 11 repeats on N Dask processes")
+    parser.add_argument("--scheduler", help="Figure 11 repeats on this Dask scheduler")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -33,6 +39,7 @@ def main(argv: list[str] | None = None) -> dict:
     import jax
 
     jax.config.update("jax_enable_x64", True)  # GP numerics in float64
+    from bojax import cluster
     from bojax.errors import BojaxError
     from bojax.reports import bnn_surrogate
 
@@ -40,7 +47,9 @@ def main(argv: list[str] | None = None) -> dict:
     out = args.out / ("quick" if args.quick else "full")
     try:
         cfg = bnn_surrogate.config(args.quick, **overrides)
-        summary = bnn_surrogate.run(cfg, out, progress=not args.no_progress)
+        parallel = args.workers is not None or args.scheduler is not None
+        with cluster.connect(args.workers, args.scheduler) if parallel else nullcontext() as client:
+            summary = bnn_surrogate.run(cfg, out, progress=not args.no_progress, executor=client)
     except BojaxError as error:
         print(f"error: {error}", file=sys.stderr)
         return {}

@@ -318,3 +318,17 @@ def test_an_unreachable_scheduler_is_a_settings_error():
     with pytest.raises(SettingsError, match="either workers"):
         with bojax.cluster.connect(workers=2, scheduler="tcp://127.0.0.1:1"):
             pass
+
+
+def test_report_repeats_run_over_the_executor_as_they_run_alone(client, tmp_path):
+    from bojax.reports import bnn_surrogate
+
+    cfg = bnn_surrogate.config(
+        True, problems=("forrester",), arms=("gp-map",), repeats=2, iterations=1, candidates=64
+    )
+    alone = bnn_surrogate.comparison(cfg, tmp_path / "alone", progress=False)
+    spread = bnn_surrogate.comparison(cfg, tmp_path / "dask", progress=False, executor=client)
+    ys = [
+        [row["y"] for row in rows["gp-map"]] for rows in (alone["forrester"], spread["forrester"])
+    ]
+    assert ys[0] == ys[1] and len(ys[0]) == 2

@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import time
 from dataclasses import asdict, dataclass, replace
@@ -32,6 +33,7 @@ import numpy as np
 
 from bojax import gp
 from bojax.bnn import BNNSurrogate, mixture_log_likelihood
+from bojax.driver import as_executor
 from bojax.loop import Settings, ask, init, predict, tell
 from bojax.problems import get_problem, sin_cos
 from bojax.reports import override, pyplot
@@ -282,30 +284,55 @@ def bo_run(cfg: Config, arm: str, problem_name: str, seed: int) -> dict[str, Any
     }
 
 
-def comparison(cfg: Config, runs_dir: Path, progress: bool) -> dict[str, dict[str, list]]:
-    """Every (problem, arm, repeat), each kept in ``runs_dir`` and reused when present."""
-    results: dict[str, dict[str, list]] = {}
+def _bo_run_on_worker(cfg: Config, arm: str, problem_name: str, seed: int) -> dict[str, Any]:
+    """:func:`bo_run` in a worker process, which has not enabled float64 yet."""
+    jax.config.update("jax_enable_x64", True)
+    return bo_run(cfg, arm, problem_name, seed)
+
+
+def comparison(
+    cfg: Config, runs_dir: Path, progress: bool, executor: Any = None
+) -> dict[str, dict[str, list]]:
+    """Every (problem, arm, repeat), each kept in ``runs_dir`` and reused when present.
+
+    Missing repeats run one after another, or, with ``executor`` (a ``concurrent.futures``
+    executor or a Dask client), one per task; only this process writes the files."""
+    paths, expected, missing = {}, {}, []
     for problem in cfg.problems:
         get_problem(problem)  # a typed error for an unknown name, before any work
         for arm in cfg.arms:
             folder = runs_dir / problem / arm
             folder.mkdir(parents=True, exist_ok=True)
-            rows = []
             for seed in range(cfg.repeats):
-                path = folder / f"seed{seed}.json"
-                expected = _settings(cfg, arm, problem, seed, cfg.iterations).identity()
-                row = json.loads(path.read_text()) if path.exists() else None
-                if row is None or row["settings"] != expected | {"iterations": cfg.iterations}:
-                    row = bo_run(cfg, arm, problem, seed)
-                    path.write_text(json.dumps(row))
-                    if progress:
-                        print(
-                            f"  {problem:<15} {arm:<9} seed {seed:>2}: best "
-                            f"{row['running_min'][-1]:.4g} in {row['seconds']:.1f} s",
-                            flush=True,
-                        )
-                rows.append(row)
-            results.setdefault(problem, {})[arm] = rows
+                task = (problem, arm, seed)
+                paths[task] = folder / f"seed{seed}.json"
+                identity = _settings(cfg, arm, problem, seed, cfg.iterations).identity()
+                expected[task] = identity | {"iterations": cfg.iterations}
+                row = json.loads(paths[task].read_text()) if paths[task].exists() else None
+                if row is None or row["settings"] != expected[task]:
+                    missing.append(task)
+
+    def keep(task, row) -> None:
+        paths[task].write_text(json.dumps(row))
+        if progress:
+            problem, arm, seed = task
+            print(
+                f"  {problem:<15} {arm:<9} seed {seed:>2}: best "
+                f"{row['running_min'][-1]:.4g} in {row['seconds']:.1f} s",
+                flush=True,
+            )
+
+    if executor is None:
+        for problem, arm, seed in missing:
+            keep((problem, arm, seed), bo_run(cfg, arm, problem, seed))
+    else:
+        pool = as_executor(executor)
+        futures = {pool.submit(_bo_run_on_worker, cfg, t[1], t[0], t[2]): t for t in missing}
+        for future in concurrent.futures.as_completed(futures):
+            keep(futures[future], future.result())
+    results: dict[str, dict[str, list]] = {}
+    for (problem, arm, _), path in paths.items():
+        results.setdefault(problem, {}).setdefault(arm, []).append(json.loads(path.read_text()))
     return results
 
 
@@ -365,8 +392,11 @@ def plot_comparison(results: dict[str, dict[str, list]], out: Path) -> Path:
 # -- the whole report ----------------------------------------------------------------------
 
 
-def run(cfg: Config, out: str | Path, *, progress: bool = True) -> dict[str, Any]:
-    """Run every part, write the figures and ``summary.json`` into ``out``."""
+def run(
+    cfg: Config, out: str | Path, *, progress: bool = True, executor: Any = None
+) -> dict[str, Any]:
+    """Run every part, write the figures and ``summary.json`` into ``out``; the Figure 11
+    repeats over ``executor`` if given (see :func:`comparison`)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -379,7 +409,7 @@ def run(cfg: Config, out: str | Path, *, progress: bool = True) -> dict[str, Any
     figures.append(plot_snapshots(bo_snapshots(cfg), out))
     if progress:
         print("Figure 11: BNN against GP", flush=True)
-    results = comparison(cfg, out / "runs", progress)
+    results = comparison(cfg, out / "runs", progress, executor)
     figures.append(plot_comparison(results, out))
     summary = {
         "config": asdict(cfg),
