@@ -16,7 +16,8 @@ devices), after a compiling call of each. To shard over several CPU devices:
     uv run python benchmarks/scale_out.py workers [--sleep 1.0]
     uv run python benchmarks/scale_out.py designs [--q 4 8] [--max-epochs 1000]
 
-Results go to ``benchmarks/results/scale_out_{workers,designs}.json``.
+Results go to ``benchmarks/results/scale_out_workers.json`` and
+``scale_out_designs_<backend>_<n>dev.json``.
 """
 
 from __future__ import annotations
@@ -139,7 +140,8 @@ def main() -> None:
     else:
         rows = designs(args.q, args.max_epochs)
     RESULTS.mkdir(exist_ok=True)
-    suffix = "" if args.part == "workers" else f"_{len(jax.local_devices())}dev"
+    devices = f"_{jax.default_backend()}_{len(jax.local_devices())}dev"
+    suffix = "" if args.part == "workers" else devices
     (RESULTS / f"scale_out_{args.part}{suffix}.json").write_text(json.dumps(rows, indent=1))
 
 

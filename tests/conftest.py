@@ -1,5 +1,6 @@
 """Test configuration: float64 by default (as the CLI and experiments run), bounded hypothesis."""
 
+import gc
 import importlib.util
 from pathlib import Path
 
@@ -27,3 +28,16 @@ def experiment_script():
         return module
 
     return load
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _free_compiled_programs():
+    """Drop JAX's compiled executables after each test module.
+
+    Each CPU executable holds a few memory mappings; one pytest process compiling the
+    whole suite's programs passes Linux's default ``vm.max_map_count`` (65530) and XLA
+    segfaults mid-compile. Clearing per module keeps the count bounded.
+    """
+    yield
+    jax.clear_caches()
+    gc.collect()
