@@ -6,12 +6,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import bojax
 from bojax import datasets
 from bojax import ensemble as E
 from bojax.compilation import count_compilations
 from bojax.errors import DataError, OutOfBoundsError, SettingsError, UnknownNameError
-from bojax.spaces import Real, Space
 
 ARCH = E.Architecture(max_layers=4, max_width=7, max_members=5)
 
@@ -279,24 +277,6 @@ def test_a_batch_of_designs_in_one_call_matches_one_at_a_time():
         assert b["test_loss"] == pytest.approx(a["test_loss"], rel=1e-4)
     assert objective.batch(designs[:1]) == pytest.approx([alone[0]["test_loss"]], rel=1e-4)
     assert E.batch_size(3, 1) == 4 and E.batch_size(1, 1) == 1 and E.batch_size(1, 8) == 8
-
-
-def test_minimize_without_an_executor_hands_batches_to_the_objective():
-    calls = []
-
-    class Batched:
-        def __call__(self, point):
-            return (point["x"] - 0.3) ** 2
-
-        def batch(self, points):
-            calls.append(len(points))
-            return [self(p) for p in points]
-
-    space = Space([Real("x", 0.0, 1.0)])
-    result = bojax.minimize(
-        Batched(), space, iterations=6, initial=3, q=3, surrogate="gp-map", progress=False
-    )
-    assert calls == [3, 3, 3] and result.evaluations == 9
 
 
 def test_bad_designs_settings_and_data_raise_typed_errors():

@@ -132,6 +132,21 @@ def test_a_small_integer_space_is_used_up_without_repeats():
     assert len(seen) == len(set(seen)) == 6 and result.stopped
 
 
+def test_minimize_without_an_executor_hands_batches_to_the_objective():
+    calls = []
+
+    class Batched:
+        def __call__(self, point):
+            return BRANIN(point)
+
+        def batch(self, points):
+            calls.append(len(points))
+            return [self(p) for p in points]
+
+    result = bojax.minimize(Batched(), BRANIN.space, iterations=6, initial=3, q=3, **FAST)
+    assert calls == [3, 3, 3] and result.evaluations == 9
+
+
 def test_a_sequential_run_does_not_change_with_the_inline_batch_code():
     """q = 1 without an executor and q = 1 on a one-thread pool propose the same points."""
     alone = bojax.minimize(BRANIN, BRANIN.space, iterations=4, initial=3, **FAST)
