@@ -8,13 +8,17 @@
 
 Local workers are separate processes with one thread each (an objective that trains a
 network should own its process, and JAX is not fork-safe), each restarted by its nanny
-if it dies. On a SLURM machine, start the scheduler and workers with dask-jobqueue and
-pass its address (docs/scale-out.md).
+if it dies. Local workers allocate accelerator memory as they need it
+(``XLA_PYTHON_CLIENT_PREALLOCATE=false`` unless set): by default each JAX process takes
+75 % of a GPU, so the second process on one GPU failed to start cuSolver. On a SLURM
+machine, start the scheduler and workers with dask-jobqueue and pass its address
+(docs/scale-out.md).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,7 +34,8 @@ def connect(
 ) -> Iterator[Any]:
     """A Dask ``Client``: to ``scheduler`` if given (waiting up to ``timeout``), else to a
     new ``LocalCluster`` of ``workers`` single-threaded worker processes, shut down on
-    exit. ``cluster_options`` go to ``LocalCluster``."""
+    exit. ``cluster_options`` go to ``LocalCluster``; its workers' ``env`` gets
+    ``XLA_PYTHON_CLIENT_PREALLOCATE=false`` unless this process or ``env`` sets it."""
     if (workers is None) == (scheduler is None):
         raise SettingsError("give either workers (a local cluster) or scheduler (an address)")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)):
@@ -54,5 +59,7 @@ def connect(
         "dashboard_address": None,
         **cluster_options,
     }
+    if "XLA_PYTHON_CLIENT_PREALLOCATE" not in os.environ:
+        options["env"] = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", **options.get("env", {})}
     with LocalCluster(**options) as local, Client(local) as client:
         yield client

@@ -326,6 +326,17 @@ def test_the_cli_runs_on_an_existing_scheduler(client, tmp_path):
     assert sorted(r["proposal"] for r in records) == list(range(6))
 
 
+def preallocation() -> str | None:
+    return os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE")
+
+
+def test_local_workers_allocate_gpu_memory_on_demand(monkeypatch):
+    """Several JAX processes share one GPU only if none claims 75 % of it up front."""
+    monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
+    with bojax.cluster.connect(workers=1) as client:
+        assert client.submit(preallocation, pure=False).result() == "false"
+
+
 def test_an_unreachable_scheduler_is_a_settings_error():
     with pytest.raises(SettingsError, match="cannot reach a Dask scheduler"):
         with bojax.cluster.connect(scheduler="tcp://127.0.0.1:1", timeout="1s"):
