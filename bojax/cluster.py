@@ -56,7 +56,10 @@ def connect(
         "n_workers": workers,
         "threads_per_worker": 1,
         "processes": True,
-        "dashboard_address": None,
+        # No dashboard, and the scheduler's HTTP endpoint on a free port: the default,
+        # 8787, warned (and moved) whenever a second cluster ran in the same session.
+        "dashboard_address": "127.0.0.1:0",
+        "scheduler_kwargs": {"dashboard": False},
         **cluster_options,
     }
     if "XLA_PYTHON_CLIENT_PREALLOCATE" not in os.environ:
