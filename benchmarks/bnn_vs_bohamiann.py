@@ -24,8 +24,8 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 from bojax import gp  # noqa: E402
-from bojax.bnn import BNNSurrogate, mixture_log_likelihood  # noqa: E402
-from bojax.problems import sin_cos  # noqa: E402
+from bojax.objectives.problems import sin_cos  # noqa: E402
+from bojax.surrogates.bnn import BNNSurrogate, mixture_log_likelihood  # noqa: E402
 
 NOISE = 0.1
 

@@ -35,8 +35,8 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from bojax import datasets
-from bojax import ensemble as E
+from bojax.objectives import datasets
+from bojax.objectives import ensemble as E
 
 N, L, D, EPOCHS, KEEP = 30, 5, 15, 1000, 0.9
 ARCH = E.Architecture(max_layers=L, max_width=D, max_members=N)

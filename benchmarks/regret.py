@@ -37,7 +37,7 @@ from scipy.stats import rankdata  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import methods  # noqa: E402
 
-from bojax.problems import get_problem  # noqa: E402
+from bojax.objectives.problems import get_problem  # noqa: E402
 from bojax.reports import pyplot  # noqa: E402
 
 FUNCTIONS = ["forrester", "branin", "six_hump_camel", "mccormick", "rosenbrock", "hartmann6"]

@@ -36,9 +36,9 @@ from rich.table import Table
 jax.config.update("jax_enable_x64", True)
 
 import bojax  # noqa: E402
-from bojax import ensemble as E  # noqa: E402
-from bojax.datasets import get_dataset  # noqa: E402
-from bojax.problems import get_problem  # noqa: E402
+from bojax.objectives import ensemble as E  # noqa: E402
+from bojax.objectives.datasets import get_dataset  # noqa: E402
+from bojax.objectives.problems import get_problem  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 BRANIN = get_problem("branin")
@@ -70,7 +70,7 @@ def workers(sleep: float) -> list[dict]:
         run_bo(pool, 4, 0.0, seed=99)
     rows = []
     for count in (1, 4):
-        with bojax.cluster.connect(workers=count) as client:
+        with bojax.bo.cluster.connect(workers=count) as client:
             client.submit(BRANIN, BRANIN.space.from_unit(np.full(2, 0.5))).result()  # warm
             seconds, best = run_bo(client, count, sleep)
         rows.append({"workers": count, "seconds": seconds, "best": best})

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import methods  # noqa: E402
 
 from bojax.compilation import count_compilations  # noqa: E402
-from bojax.problems import get_problem  # noqa: E402
+from bojax.objectives.problems import get_problem  # noqa: E402
 from bojax.reports import pyplot  # noqa: E402
 
 ALL_METHODS = [

@@ -1,16 +1,65 @@
 """bojax: Bayesian optimisation of neural-network designs in JAX.
 
-Modules: ``spaces`` (search spaces), ``kernels`` and ``means`` (GP building blocks),
-``linalg`` (jitter-ladder Cholesky), ``gp`` (the GP core), ``problems`` (test
-functions), ``compilation`` (compile counting). bojax does not enable float64 on
-import; entry points (CLI, experiments) do, and so should scripts that fit GPs.
+The package is layered; each layer imports only those above it in this list:
+
+* ``bojax.errors``, ``bojax.spaces``, ``bojax.compilation``: typed errors, search spaces,
+  compilation counting.
+* ``bojax.gp``: kernels, means, the jitter-ladder Cholesky, the GP core, priors, fantasies.
+* ``bojax.inference``: MAP, slice sampling and NUTS over any log density.
+* ``bojax.surrogates``: the surrogate protocol, GP surrogates, the Bayesian neural network.
+* ``bojax.bo``: acquisitions, policies, acquisition optimisers, the ``init``/``ask``/``tell``
+  loop, ``minimize``, journals, Dask clusters.
+* ``bojax.objectives``: what BO is tested on (test functions, the reports' networks and
+  data sets); library code never imports it.
+* ``bojax.reports``, ``bojax.cli``: the reports' reproductions and the ``bojax`` command.
+
+bojax does not enable float64 on import; entry points (CLI, experiments) do, and so
+should scripts that fit GPs.
 """
 
-from bojax import cluster, errors, gp, kernels, means, problems
-from bojax.driver import Result, minimize
+import importlib
+
+from bojax import errors, gp, spaces
+from bojax.bo.driver import Result, minimize
+from bojax.bo.loop import Settings, ask, ask_batch, init, tell
 from bojax.errors import BojaxError
-from bojax.loop import Settings, ask, ask_batch, init, tell
 from bojax.spaces import Condition, Integer, Real, Space
+
+# Modules loaded on first access: ``bojax.problems.get_problem(...)`` and
+# ``from bojax import ensemble`` keep working from before the subpackages, and
+# ``import bojax`` does not pay for flax, optax or Dask until they are used.
+_LAZY = {
+    "bo": "bojax.bo",
+    "cli": "bojax.cli",
+    "compilation": "bojax.compilation",
+    "inference": "bojax.inference",
+    "objectives": "bojax.objectives",
+    "reports": "bojax.reports",
+    "surrogates": "bojax.surrogates",
+    **{name: f"bojax.gp.{name}" for name in ("kernels", "means", "linalg", "priors", "fantasies")},
+    **{name: f"bojax.surrogates.{name}" for name in ("bnn",)},
+    **{
+        name: f"bojax.bo.{name}"
+        for name in ("acquisition", "policies", "optimize", "loop", "driver", "journal", "cluster")
+    },
+    **{
+        name: f"bojax.objectives.{name}"
+        for name in ("problems", "datasets", "ensemble", "deepnet", "archnet", "forest")
+    },
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        module = importlib.import_module(_LAZY[name])
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module 'bojax' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "BojaxError",
@@ -22,14 +71,11 @@ __all__ = [
     "Space",
     "ask",
     "ask_batch",
-    "cluster",
     "errors",
     "gp",
     "init",
-    "kernels",
-    "means",
     "minimize",
-    "problems",
+    "spaces",
     "tell",
 ]
 __version__ = "0.1.0"

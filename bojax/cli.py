@@ -139,10 +139,10 @@ def optimize(
     or --scheduler, evaluations run in parallel on Dask, refilled as each finishes."""
     import contextlib
 
-    from bojax import cluster
-    from bojax.driver import minimize
+    from bojax.bo import cluster
+    from bojax.bo.driver import minimize
     from bojax.errors import BojaxError
-    from bojax.problems import get_problem
+    from bojax.objectives.problems import get_problem
 
     console = Console()
     try:
@@ -186,7 +186,7 @@ def optimize(
 @app.command()
 def problems() -> None:
     """List the built-in benchmark problems and their known minima."""
-    from bojax.problems import PROBLEMS
+    from bojax.objectives.problems import PROBLEMS
 
     table = Table(title="bojax problems")
     for column in ("name", "dim", "goal", "optimum", "at", "description"):

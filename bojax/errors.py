@@ -8,6 +8,8 @@ usual idioms catch them.
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 
@@ -81,3 +83,8 @@ class JournalError(BojaxError, ValueError):
 
 class CholeskyError(BojaxError, np.linalg.LinAlgError):
     """The Cholesky factorisation failed even with the largest jitter of the ladder."""
+
+
+def is_count(value: object) -> bool:
+    """A non-negative integer, and not a bool: the check behind every count setting."""
+    return not isinstance(value, bool) and isinstance(value, numbers.Integral) and value >= 0

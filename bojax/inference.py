@@ -69,6 +69,7 @@ def slice_chain(
     thin: int = 1,
     widths: jax.Array | float = 1.0,
     adapt_widths: bool = True,
+    burn: bool | jax.Array = True,
     max_expansions: int = 10,
     max_shrinkage: int = 100,
 ) -> Chain:
@@ -78,6 +79,8 @@ def slice_chain(
     the per-coordinate initial bracket widths are set after burn-in to the mean bracket
     width seen during burn-in (the adaptive width of Neal 2003, sec. 4.2; used by the
     ensemble-design report); the widths are returned in ``tuning`` for the next call.
+    ``burn`` may be traced: a chain that burns in on its first call and continues later
+    then compiles one program for both (the burn-in runs under ``lax.cond``).
     """
     logdensity_fn = safe_logdensity(logdensity_fn)
     dim = jax.flatten_util.ravel_pytree(position)[0].shape[0]
@@ -104,12 +107,19 @@ def slice_chain(
     burn_key, sample_key = jax.random.split(key)
     state = blackjax.mcmc.slice.init(position, logdensity_fn)
     if burn_in > 0:
-        state, (_, _, brackets) = jax.lax.scan(
-            sweep(make_kernel(widths)), state, jax.random.split(burn_key, burn_in)
+
+        def burn_in_sweeps(state, widths):
+            state, (_, _, brackets) = jax.lax.scan(
+                sweep(make_kernel(widths)), state, jax.random.split(burn_key, burn_in)
+            )
+            if adapt_widths:
+                # Mean realised bracket per coordinate, kept within sane bounds.
+                widths = jnp.clip(jnp.mean(brackets, axis=0), 1e-3, 1e3)
+            return state, widths
+
+        state, widths = jax.lax.cond(
+            burn, burn_in_sweeps, lambda state, widths: (state, widths), state, widths
         )
-        if adapt_widths:
-            # Mean realised bracket per coordinate, kept within sane bounds.
-            widths = jnp.clip(jnp.mean(brackets, axis=0), 1e-3, 1e3)
 
     def thinned(state, k):
         state, out = jax.lax.scan(sweep(make_kernel(widths)), state, jax.random.split(k, thin))

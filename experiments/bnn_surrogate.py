@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> dict:
     import jax
 
     jax.config.update("jax_enable_x64", True)  # GP numerics in float64
-    from bojax import cluster
+    from bojax.bo import cluster
     from bojax.errors import BojaxError
     from bojax.reports import bnn_surrogate
 

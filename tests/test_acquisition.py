@@ -7,7 +7,7 @@ import pytest
 from scipy import integrate
 from scipy.stats import norm
 
-from bojax import acquisition as acq
+from bojax.bo import acquisition as acq
 from bojax.errors import UnknownNameError
 
 RNG = np.random.default_rng(0)
@@ -105,7 +105,7 @@ def test_importing_before_enabling_float64_changes_nothing():
     code = (
         "import bojax, jax; jax.config.update('jax_enable_x64', True)\n"
         "import jax.numpy as jnp\n"
-        "from bojax.acquisition import log_expected_improvement as f\n"
+        "from bojax.bo.acquisition import log_expected_improvement as f\n"
         "print(repr(float(f(jnp.array([[0.3]]), jnp.array([[0.7]]), -2.0)[0])))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.gaussian_process.kernels import Matern
 
-from bojax import gp, kernels, priors
+from bojax import gp
+from bojax.gp import kernels, priors
 from bojax.spaces import IRRELEVANT, Integer, Real, Space
 
 SPACE = Space(

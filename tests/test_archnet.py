@@ -7,8 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bojax import archnet
-from bojax.archnet import (
+from bojax.compilation import count_compilations
+from bojax.objectives import archnet
+from bojax.objectives.archnet import (
     ArchitectureObjective,
     architecture_space,
     cost,
@@ -18,7 +19,6 @@ from bojax.archnet import (
     moons,
     shape_of,
 )
-from bojax.compilation import count_compilations
 from bojax.reports.architecture_search import bayesian_linear_regression
 
 

@@ -17,6 +17,7 @@ def load(name: str):
     return module
 
 
+@pytest.mark.slow
 def test_speed_times_bojax_without_recompiling_in_steady_iterations(tmp_path):
     speed = load("speed")
     argv = ["--sizes", "6", "--dims", "2", "--repeats", "2", "--methods", "bojax gp-map"]
@@ -31,6 +32,7 @@ def test_speed_times_bojax_without_recompiling_in_steady_iterations(tmp_path):
     assert (tmp_path / "speed.png").stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_regret_runs_are_kept_reused_and_ranked(tmp_path):
     regret = load("regret")
     argv = ["--seeds", "1", "--functions", "forrester", "--out", str(tmp_path)]

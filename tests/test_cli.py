@@ -3,6 +3,7 @@
 import subprocess
 import sys
 
+import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
@@ -20,6 +21,7 @@ def test_console_script_help_lists_the_subcommands():
         assert command in result.stdout
 
 
+@pytest.mark.slow
 def test_demo_runs_the_ensemble_design_bo_and_writes_its_figures(tmp_path):
     options = ["--iterations", "1", "--samples", "16", "--min-epochs", "5", "--max-epochs", "20"]
     result = runner.invoke(app, ["demo", "--out", str(tmp_path), *options])

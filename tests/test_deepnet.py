@@ -5,9 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bojax import deepnet
 from bojax.compilation import count_compilations
 from bojax.errors import MissingParameterError
+from bojax.objectives import deepnet
 
 SHORT = deepnet.Training(epochs=3)
 

@@ -6,10 +6,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bojax import datasets
-from bojax import ensemble as E
 from bojax.compilation import count_compilations
 from bojax.errors import DataError, OutOfBoundsError, SettingsError, UnknownNameError
+from bojax.objectives import datasets
+from bojax.objectives import ensemble as E
 
 ARCH = E.Architecture(max_layers=4, max_width=7, max_members=5)
 

@@ -7,9 +7,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bojax import gp, kernels, linalg, means
+from bojax import gp
 from bojax.compilation import count_compilations
 from bojax.errors import CholeskyError, DataError
+from bojax.gp import kernels, linalg, means
 
 
 def random_problem(n=20, d=3, seed=0):

@@ -8,7 +8,8 @@ import numpy as np
 import numpyro.distributions as dist
 import pytest
 
-from bojax import gp, inference, priors
+from bojax import gp, inference
+from bojax.gp import priors
 from bojax.surrogates import GPSurrogate
 
 MEAN = jnp.array([1.0, -2.0, 0.5])

@@ -9,8 +9,8 @@ from hypothesis.extra.numpy import arrays
 from scipy.spatial.distance import cdist
 from sklearn.gaussian_process.kernels import Matern
 
-from bojax import kernels
 from bojax.errors import UnknownNameError
+from bojax.gp import kernels
 
 
 def reference_gram(name, amplitude, lengthscales, x1, x2):

@@ -15,7 +15,7 @@ import bojax
 from bojax.cli import app
 from bojax.compilation import count_compilations
 from bojax.errors import JournalError, ObjectiveError, SettingsError, UnknownNameError
-from bojax.problems import get_problem
+from bojax.objectives.problems import get_problem
 from bojax.spaces import Integer, Real, Space
 
 FORRESTER = get_problem("forrester")
@@ -217,6 +217,7 @@ def reference_run(tmp_path_factory):
     return [json.loads(line) for line in (folder / "journal.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill_is_bit_identical(tmp_path, reference_run):
     """Kill a real run with SIGKILL mid-way, resume it, and compare with an uninterrupted run."""
     command = [

@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from bojax.bo.optimize import propose
 from bojax.errors import SpaceExhaustedError
-from bojax.optimize import propose
 from bojax.spaces import Integer, Real, Space
 
 TARGET = jnp.array([0.23, 0.71, 0.48])

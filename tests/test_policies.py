@@ -9,10 +9,10 @@ from scipy.stats import norm
 
 import bojax
 from bojax import gp
-from bojax.acquisition import expected_improvement, max_variance, probability_of_improvement
+from bojax.bo.acquisition import expected_improvement, max_variance, probability_of_improvement
+from bojax.bo.policies import Proposals, decide
 from bojax.errors import SettingsError, UnknownNameError
-from bojax.policies import Proposals, decide
-from bojax.problems import get_problem
+from bojax.objectives.problems import get_problem
 from bojax.spaces import Real, Space
 
 QUIET = {"progress": False}
@@ -172,7 +172,7 @@ def test_predict_returns_the_posterior_in_the_objectives_units():
     for x, y in zip(xs, ys, strict=True):
         state = bojax.tell(state, space.to_unit({"x": x}), y)
     u_star = np.array([0.1, 0.375, 0.5, 0.95])
-    mean, sd = bojax.loop.predict(state, u_star[:, None])
+    mean, sd = bojax.bo.loop.predict(state, u_star[:, None])
 
     u = (xs + 2) / 4
     z = (-ys - (-ys).mean()) / (-ys).std()

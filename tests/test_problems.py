@@ -5,7 +5,7 @@ import pytest
 from scipy.optimize import minimize
 
 from bojax.errors import OutOfBoundsError, UnknownNameError
-from bojax.problems import PROBLEMS, get_problem
+from bojax.objectives.problems import PROBLEMS, get_problem
 
 
 @pytest.mark.parametrize("name", sorted(PROBLEMS))

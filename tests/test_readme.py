@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from bojax import kernels
+from bojax.gp import kernels
 
 README = Path(__file__).parent.parent / "README.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)
@@ -15,6 +15,7 @@ def test_readme_has_examples():
     assert len(BLOCKS) >= 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_readme_block_runs(index):
     namespace: dict = {}

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from bojax.deepnet import deepnet_space
 from bojax.errors import SettingsError
+from bojax.objectives.deepnet import deepnet_space
 from bojax.reports import arc_kernel
 
 REDUCED = ["--quick", "--seeds", "1", "--initial", "3", "--iterations", "1", "--samples", "4"]
@@ -48,6 +48,7 @@ def test_table_scores_an_exactly_linear_response_as_zero_for_linear_models():
     assert table["linear"]["raw"][0] > 1e-3  # random fill breaks the joint linear model
 
 
+@pytest.mark.slow
 def test_reduced_run_writes_figures_table_and_summary_then_replots(
     tmp_path, capsys, experiment_script
 ):

@@ -19,6 +19,7 @@ FIGURES = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_reduced_run_writes_every_figure_and_a_summary(tmp_path, experiment_script, capsys):
     main = experiment_script("bnn_surrogate").main
     summary = main(["--out", str(tmp_path), "--no-progress", *REDUCED])

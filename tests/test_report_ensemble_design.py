@@ -30,6 +30,7 @@ def test_settings_follow_the_report():
         ensemble_design.config(1, epochs=3)
 
 
+@pytest.mark.slow
 def test_reduced_run_writes_figures_and_summary_then_replots_on_rerun(
     tmp_path, capsys, experiment_script
 ):
@@ -82,6 +83,7 @@ def test_reduced_run_writes_figures_and_summary_then_replots_on_rerun(
     assert fresh["config"]["seed"] == 1 and fresh["evaluations"] == 4
 
 
+@pytest.mark.slow
 def test_experiment_two_writes_figures_six_to_eight(tmp_path, experiment_script):
     summary = experiment_script("ensemble_design").main(
         ["--experiment", "2", *REDUCED, "--out", str(tmp_path)]

@@ -14,6 +14,7 @@ REDUCED = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_reduced_run_writes_figures_and_a_summary(tmp_path, experiment_script, capsys):
     summary = experiment_script("hybrid_exploration").main(
         ["--out", str(tmp_path), "--no-progress", *REDUCED]

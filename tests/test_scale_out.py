@@ -19,10 +19,10 @@ from typer.testing import CliRunner
 
 import bojax
 from bojax import gp
+from bojax.bo.journal import Journal
 from bojax.cli import app
 from bojax.errors import JournalError, SettingsError
-from bojax.journal import Journal
-from bojax.problems import get_problem
+from bojax.objectives.problems import get_problem
 from bojax.spaces import Integer, Space
 from bojax.surrogates import GPSurrogate
 
@@ -188,7 +188,7 @@ def client():
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        with bojax.cluster.connect(workers=2) as dask_client:
+        with bojax.bo.cluster.connect(workers=2) as dask_client:
             yield dask_client
 
 
@@ -256,7 +256,7 @@ import time
 import jax
 jax.config.update("jax_enable_x64", True)
 import bojax
-from bojax.problems import get_problem
+from bojax.objectives.problems import get_problem
 
 BRANIN = get_problem("branin")
 
@@ -265,18 +265,20 @@ def slow(point):
     return BRANIN(point)
 
 if __name__ == "__main__":  # worker processes are spawned: they import this file
-    with bojax.cluster.connect(workers=2) as client:
+    with bojax.bo.cluster.connect(workers=2) as client:
         bojax.minimize(slow, BRANIN.space, iterations=6, initial=6, executor=client,
                        out={out!r}, surrogate="gp-map", num_candidates=256, progress=False)
 """
 
 
+@pytest.mark.slow
 def test_a_killed_driver_resumes_and_reissues_the_pending_evaluations(client, tmp_path):
     out = tmp_path / "run"
     script = tmp_path / "driver.py"
     script.write_text(textwrap.dedent(DRIVER.format(out=str(out))))
+    log = tmp_path / "driver.log"
     driver = subprocess.Popen(
-        [sys.executable, str(script)], start_new_session=True, stderr=subprocess.DEVNULL
+        [sys.executable, str(script)], start_new_session=True, stderr=log.open("w")
     )
     journal, deadline = Journal(out), time.monotonic() + 120
     try:
@@ -284,6 +286,7 @@ def test_a_killed_driver_resumes_and_reissues_the_pending_evaluations(client, tm
             if journal.records_path.exists() and len(journal.read()) >= 3:
                 break
             time.sleep(0.1)
+        assert driver.poll() is None, f"the driver died by itself:\n{log.read_text()[-3000:]}"
         os.killpg(driver.pid, signal.SIGKILL)  # the driver and its cluster, mid-run
     finally:
         driver.wait()
@@ -333,19 +336,20 @@ def preallocation() -> str | None:
 def test_local_workers_allocate_gpu_memory_on_demand(monkeypatch):
     """Several JAX processes share one GPU only if none claims 75 % of it up front."""
     monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
-    with bojax.cluster.connect(workers=1) as client:
+    with bojax.bo.cluster.connect(workers=1) as client:
         assert client.submit(preallocation, pure=False).result() == "false"
 
 
 def test_an_unreachable_scheduler_is_a_settings_error():
     with pytest.raises(SettingsError, match="cannot reach a Dask scheduler"):
-        with bojax.cluster.connect(scheduler="tcp://127.0.0.1:1", timeout="1s"):
+        with bojax.bo.cluster.connect(scheduler="tcp://127.0.0.1:1", timeout="1s"):
             pass
     with pytest.raises(SettingsError, match="either workers"):
-        with bojax.cluster.connect(workers=2, scheduler="tcp://127.0.0.1:1"):
+        with bojax.bo.cluster.connect(workers=2, scheduler="tcp://127.0.0.1:1"):
             pass
 
 
+@pytest.mark.slow
 def test_report_repeats_run_over_the_executor_as_they_run_alone(client, tmp_path):
     from bojax.reports import bnn_surrogate
 

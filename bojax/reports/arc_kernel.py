@@ -1,13 +1,13 @@
 """The arc-kernel report (Swersky et al. 2014): Table 1 and Figures 2-3 on real data.
 
-BO of MLP classifiers with 0 to 5 hidden layers (:mod:`bojax.deepnet`: 23 conditional
+BO of MLP classifiers with 0 to 5 hidden layers (:mod:`bojax.objectives.deepnet`: 23 conditional
 hyperparameters, 6 architectures, scikit-learn's digits instead of MNIST/CIFAR-10),
 minimising the log validation error as the report does on MNIST. Set-up as in the
 report (sec. 3.2, after Snoek et al. 2012): Matern-5/2 GPs with slice-sampled
 hyperparameters, expected improvement integrated over the samples, maximised over a
 Sobol grid of the unit cube (then refined). Two surrogates:
 
-* ``arc``: the arc kernel (:func:`bojax.kernels.arc`) on the relevance-marked points;
+* ``arc``: the arc kernel (:func:`bojax.gp.kernels.arc`) on the relevance-marked points;
 * ``baseline``: a Matern-5/2 ARD GP that ignores relevance and sees the irrelevant
   dimensions filled at random (:func:`bojax.spaces.fill_irrelevant`).
 
@@ -37,11 +37,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from bojax import gp
+from bojax.bo.driver import minimize
+from bojax.bo.journal import Journal
 from bojax.compilation import count_compilations
-from bojax.deepnet import DeepNetObjective, Training, deepnet_space, depth, digits
-from bojax.driver import minimize
 from bojax.errors import SettingsError
-from bojax.journal import Journal
+from bojax.objectives.deepnet import DeepNetObjective, Training, deepnet_space, depth, digits
 from bojax.reports import CachedObjective, override, pyplot
 from bojax.spaces import IRRELEVANT, Integer, fill_irrelevant
 from bojax.surrogates import GPSurrogate

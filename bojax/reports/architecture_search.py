@@ -1,5 +1,5 @@
 """The architecture-search report (Twist 2019): Figures 3-8 and BO over architecture
-vectors ``[n_1 .. n_L, E, eta]`` (:mod:`bojax.archnet`).
+vectors ``[n_1 .. n_L, E, eta]`` (:mod:`bojax.objectives.archnet`).
 
 * Figures 3-4: a small (4 hidden layers: 6, 8, 9, 7) and a large (10 hidden layers,
   23-95 units) sigmoid network trained for 1000 epochs at learning rate 0.05 with
@@ -36,7 +36,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from bojax import gp
-from bojax.archnet import (
+from bojax.bo.driver import minimize
+from bojax.bo.loop import Settings, ask, init, predict, tell
+from bojax.objectives.archnet import (
     ArchitectureObjective,
     accuracy,
     architecture_space,
@@ -47,8 +49,6 @@ from bojax.archnet import (
     shape_of,
     train_recorded,
 )
-from bojax.driver import minimize
-from bojax.loop import Settings, ask, init, predict, tell
 from bojax.reports import CachedObjective, override, pyplot
 from bojax.spaces import Real, Space
 

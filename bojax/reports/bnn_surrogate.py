@@ -1,4 +1,4 @@
-"""The BNN-surrogate report (Agrawal 2016): Figures 6-11 with :mod:`bojax.bnn`.
+"""The BNN-surrogate report (Agrawal 2016): Figures 6-11 with :mod:`bojax.surrogates.bnn`.
 
 * Verification (Figures 6-9): ``points`` noisy draws of ``sin(7x) + cos(17x)`` on
   [-1, 1] (noise sd ``noise``; the report does not give it), a 3 x 50 tanh BNN, and
@@ -32,11 +32,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from bojax import gp
-from bojax.bnn import BNNSurrogate, mixture_log_likelihood
-from bojax.driver import as_executor
-from bojax.loop import Settings, ask, init, predict, tell
-from bojax.problems import get_problem, sin_cos
+from bojax.bo.driver import as_executor
+from bojax.bo.loop import Settings, ask, init, predict, tell
+from bojax.objectives.problems import get_problem, sin_cos
 from bojax.reports import override, pyplot
+from bojax.surrogates.bnn import BNNSurrogate, mixture_log_likelihood
 
 PROBLEMS = ("forrester", "rosenbrock", "mccormick", "six_hump_camel")
 ARMS = ("bnn-hmc", "gp-map", "gp-slice")

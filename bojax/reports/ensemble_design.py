@@ -1,8 +1,8 @@
 """The ensemble-design report (Wilton 2020), Experiments 1 and 2: Figures 3-8.
 
 BO of ``theta = (L, D, N, p)`` for an ensemble of DropConnect MLPs
-(:mod:`bojax.ensemble`) on the report's two regression data sets
-(:mod:`bojax.datasets`), with the report's BO set-up: a Matern-5/2 ARD GP with the
+(:mod:`bojax.objectives.ensemble`) on the report's two regression data sets
+(:mod:`bojax.objectives.datasets`), with the report's BO set-up: a Matern-5/2 ARD GP with the
 exploration mean (eq. 7), Half-Cauchy priors, slice-sampled hyperparameters, the
 integrated acquisition maximised by random search.
 
@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from bojax.bo.driver import minimize
+from bojax.bo.journal import Journal
 from bojax.compilation import count_compilations
-from bojax.datasets import Regression, get_dataset
-from bojax.driver import minimize
-from bojax.ensemble import EnsembleObjective, Training, design_space
 from bojax.errors import SettingsError
-from bojax.journal import Journal
+from bojax.objectives.datasets import Regression, get_dataset
+from bojax.objectives.ensemble import EnsembleObjective, Training, design_space
 from bojax.reports import CachedObjective, override, pyplot
 
 # The report's best designs (Figures 4 and 7 captions), for comparison on our data.

@@ -1,5 +1,5 @@
 """The hybrid-exploration report (Brofos 2014): Figures 1-2 and Table 2, with the
-exploration policies of :mod:`bojax.policies`.
+exploration policies of :mod:`bojax.bo.policies`.
 
 The report's GP is a squared-exponential GP fitted by maximum evidence with EI as the
 "anticipation equation"; here that is ``gp-map-se`` (MAP under bojax's weak default
@@ -7,7 +7,7 @@ priors) with integrated EI, maximised over a Sobol grid and refined. Four polici
 side by side: the plain EI loop (Algorithm 1), the hybrid (Algorithm 2, tau = 4/5), and
 the variable threshold (Algorithm 3, basis tau = 1) in both readings of its scaling
 (``pseudocode``: exploit with probability nu tau; ``prose``: explore with it). Every
-policy stops early by the same rule (:mod:`bojax.policies`): EI below
+policy stops early by the same rule (:mod:`bojax.bo.policies`): EI below
 ``stop_tolerance``, and for the exploring policies the largest posterior sd below
 ``stop_sd`` as well, both in standardised output units.
 
@@ -17,7 +17,7 @@ policy stops early by the same rule (:mod:`bojax.policies`): EI below
   report, the fraction of ``toy_seeds`` seeded runs that reach the global maximum, from
   the report's start and from random starts.
 * Random forest (Table 2): the number of trees (1-200) of a random forest, scored by
-  5-fold CV accuracy on modeldata's ``credit_data`` (:mod:`bojax.forest`; the report's
+  5-fold CV accuracy on modeldata's ``credit_data`` (:mod:`bojax.objectives.forest`; the report's
   Australian credit data is not available offline), ``rf_seeds`` runs per policy from a
   3-point Sobol design. Each seed fixes its folds and forests, and the policies share the
   evaluations of a seed.
@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from bojax.forest import ForestObjective, credit_data, tree_space
-from bojax.loop import Settings, ask, init, predict, tell
-from bojax.problems import sinc
+from bojax.bo.loop import Settings, ask, init, predict, tell
+from bojax.objectives.forest import ForestObjective, credit_data, tree_space
+from bojax.objectives.problems import sinc
 from bojax.reports import CachedObjective, override, pyplot
 from bojax.spaces import Real, Space
 

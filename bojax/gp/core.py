@@ -36,9 +36,9 @@ from jax.scipy.linalg import solve_triangular
 from jaxtyping import Array, Bool, Float
 
 from bojax.errors import DataError
-from bojax.kernels import AnyKernel, diagonal, get_kernel, gram
-from bojax.linalg import DEFAULT_LADDER, CholeskyResult, jittered_cholesky, raise_if_failed
-from bojax.means import Mean, get_mean
+from bojax.gp.kernels import AnyKernel, diagonal, get_kernel, gram
+from bojax.gp.linalg import DEFAULT_LADDER, CholeskyResult, jittered_cholesky, raise_if_failed
+from bojax.gp.means import Mean, get_mean
 
 Params = Any
 

@@ -1,14 +1,4 @@
-"""Surrogates behind one narrow interface (:class:`Surrogate`): ``init``, ``fit``, ``predict``.
-
-``predict(state, x: (M, d)) -> (mean: (S, M), var: (S, M))`` with ``S`` the sample axis
-(hyperparameter draws; 1 for MAP). Outputs are in whatever units the data were given
-(the BO loop standardises them). The loop's jitted acquisition reads the same
-prediction as a pure function, ``predictive(conditioned(state), x)``, and a run journal
-stores ``pack(state)``. A new surrogate is a class with these methods and one line in
-:data:`SURROGATES` (the Bayesian neural network of :mod:`bojax.bnn` is one); a GP with
-other priors, kernel or mean is one line::
-
-    SURROGATES["gp-rq"] = GPSurrogate(model=gp.GP(kernel="rq"), prior=my_prior_fn)
+"""Gaussian-process surrogates (:class:`GPSurrogate`) for the :class:`Surrogate` protocol.
 
 :class:`GPSurrogate` treats the GP's hyperparameters fully Bayesian: ``slice``
 (Spearmint's choice, the ensemble-design and arc-kernel reports), ``nuts``, or ``map``
@@ -23,40 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from bojax import bnn, gp, inference, priors
-from bojax import fantasies as fantasy
-from bojax.errors import UnknownNameError
+from bojax import gp, inference
+from bojax.gp import fantasies as fantasy
+from bojax.gp import priors
 
 PyTree = Any
-
-
-class Surrogate(Protocol):
-    """What the BO loop needs of a surrogate (a frozen, hashable dataclass)."""
-
-    def init(self, dim: int) -> Any: ...  # a fresh state for ``dim`` inputs
-
-    def fit(self, key: jax.Array, state: Any, data: gp.Data) -> Any: ...  # condition on data
-
-    def predict(self, state: Any, x: jax.Array) -> tuple[jax.Array, jax.Array]: ...
-
-    def conditioned(self, state: Any) -> PyTree: ...  # the arrays ``predictive`` reads
-
-    def predictive(self, conditioned: PyTree, x: jax.Array) -> tuple[jax.Array, jax.Array]: ...
-
-    def configured(self, samples: int | None, burn_in: int | None) -> Surrogate: ...
-
-    # Draws that rank the acquisition optimiser's candidate grid (None: all of them); the
-    # leaves of ``conditioned`` then carry the sample axis first.
-    def screening_draws(self) -> int | None: ...
-
-    def pack(self, state: Any) -> dict[str, Any]: ...  # JSON-ready chain position
-
-    def unpack(self, dim: int, saved: dict[str, Any]) -> Any: ...
 
 
 class GPState(NamedTuple):
@@ -144,8 +110,10 @@ class GPSurrogate:
         """Draw hyperparameters given ``data`` and condition one GP per draw."""
         # Slice and NUTS burn in on the first fit, MAP restarts widely; "fixed" has no fit.
         first = state.fits == 0 and self.method != "fixed"
+        # Slice fits differ only in whether they burn in: one program, the flag traced.
+        static_first = None if self.method == "slice" else first
         samples, posteriors, position, widths, diagnostics = _fit(
-            self, first, key, state.prior, data, state.position, state.widths
+            self, static_first, key, state.prior, data, state.position, state.widths, first
         )
         return state._replace(
             position=position,
@@ -201,7 +169,7 @@ class GPSurrogate:
         self, key, state: GPState, x, y, pending, strategy: str, fantasies: int | None
     ) -> tuple[gp.Posterior, jax.Array]:
         """The conditioned GPs with ``pending`` unit points given fantasy outcomes, and
-        those outcomes (see :mod:`bojax.fantasies`); ``x, y`` are the real data the state
+        those outcomes (see :mod:`bojax.gp.fantasies`); ``x, y`` are the real data the state
         was fitted to."""
         num = fantasy.per_sample(strategy, self.samples_per_fit, fantasies)
         data, padded, rows = fantasy.augmented_data(x, y, pending)
@@ -220,7 +188,10 @@ class GPSurrogate:
 
 
 @partial(jax.jit, static_argnums=(0, 1))
-def _fit(surrogate: GPSurrogate, first: bool, key, prior, data, position, widths):
+def _fit(surrogate: GPSurrogate, static_first, key, prior, data, position, widths, first):
+    """One fit; ``first`` (traced) is whether it burns in, and ``static_first`` is the same
+    flag as a compile-time constant for the methods whose first fit has other shapes
+    (NUTS warm-up lengths, MAP restarts), ``None`` for slice."""
     model = surrogate.model
 
     def logdensity(z):
@@ -232,10 +203,10 @@ def _fit(surrogate: GPSurrogate, first: bool, key, prior, data, position, widths
             logdensity,
             position,
             surrogate.num_samples,
-            burn_in=surrogate.burn_in if first else 0,
+            burn_in=surrogate.burn_in,
             thin=surrogate.thin,
             widths=widths,
-            adapt_widths=first,
+            burn=first,
         )
         widths = chain.tuning
     elif surrogate.method == "nuts":
@@ -244,14 +215,14 @@ def _fit(surrogate: GPSurrogate, first: bool, key, prior, data, position, widths
             logdensity,
             position,
             surrogate.num_samples,
-            warmup=surrogate.burn_in if first else surrogate.warmup_later,
+            warmup=surrogate.burn_in if static_first else surrogate.warmup_later,
         )
     elif surrogate.method == "fixed":
         chain = inference.Chain(jax.tree.map(lambda leaf: leaf[None], position), None, {})
     else:
         # Later fits start from the previous optimum, which moves little as one point
         # arrives, plus one fresh prior draw per fit so other modes keep being tried.
-        restarts = surrogate.map_restarts if first else surrogate.map_restarts_later
+        restarts = surrogate.map_restarts if static_first else surrogate.map_restarts_later
         draws = jax.vmap(lambda k: priors.sample_unconstrained(k, prior, position))(
             jax.random.split(key, restarts - 1)
         )
@@ -286,35 +257,3 @@ def fixed_se(amplitude: float, lengthscale: float, noise_sd: float):
         return start
 
     return params
-
-
-SURROGATES: dict[str, Surrogate] = {
-    "gp-slice": GPSurrogate(method="slice"),
-    "gp-hmc": GPSurrogate(method="nuts"),
-    "gp-map": GPSurrogate(method="map"),
-    # The ensemble-design report's model: Matern-5/2 ARD, exploration mean (eq. 7), slice.
-    "gp-slice-exploration": GPSurrogate(model=gp.GP(mean="exploration"), method="slice"),
-    # The arc-kernel report's models for conditional spaces: the arc kernel (Matern-5/2 on
-    # the embedding) and its baseline, Matern-5/2 ARD on randomly filled inputs.
-    "gp-slice-arc": GPSurrogate(model=gp.GP(kernel="arc"), method="slice"),
-    "gp-slice-filled": GPSurrogate(model=gp.GP(kernel="matern52-filled"), method="slice"),
-    # The hybrid-exploration report's GP: squared exponential ARD, fitted by maximum
-    # evidence; and the architecture-search report's: SE with hand-fixed alpha, sigma, ell
-    # (on unit-cube inputs and standardised outputs), beside it the same kernel sampled.
-    "gp-map-se": GPSurrogate(model=gp.GP(kernel="se"), method="map"),
-    "gp-fixed-se": GPSurrogate(
-        model=gp.GP(kernel="se", mean="zero"), method="fixed", fixed=fixed_se(1.0, 0.3, 0.1)
-    ),
-    "gp-slice-se": GPSurrogate(model=gp.GP(kernel="se"), method="slice"),
-    # The BNN report's surrogate: 3 x 50 tanh MLP, HMC with Gibbs precisions (bojax.bnn).
-    "bnn-hmc": bnn.BNNSurrogate(),
-}
-
-
-def get_surrogate(name: str | Surrogate) -> Surrogate:
-    if not isinstance(name, str):
-        return name
-    try:
-        return SURROGATES[name]
-    except KeyError:
-        raise UnknownNameError("surrogate", name, list(SURROGATES)) from None

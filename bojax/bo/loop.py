@@ -4,10 +4,10 @@ Proposals are numbered in the order they are issued, ``k = 0, 1, ...``. The firs
 ``initial`` take points of a scrambled Sobol design; later ones fit the surrogate to the
 successful evaluations so far (outputs standardised, negated when maximising) and
 maximise the acquisition, with points still being evaluated as fantasies
-(:mod:`bojax.fantasies`). All randomness derives from ``fold_in(key(seed), k)``, and
+(:mod:`bojax.gp.fantasies`). All randomness derives from ``fold_in(key(seed), k)``, and
 the surrogate's chain state is the only thing carried between fits, which is what makes
-a resumed sequential run bit-identical to an uninterrupted one (see :mod:`bojax.journal`).
-:func:`bojax.driver.minimize` runs the loop, sequentially or over an executor.
+a resumed sequential run bit-identical to an uninterrupted one (see :mod:`bojax.bo.journal`).
+:func:`bojax.bo.driver.minimize` runs the loop, sequentially or over an executor.
 """
 
 from __future__ import annotations
@@ -23,24 +23,22 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bojax import fantasies, gp, policies
-from bojax.acquisition import get_acquisition
+from bojax import gp
+from bojax.bo import policies
+from bojax.bo.acquisition import get_acquisition
+from bojax.bo.optimize import propose
 from bojax.errors import (
     DataError,
     SettingsError,
     SpaceExhaustedError,
+    is_count,
 )
-from bojax.fantasies import STRATEGIES
-from bojax.optimize import propose
+from bojax.gp import fantasies
+from bojax.gp.fantasies import STRATEGIES
 from bojax.spaces import Space, repeated_mask
 from bojax.surrogates import Surrogate, get_surrogate
 
 Objective = Callable[[dict[str, Any]], float]
-
-
-def _is_count(value: Any) -> bool:
-    """A non-negative integer, and not a bool."""
-    return not isinstance(value, bool) and isinstance(value, numbers.Integral) and value >= 0
 
 
 @dataclass(frozen=True)
@@ -59,7 +57,7 @@ class Settings:
     incumbent: str = "observed"
     samples: int | None = None  # hyperparameter draws per fit; None: the surrogate's default
     burn_in: int | None = None  # burn-in sweeps of the first fit; None: the surrogate's default
-    policy: str = "acquisition"  # exploration policy (bojax.policies)
+    policy: str = "acquisition"  # exploration policy (bojax.bo.policies)
     tau: float | None = None  # the policy's threshold; None: its default
     scaling: str = "pseudocode"  # variable threshold: the report's pseudo-code or prose
     stop_tolerance: float | None = None  # early stop when the acquisition falls below
@@ -70,7 +68,7 @@ class Settings:
     def __post_init__(self) -> None:
         for name in ("iterations", "initial", "seed", "num_candidates"):
             value = getattr(self, name)
-            if not _is_count(value):
+            if not is_count(value):
                 raise SettingsError(f"{name} must be a non-negative integer, got {value!r}")
         if self.initial < 1 or self.num_candidates < 1:
             raise SettingsError("initial and num_candidates must be at least 1")
@@ -84,9 +82,9 @@ class Settings:
             isinstance(self.kappa, numbers.Real) and math.isfinite(self.kappa) and self.kappa >= 0
         ):
             raise SettingsError(f"kappa must be a finite non-negative number, got {self.kappa!r}")
-        if self.samples is not None and not (_is_count(self.samples) and self.samples >= 1):
+        if self.samples is not None and not (is_count(self.samples) and self.samples >= 1):
             raise SettingsError(f"samples must be a positive integer or None, got {self.samples!r}")
-        if self.burn_in is not None and not _is_count(self.burn_in):
+        if self.burn_in is not None and not is_count(self.burn_in):
             raise SettingsError(
                 f"burn_in must be a non-negative integer or None, got {self.burn_in!r}"
             )
@@ -98,7 +96,7 @@ class Settings:
                 raise SettingsError(f"{name} must be a positive number or None, got {value!r}")
         if self.fantasy not in STRATEGIES:
             raise SettingsError(f"fantasy must be one of {STRATEGIES}, got {self.fantasy!r}")
-        if self.fantasies is not None and not (_is_count(self.fantasies) and self.fantasies >= 1):
+        if self.fantasies is not None and not (is_count(self.fantasies) and self.fantasies >= 1):
             raise SettingsError(
                 f"fantasies must be a positive integer or None, got {self.fantasies!r}"
             )
@@ -178,7 +176,9 @@ def _standardised(settings: Settings, y: np.ndarray) -> np.ndarray:
     return (sign * y - shift) / scale
 
 
-def _fits_at(state: BOState) -> bool:
+def model_based(state: BOState) -> bool:
+    """Whether the next proposal comes from the surrogate: the initial design is complete
+    and at least one evaluation succeeded."""
     return len(state.y) >= state.settings.initial and bool(np.isfinite(state.y).any())
 
 
@@ -188,7 +188,7 @@ def _keys(settings: Settings, k: int) -> tuple[jax.Array, jax.Array]:
     return fit_key, propose_key
 
 
-def _fit(state: BOState) -> tuple[Surrogate, Any, tuple[np.ndarray, np.ndarray]]:
+def fit_surrogate(state: BOState) -> tuple[Surrogate, Any, tuple[np.ndarray, np.ndarray]]:
     """The surrogate fitted to the successful evaluations, and those (unit points,
     standardised outputs)."""
     settings, n = state.settings, len(state.y)
@@ -243,22 +243,22 @@ def ask_batch(
 
     The surrogate is fitted once, to the finished evaluations; the batch is then built
     greedily, each point proposed with the pending points and the batch so far as
-    fantasies (:mod:`bojax.fantasies`). Proposal ``k = n + P + j`` (finished, pending,
+    fantasies (:mod:`bojax.gp.fantasies`). Proposal ``k = n + P + j`` (finished, pending,
     position in the batch) draws its randomness from ``k``, so ``ask_batch(state, 1)``
     without pending points is the sequential loop. Fewer than ``q`` points come back only
     when a small integer space runs out; :class:`SpaceExhaustedError` if none does.
     """
-    if not _is_count(q) or q < 1:
+    if not is_count(q) or q < 1:
         raise SettingsError(f"q must be a positive integer, got {q!r}")
     settings, space = state.settings, state.space
     taken = np.zeros((0, space.dim)) if pending is None else np.asarray(pending, np.float64)
     taken = taken.reshape(-1, space.dim)
     first = len(state.y) + len(taken)  # the index of this batch's first proposal
-    if not _fits_at(state):
+    if not model_based(state):
         points = _design_points(state, taken, first, q)
         return points, state, [{"phase": "initial"} for _ in points]
 
-    surrogate, fitted, (x, y) = _fit(state)
+    surrogate, fitted, (x, y) = fit_surrogate(state)
     best = jnp.asarray(np.min(y))
     if settings.incumbent == "posterior_mean":
         mean, _ = surrogate.predict(fitted, x)
@@ -314,7 +314,7 @@ def _design_points(state: BOState, taken: np.ndarray, first: int, q: int) -> np.
 
 def _conditioned(state: BOState, surrogate: Surrogate, fitted, data, pending, k: int, best):
     """What the acquisition reads: the fitted surrogate and the incumbent, with fantasies
-    for ``pending`` (then one incumbent per fantasy, :func:`bojax.fantasies.incumbents`).
+    for ``pending`` (then one incumbent per fantasy, :func:`bojax.gp.fantasies.incumbents`).
 
     A surrogate without ``fantasize`` (the BNN) gets the Kriging believer the classic way:
     it is refitted with the pooled predictive mean as the pending outcomes."""
@@ -379,9 +379,9 @@ def predict(state: BOState, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     The surrogate is fitted afresh (as the next :func:`ask` would), and the samples'
     Gaussians are pooled: ``mean = E_s[mu_s]``, ``sd^2 = E_s[sigma_s^2] + Var_s[mu_s]``.
     """
-    if not _fits_at(state):
+    if not model_based(state):
         raise DataError("predict() needs the initial design evaluated and one success")
-    surrogate, fitted, _ = _fit(state)
+    surrogate, fitted, _ = fit_surrogate(state)
     u = jnp.asarray(u, dtype=jnp.float64).reshape(-1, state.space.dim)
     mean, var = surrogate.predict(fitted, u)
     mean, var = np.asarray(mean), np.asarray(var)

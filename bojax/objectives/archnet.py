@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bojax.compilation import jit_quick_compile
-from bojax.deepnet import point_key
+from bojax.objectives.deepnet import point_key
 from bojax.spaces import Integer, Real, Space
 
 DTYPE = jnp.float32

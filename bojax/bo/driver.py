@@ -1,7 +1,7 @@
 """The one-call driver :func:`minimize`: sequential, batched, or asynchronous on an executor.
 
 The driver keeps up to ``q`` evaluations in flight. Whenever fewer are running it asks
-the loop for enough new points (:func:`bojax.loop.ask_batch`, with the running ones as
+the loop for enough new points (:func:`bojax.bo.loop.ask_batch`, with the running ones as
 pending fantasies) and hands them to the executor; as each one finishes it is told to
 the loop and journalled. ``executor`` is anything with ``submit(fn, *args)`` returning a
 :class:`concurrent.futures.Future` (a ``ThreadPoolExecutor``, a ``ProcessPoolExecutor``
@@ -29,10 +29,10 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from bojax.errors import JournalError, ObjectiveError, SettingsError, SpaceExhaustedError
-from bojax.journal import Journal
-from bojax.loop import BOState, Objective, Settings, _fit, _fits_at, _is_count, ask_batch, init
-from bojax.loop import tell as tell_state
+from bojax.bo.journal import Journal
+from bojax.bo.loop import BOState, Objective, Settings, ask_batch, fit_surrogate, init, model_based
+from bojax.bo.loop import tell as tell_state
+from bojax.errors import JournalError, ObjectiveError, SettingsError, SpaceExhaustedError, is_count
 from bojax.spaces import Space
 
 
@@ -157,8 +157,8 @@ def _restore(state: BOState, journal: Journal, records: list[dict[str, Any]]) ->
         start, surrogate_state = saved["iteration"], _unpack(settings, space, saved)
     state = state._replace(surrogate=surrogate_state)
     for n, record in enumerate(records):
-        if n >= start and _fits_at(state):
-            state = state._replace(surrogate=_fit(state)[1])  # the fit iteration n made
+        if n >= start and model_based(state):
+            state = state._replace(surrogate=fit_surrogate(state)[1])  # the fit iteration n made
         y = record["y"] if record["status"] == "ok" else math.nan
         state = tell_state(state, np.asarray(record["u"], dtype=np.float64), y)
     return state
@@ -221,15 +221,15 @@ def minimize(
     uncertain point instead of the acquisition maximiser, with threshold ``tau`` and, for
     the variable threshold, the ``scaling`` direction; ``stop_tolerance`` (and
     ``stop_sd``) end the run early once nothing is expected to improve (see
-    :mod:`bojax.policies`).
+    :mod:`bojax.bo.policies`).
 
     ``executor`` (see the module docstring) evaluates up to ``q`` points at once (default:
     its number of workers; 1 without one), refilled as each finishes; pending points are
-    handled by ``fantasy`` (``"integrated"`` or ``"believer"``, :mod:`bojax.fantasies`),
+    handled by ``fantasy`` (``"integrated"`` or ``"believer"``, :mod:`bojax.gp.fantasies`),
     with ``fantasies`` draws per hyperparameter sample. ``retries`` bounds the
     resubmissions of an evaluation the executor lost. Without an executor, ``q > 1``
     evaluates batches of ``q`` proposals in turn (in one call if the objective has a
-    ``batch(points) -> list`` method, as :class:`bojax.ensemble.EnsembleObjective` does).
+    ``batch(points) -> list`` method, as :class:`bojax.objectives.ensemble.EnsembleObjective` does).
     """
     settings = Settings(
         surrogate=surrogate,
@@ -252,11 +252,11 @@ def minimize(
         fantasy=fantasy,
         fantasies=fantasies,
     )
-    if not _is_count(retries):
+    if not is_count(retries):
         raise SettingsError(f"retries must be a non-negative integer, got {retries!r}")
     pool = as_executor(executor)
     q = (1 if executor is None else concurrency(pool)) if q is None else q
-    if not _is_count(q) or q < 1:
+    if not is_count(q) or q < 1:
         raise SettingsError(f"q must be a positive integer, got {q!r}")
 
     state = init(space, settings)
@@ -329,7 +329,7 @@ class _Run:
     def _issue(self, state: BOState, count: int, queued: list[Flight]):
         """Ask for ``count`` new points and hand them out; ``(state, why stopped)``."""
         n, settings = len(state.y), self.settings
-        if self.journal is not None and _fits_at(state):
+        if self.journal is not None and model_based(state):
             self.journal.save_sampler(n, _pack(settings, state.surrogate))
         tick = time.perf_counter()
         pending = np.array([f.u for f in self.running.values()]).reshape(-1, state.space.dim)

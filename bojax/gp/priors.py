@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpyro.distributions as dist
 from numpyro.distributions.transforms import biject_to
 
-from bojax.gp import GP
+from bojax.gp.core import GP
 
 Prior = Any  # pytree of numpyro distributions, shaped like the parameters
 

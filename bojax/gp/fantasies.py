@@ -12,7 +12,7 @@ there, or it would propose the same neighbourhood again. Each pending point gets
   ``a(x) = E_theta E_{y_p | theta, D} [ a(x | D + (X_p, y_p), theta) ]``. For each
   hyperparameter sample ``theta_s`` we draw ``J`` joint outcomes
   ``y_p ~ N(mu_s(X_p), Sigma_s(X_p, X_p) + s2_s I)`` and condition one GP on each, so the
-  sample axis becomes ``S J`` and every acquisition in :mod:`bojax.acquisition`, which
+  sample axis becomes ``S J`` and every acquisition in :mod:`bojax.bo.acquisition`, which
   averages over that axis, is the Monte-Carlo estimate of the double integral.
 
 Each fantasy's incumbent is the best of the real outputs and its own fantasised ones
@@ -33,8 +33,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bojax import gp
-from bojax.linalg import jittered_cholesky
+from bojax.gp import core
+from bojax.gp.linalg import jittered_cholesky
 
 STRATEGIES = ("integrated", "believer")
 DEFAULT_TOTAL = 128  # integrated: at least this many conditioned GPs (S J) in all
@@ -49,14 +49,14 @@ def per_sample(strategy: str, samples: int, fantasies: int | None) -> int:
     return fantasies if fantasies is not None else max(1, math.ceil(DEFAULT_TOTAL / samples))
 
 
-def augmented_data(x, y, pending) -> tuple[gp.Data, jax.Array, jax.Array]:
+def augmented_data(x, y, pending) -> tuple[core.Data, jax.Array, jax.Array]:
     """Real data with the pending inputs appended (outputs 0 until fantasised), the pending
     inputs padded to a small bucket, and the rows they occupy (padding rows point past the
     end, so scatters drop them)."""
     x, pending = np.asarray(x, np.float64), np.asarray(pending, np.float64)
     n, p = len(x), len(pending)
-    data = gp.make_data(np.concatenate([x, pending]), np.concatenate([y, np.zeros(p)]))
-    size = gp.bucket_size(p, minimum=8)
+    data = core.make_data(np.concatenate([x, pending]), np.concatenate([y, np.zeros(p)]))
+    size = core.bucket_size(p, minimum=8)
     padded = np.concatenate([pending, np.zeros((size - p, x.shape[1]))])
     rows = np.where(np.arange(size) < p, n + np.arange(size), data.y.shape[0])
     return data, jnp.asarray(padded), jnp.asarray(rows)
@@ -64,8 +64,8 @@ def augmented_data(x, y, pending) -> tuple[gp.Data, jax.Array, jax.Array]:
 
 @partial(jax.jit, static_argnums=(0, 1, 2))
 def fantasize(
-    model: gp.GP, strategy: str, num: int, key, posteriors: gp.Posterior, data, pending, rows
-) -> tuple[gp.Posterior, jax.Array]:
+    model: core.GP, strategy: str, num: int, key, posteriors: core.Posterior, data, pending, rows
+) -> tuple[core.Posterior, jax.Array]:
     """GPs conditioned on real data plus fantasised pending outcomes, sample axis ``S num``,
     and the outcomes ``(S num, P')`` (``+inf`` on padding).
 
@@ -77,7 +77,7 @@ def fantasize(
     samples = posteriors.params["noise"].shape[0]
 
     def one_sample(key, post):
-        mean, cov = gp.predict_cov(model, post, pending)
+        mean, cov = core.predict_cov(model, post, pending)
         if strategy == "believer":
             outcomes = mean[None]
         else:
@@ -90,7 +90,7 @@ def fantasize(
 
         def condition(outcome):
             y = data.y.at[rows].set(outcome, mode="drop")
-            return gp.posterior(model, post.params, data._replace(y=y))
+            return core.posterior(model, post.params, data._replace(y=y))
 
         return jax.vmap(condition)(outcomes), jnp.where(live > 0, outcomes, jnp.inf)
 

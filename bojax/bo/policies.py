@@ -3,7 +3,7 @@
 Every BO iteration that uses a policy proposes two points (hybrid-exploration report,
 Brofos 2014, Algorithms 2-3):
 
-* ``exploit``: the maximiser of the acquisition (any of :mod:`bojax.acquisition`);
+* ``exploit``: the maximiser of the acquisition (any of :mod:`bojax.bo.acquisition`);
 * ``explore``: the point of largest posterior standard deviation,
   ``u^u = argmax_u sigma(u)`` (averaged over hyperparameter samples).
 

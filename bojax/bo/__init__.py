@@ -1,0 +1,27 @@
+"""The Bayesian-optimisation layer: everything between a surrogate and a finished run.
+
+* :mod:`bojax.bo.acquisition`: EI, log-EI, PI, LCB, max-variance, integrated over samples.
+* :mod:`bojax.bo.policies`: exploration policies (hybrid, variable threshold), early stop.
+* :mod:`bojax.bo.optimize`: acquisition maximisers (random search, Sobol grid + gradient).
+* :mod:`bojax.bo.loop`: ``init`` / ``ask`` / ``ask_batch`` / ``tell`` and :class:`Settings`.
+* :mod:`bojax.bo.driver`: :func:`minimize`, sequential or over an executor.
+* :mod:`bojax.bo.journal`: the crash-safe run journal.
+* :mod:`bojax.bo.cluster`: Dask clusters for the driver.
+"""
+
+from bojax.bo import cluster
+from bojax.bo.driver import Result, minimize
+from bojax.bo.loop import BOState, Settings, ask, ask_batch, init, predict, tell
+
+__all__ = [
+    "cluster",
+    "BOState",
+    "Result",
+    "Settings",
+    "ask",
+    "ask_batch",
+    "init",
+    "minimize",
+    "predict",
+    "tell",
+]

@@ -1,0 +1,64 @@
+"""Surrogates: the :class:`Surrogate` protocol, its implementations and their registry.
+
+* :mod:`bojax.surrogates.protocol`: ``init`` / ``fit`` / ``predict`` (and the pure
+  ``conditioned`` / ``predictive`` pair the loop jits), ``pack`` / ``unpack`` for journals.
+* :mod:`bojax.surrogates.gaussian_process`: :class:`GPSurrogate`, a GP with sampled
+  (slice, NUTS), MAP or fixed hyperparameters.
+* :mod:`bojax.surrogates.bnn`: the Bayesian neural network (Agrawal 2016).
+
+A new surrogate is a class with the protocol's methods and one line in
+:data:`SURROGATES`; a GP with other priors, kernel or mean is one line::
+
+    SURROGATES["gp-rq"] = GPSurrogate(model=gp.GP(kernel="rq"), prior=my_prior_fn)
+"""
+
+from __future__ import annotations
+
+from bojax import gp
+from bojax.errors import UnknownNameError
+from bojax.surrogates.bnn import BNNState, BNNSurrogate
+from bojax.surrogates.gaussian_process import GPState, GPSurrogate, fixed_se
+from bojax.surrogates.protocol import Surrogate
+
+SURROGATES: dict[str, Surrogate] = {
+    "gp-slice": GPSurrogate(method="slice"),
+    "gp-hmc": GPSurrogate(method="nuts"),
+    "gp-map": GPSurrogate(method="map"),
+    # The ensemble-design report's model: Matern-5/2 ARD, exploration mean (eq. 7), slice.
+    "gp-slice-exploration": GPSurrogate(model=gp.GP(mean="exploration"), method="slice"),
+    # The arc-kernel report's models for conditional spaces: the arc kernel (Matern-5/2 on
+    # the embedding) and its baseline, Matern-5/2 ARD on randomly filled inputs.
+    "gp-slice-arc": GPSurrogate(model=gp.GP(kernel="arc"), method="slice"),
+    "gp-slice-filled": GPSurrogate(model=gp.GP(kernel="matern52-filled"), method="slice"),
+    # The hybrid-exploration report's GP: squared exponential ARD, fitted by maximum
+    # evidence; and the architecture-search report's: SE with hand-fixed alpha, sigma, ell
+    # (on unit-cube inputs and standardised outputs), beside it the same kernel sampled.
+    "gp-map-se": GPSurrogate(model=gp.GP(kernel="se"), method="map"),
+    "gp-fixed-se": GPSurrogate(
+        model=gp.GP(kernel="se", mean="zero"), method="fixed", fixed=fixed_se(1.0, 0.3, 0.1)
+    ),
+    "gp-slice-se": GPSurrogate(model=gp.GP(kernel="se"), method="slice"),
+    # The BNN report's surrogate: 3 x 50 tanh MLP, HMC with Gibbs precisions (bojax.surrogates.bnn).
+    "bnn-hmc": BNNSurrogate(),
+}
+
+
+def get_surrogate(name: str | Surrogate) -> Surrogate:
+    if not isinstance(name, str):
+        return name
+    try:
+        return SURROGATES[name]
+    except KeyError:
+        raise UnknownNameError("surrogate", name, list(SURROGATES)) from None
+
+
+__all__ = [
+    "SURROGATES",
+    "BNNState",
+    "BNNSurrogate",
+    "GPState",
+    "GPSurrogate",
+    "Surrogate",
+    "fixed_se",
+    "get_surrogate",
+]
