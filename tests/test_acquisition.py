@@ -97,6 +97,7 @@ def test_registry():
         acq.get_acquisition("ucb2")
 
 
+@pytest.mark.slow
 def test_importing_before_enabling_float64_changes_nothing():
     """Module-level constants must not freeze as float32 when bojax is imported first."""
     import subprocess

@@ -12,6 +12,7 @@ from bojax.cli import app
 runner = CliRunner()
 
 
+@pytest.mark.slow
 def test_console_script_help_lists_the_subcommands():
     result = subprocess.run(
         [sys.executable, "-m", "bojax.cli", "--help"], capture_output=True, text=True, timeout=120

@@ -107,9 +107,17 @@ CASES["se * matern32"] = (K["se"] * K["matern32"], 2)
 def test_gram_is_symmetric_psd(name, case):
     x, ell, amp = case
     kernel, parts = CASES[name]
-    one = {"amplitude": jnp.asarray(amp), "lengthscales": jnp.asarray(ell)}
-    params = one if parts == 1 else (one, {**one, "lengthscales": jnp.asarray(ell[::-1])})
-    k = np.asarray(kernels.gram(kernel, params, x, x))
+    # At one padded shape (20, 4): zero columns add nothing to a distance and the padding
+    # rows are sliced off, so the block is the d-dimensional Gram and every example
+    # reuses one compilation instead of one per (n, d).
+    n, d = x.shape
+    x_pad = np.zeros((20, 4))
+    x_pad[:n, :d] = x
+    ell_pad, ell_reversed = np.ones(4), np.ones(4)
+    ell_pad[:d], ell_reversed[:d] = ell, ell[::-1]
+    one = {"amplitude": jnp.asarray(amp), "lengthscales": jnp.asarray(ell_pad)}
+    params = one if parts == 1 else (one, {**one, "lengthscales": jnp.asarray(ell_reversed)})
+    k = np.asarray(kernels.gram(kernel, params, x_pad, x_pad))[:n, :n]
     scale = np.abs(np.diag(k)).max()
     np.testing.assert_allclose(k, k.T, rtol=0, atol=1e-12 * scale)
     assert np.linalg.eigvalsh(k).min() >= -1e-9 * scale * len(x)

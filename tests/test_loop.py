@@ -27,6 +27,7 @@ def same_evaluations(a, b):
     return [{k: r[k] for k in keys} for r in a] == [{k: r[k] for k in keys} for r in b]
 
 
+@pytest.mark.slow
 def test_cli_optimize_forrester_reaches_the_target(tmp_path):
     result = CliRunner().invoke(
         app,

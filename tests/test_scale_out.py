@@ -214,6 +214,7 @@ class KillsItsWorker:
         return BRANIN(point)
 
 
+@pytest.mark.slow
 def test_two_workers_propose_distinct_points_in_bounds_and_journal_everything(client, tmp_path):
     result = bojax.minimize(
         BRANIN, BRANIN.space, iterations=8, initial=4, executor=client, out=tmp_path, **FAST
@@ -227,6 +228,7 @@ def test_two_workers_propose_distinct_points_in_bounds_and_journal_everything(cl
     assert len(Journal(tmp_path).read()) == 12
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("retries", [1, 0])
 def test_a_worker_killed_mid_run_loses_nothing(client, tmp_path, retries):
     objective = KillsItsWorker(tmp_path, kill_at=3)
@@ -314,6 +316,7 @@ def test_a_killed_driver_resumes_and_reissues_the_pending_evaluations(client, tm
     assert {r["proposal"]: r["u"] for r in after if r["proposal"] in reissued} == reissued
 
 
+@pytest.mark.slow
 def test_the_cli_runs_on_an_existing_scheduler(client, tmp_path):
     address = client.scheduler_info()["address"]
     result = CliRunner().invoke(
@@ -333,6 +336,7 @@ def preallocation() -> str | None:
     return os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE")
 
 
+@pytest.mark.slow
 def test_local_workers_allocate_gpu_memory_on_demand(monkeypatch):
     """Several JAX processes share one GPU only if none claims 75 % of it up front."""
     monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)

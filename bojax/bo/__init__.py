@@ -14,12 +14,12 @@ from bojax.bo.driver import Result, minimize
 from bojax.bo.loop import BOState, Settings, ask, ask_batch, init, predict, tell
 
 __all__ = [
-    "cluster",
     "BOState",
     "Result",
     "Settings",
     "ask",
     "ask_batch",
+    "cluster",
     "init",
     "minimize",
     "predict",
