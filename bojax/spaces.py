@@ -47,6 +47,7 @@ from bojax.errors import (
     ParameterTypeError,
     SpaceDefinitionError,
     UnknownParameterError,
+    is_count,
 )
 
 # Unit coordinates this far outside [0, 1] are taken as rounding error and clipped.
@@ -414,7 +415,7 @@ class Space:
         ``n`` points of a scrambled Sobol sequence (``scipy.stats.qmc``) seeded from ``key``.
         Irrelevant coordinates come out as :data:`IRRELEVANT`.
         """
-        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
+        if not is_count(n):
             raise ValueError(f"n must be a non-negative integer, got {n!r}")
         if method == "uniform":
             u = np.asarray(jax.random.uniform(key, (int(n), self.dim)), dtype=np.float64)

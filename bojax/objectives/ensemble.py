@@ -47,7 +47,7 @@ import optax
 from jaxtyping import Array, Float
 
 from bojax.compilation import jit_quick_compile
-from bojax.errors import DataError, SettingsError
+from bojax.errors import DataError, SettingsError, is_count
 from bojax.spaces import Integer, Real, Space
 
 Params = dict[str, jax.Array]
@@ -65,7 +65,7 @@ class Architecture:
     def __post_init__(self) -> None:
         for name in ("max_layers", "max_width", "max_members", "inputs"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            if not is_count(value) or value < 1:
                 raise SettingsError(f"{name} must be a positive integer, got {value!r}")
 
 
