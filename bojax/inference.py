@@ -80,54 +80,55 @@ def slice_chain(
     width seen during burn-in (the adaptive width of Neal 2003, sec. 4.2; used by the
     ensemble-design report); the widths are returned in ``tuning`` for the next call.
     ``burn`` may be traced: a chain that burns in on its first call and continues later
-    then compiles one program for both (the burn-in runs under ``lax.cond``).
+    then compiles one program for both.
+
+    Burn-in and sampling sweeps run in one loop whose trip count is traced, so the log
+    density (a Cholesky behind a jitter ladder, for a GP) is compiled into one sweep
+    instead of one per phase: this halves the compile time of a GP fit.
     """
     logdensity_fn = safe_logdensity(logdensity_fn)
-    dim = jax.flatten_util.ravel_pytree(position)[0].shape[0]
-    widths = jnp.broadcast_to(jnp.asarray(widths, dtype=float), (dim,))
+    flat, _ = jax.flatten_util.ravel_pytree(position)
+    widths = jnp.broadcast_to(jnp.asarray(widths, dtype=flat.dtype), flat.shape)
+    burn_sweeps = jnp.where(burn, burn_in, 0)
+    total = burn_sweeps + num_samples * thin
 
-    def make_kernel(w):
-        return blackjax.coordinate_slice(
+    def sweep(i, carry):
+        state, widths, bracket_sum, positions, accepted = carry
+        kernel = blackjax.coordinate_slice(
             logdensity_fn,
             interval=stepping_out,
-            initial_widths=w,
+            initial_widths=widths,
             max_expansions=max_expansions,
             max_shrinkage=max_shrinkage,
-        ).step
-
-    def sweep(kernel):
-        def step(state, k):
-            state, info = kernel(k, state)
-            left = jax.flatten_util.ravel_pytree(info.bracket_left)[0]
-            right = jax.flatten_util.ravel_pytree(info.bracket_right)[0]
-            return state, (state.position, info.is_accepted, right - left)
-
-        return step
-
-    burn_key, sample_key = jax.random.split(key)
-    state = blackjax.mcmc.slice.init(position, logdensity_fn)
-    if burn_in > 0:
-
-        def burn_in_sweeps(state, widths):
-            state, (_, _, brackets) = jax.lax.scan(
-                sweep(make_kernel(widths)), state, jax.random.split(burn_key, burn_in)
-            )
-            if adapt_widths:
-                # Mean realised bracket per coordinate, kept within sane bounds.
-                widths = jnp.clip(jnp.mean(brackets, axis=0), 1e-3, 1e3)
-            return state, widths
-
-        state, widths = jax.lax.cond(
-            burn, burn_in_sweeps, lambda state, widths: (state, widths), state, widths
         )
+        state, info = kernel.step(jax.random.fold_in(key, i), state)
+        burning = i < burn_sweeps
+        left = jax.flatten_util.ravel_pytree(info.bracket_left)[0]
+        right = jax.flatten_util.ravel_pytree(info.bracket_right)[0]
+        bracket_sum = bracket_sum + jnp.where(burning, right - left, 0.0)
+        if adapt_widths:
+            # After the last burn-in sweep: the mean realised bracket per coordinate,
+            # kept within sane bounds.
+            adapted = jnp.clip(bracket_sum / max(burn_in, 1), 1e-3, 1e3)
+            widths = jnp.where(i == burn_sweeps - 1, adapted, widths)
+        # Keep every ``thin``-th sampling sweep, in its slot.
+        after = i - burn_sweeps + 1
+        keep = ~burning & (after % thin == 0)
+        slot = jnp.clip(after // thin - 1, 0, num_samples - 1)
+        positions = jax.tree.map(
+            lambda kept, new: kept.at[slot].set(jnp.where(keep, new, kept[slot])),
+            positions,
+            state.position,
+        )
+        accepted = accepted.at[slot].set(jnp.where(keep, info.is_accepted, accepted[slot]))
+        return state, widths, bracket_sum, positions, accepted
 
-    def thinned(state, k):
-        state, out = jax.lax.scan(sweep(make_kernel(widths)), state, jax.random.split(k, thin))
-        return state, jax.tree.map(lambda a: a[-1], out)
-
-    state, (positions, accepted, _) = jax.lax.scan(
-        thinned, state, jax.random.split(sample_key, num_samples)
+    state = blackjax.mcmc.slice.init(position, logdensity_fn)
+    empty = jax.tree.map(
+        lambda leaf: jnp.zeros((num_samples, *jnp.shape(leaf)), leaf.dtype), position
     )
+    carry = (state, widths, jnp.zeros_like(widths), empty, jnp.zeros(num_samples, bool))
+    _, widths, _, positions, accepted = jax.lax.fori_loop(0, total, sweep, carry)
     diagnostics = {
         "acceptance": jnp.mean(accepted.astype(float)),
         "divergences": jnp.asarray(0),
@@ -201,6 +202,7 @@ def map_fit(
     logdensity_fn: LogDensity,
     starts: PyTree,
     *,
+    count: int | jax.Array | None = None,
     steps: int = 200,
     gradient_tolerance: float = 1e-5,
     value_tolerance: float = 2.2e-9,
@@ -211,8 +213,10 @@ def map_fit(
     is below ``gradient_tolerance`` or an iteration lowers ``-logdensity`` by less than
     ``value_tolerance * max(|value|, 1)``, and after ``steps`` iterations at most (each
     with at most 20 zoom line-search evaluations, optax's default). The best point seen
-    is kept: a failed line search may step uphill. Starts run one after another
-    (``lax.map``): a vmapped line search waits for its slowest member. Returns a chain
+    is kept: a failed line search may step uphill. Starts run one after another: a
+    vmapped line search waits for its slowest member. ``count`` (may be traced) uses only
+    the first ``count`` starts, so fits with different restart counts share one program.
+    Returns a chain
     of one draw (``S = 1``) so that MAP plugs into the same integrated acquisitions as
     the samplers.
     """
@@ -251,15 +255,24 @@ def map_fit(
         v = jnp.where(final < best_value, v, best)
         return unravel(v), logdensity_fn(unravel(v)), k
 
-    ends, values, iterations = jax.lax.map(run, starts)
-    values = jnp.where(jnp.isfinite(values), values, -jnp.inf)
-    best = jnp.argmax(values)
-    position = jax.tree.map(lambda a: a[best], ends)
+    def keep_best(i, carry):
+        position, value, most = carry
+        end, new, iterations = run(jax.tree.map(lambda a: a[i], starts))
+        # The first start always counts, even at -inf, so a position is returned.
+        better = (i == 0) | (jnp.where(jnp.isfinite(new), new, -jnp.inf) > value)
+        position = jax.tree.map(lambda a, b: jnp.where(better, b, a), position, end)
+        value = jnp.where(better, jnp.where(jnp.isfinite(new), new, -jnp.inf), value)
+        return position, value, jnp.maximum(most, iterations)
+
+    first = jax.tree.map(lambda a: a[0], starts)
+    total = jax.tree.leaves(starts)[0].shape[0] if count is None else count
+    carry = (first, jnp.asarray(-jnp.inf, dtype=float), 0)
+    position, value, most = jax.lax.fori_loop(0, total, keep_best, carry)
     diagnostics = {
         "acceptance": jnp.asarray(1.0),
         "divergences": jnp.asarray(0),
         "ess": jnp.asarray(1.0),
-        "log_density": values[best],
-        "map_iterations": jnp.max(iterations).astype(float),
+        "log_density": value,
+        "map_iterations": jnp.asarray(most).astype(float),
     }
     return Chain(jax.tree.map(lambda a: a[None], position), None, diagnostics)

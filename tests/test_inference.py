@@ -9,6 +9,7 @@ import numpyro.distributions as dist
 import pytest
 
 from bojax import gp, inference
+from bojax.compilation import count_compilations
 from bojax.gp import priors
 from bojax.surrogates import GPSurrogate
 
@@ -81,6 +82,25 @@ def test_map_finds_the_mode_from_several_starts():
     chain = inference.map_fit(gaussian, starts)
     assert chain.positions["a"].shape == (1, 3)
     np.testing.assert_allclose(chain.positions["a"][0], MEAN, atol=1e-4)
+
+
+def test_map_tries_only_the_first_count_starts_in_one_program():
+    """Two modes, the higher at +2: from starts near -2 and +2, one start finds the lower
+    mode and two find the higher; the count is traced, so both calls share a program."""
+
+    def two_modes(z):
+        a = z["a"]
+        return jnp.logaddexp(-0.5 * (a + 2.0) ** 2 / 0.1, 1.0 - 0.5 * (a - 2.0) ** 2 / 0.1)
+
+    fit = jax.jit(
+        lambda count: inference.map_fit(two_modes, {"a": jnp.array([-1.5, 1.5])}, count=count)
+    )
+    with count_compilations() as counts:
+        one, two = fit(1), fit(2)
+    assert counts.of("<lambda>") == 1
+    assert float(one.positions["a"][0]) == pytest.approx(-2.0, abs=1e-3)
+    assert float(two.positions["a"][0]) == pytest.approx(2.0, abs=1e-3)
+    assert float(two.diagnostics["log_density"]) > float(one.diagnostics["log_density"])
 
 
 def test_map_survives_nan_regions_and_keeps_the_finite_optimum():

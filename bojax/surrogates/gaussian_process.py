@@ -110,8 +110,9 @@ class GPSurrogate:
         """Draw hyperparameters given ``data`` and condition one GP per draw."""
         # Slice and NUTS burn in on the first fit, MAP restarts widely; "fixed" has no fit.
         first = state.fits == 0 and self.method != "fixed"
-        # Slice fits differ only in whether they burn in: one program, the flag traced.
-        static_first = None if self.method == "slice" else first
+        # Slice fits differ only in whether they burn in and MAP fits in how many starts
+        # they try: one program each, the flag traced. NUTS warm-up lengths are static.
+        static_first = first if self.method == "nuts" else None
         samples, posteriors, position, widths, diagnostics = _fit(
             self, static_first, key, state.prior, data, state.position, state.widths, first
         )
@@ -189,9 +190,9 @@ class GPSurrogate:
 
 @partial(jax.jit, static_argnums=(0, 1))
 def _fit(surrogate: GPSurrogate, static_first, key, prior, data, position, widths, first):
-    """One fit; ``first`` (traced) is whether it burns in, and ``static_first`` is the same
-    flag as a compile-time constant for the methods whose first fit has other shapes
-    (NUTS warm-up lengths, MAP restarts), ``None`` for slice."""
+    """One fit; ``first`` (traced) is whether it is the run's first (slice burns in, MAP
+    tries ``map_restarts`` starts), and ``static_first`` is the same flag as a compile-time
+    constant for NUTS, whose warm-up length sets its shapes; ``None`` otherwise."""
     model = surrogate.model
 
     def logdensity(z):
@@ -221,13 +222,14 @@ def _fit(surrogate: GPSurrogate, static_first, key, prior, data, position, width
         chain = inference.Chain(jax.tree.map(lambda leaf: leaf[None], position), None, {})
     else:
         # Later fits start from the previous optimum, which moves little as one point
-        # arrives, plus one fresh prior draw per fit so other modes keep being tried.
-        restarts = surrogate.map_restarts if static_first else surrogate.map_restarts_later
+        # arrives, plus fresh prior draws so other modes keep being tried.
+        most = max(surrogate.map_restarts, surrogate.map_restarts_later)
+        count = jnp.where(first, surrogate.map_restarts, surrogate.map_restarts_later)
         draws = jax.vmap(lambda k: priors.sample_unconstrained(k, prior, position))(
-            jax.random.split(key, restarts - 1)
+            jax.random.split(key, most - 1)
         )
         starts = jax.tree.map(lambda p, d: jnp.concatenate([p[None], d]), position, draws)
-        chain = inference.map_fit(logdensity, starts, steps=surrogate.map_steps)
+        chain = inference.map_fit(logdensity, starts, count=count, steps=surrogate.map_steps)
     samples = jax.vmap(lambda z: priors.to_constrained(prior, z))(chain.positions)
     posteriors = jax.vmap(gp.posterior, in_axes=(None, 0, None))(model, samples, data)
     diagnostics = {
