@@ -148,10 +148,17 @@ def awkward_data(seed):
 def test_gp_fits_on_awkward_data_are_bounded_and_finite(method):
     """Every kind of awkward data twice (seeds 0-9, two sizes each), unstandardised on
     purpose, each fit under a time limit. Dimension changes nothing the fit sees but
-    shapes; a second one would only double the compilations."""
+    shapes; a second one would only double the compilations. First and continued fits
+    share one program per method (NUTS: when both warm up equally long)."""
     surrogate = GPSurrogate(
-        method=method, num_samples=32, burn_in=64, map_steps=100, map_restarts=3
+        method=method, num_samples=32, burn_in=64, warmup_later=64, map_steps=100, map_restarts=3
     )
+    with count_compilations() as counts:
+        fit_all_awkward_data(surrogate)
+    assert counts.of("_fit") == 1
+
+
+def fit_all_awkward_data(surrogate):
     for seed in range(10):
         x, y = awkward_data(seed)
         data = gp.make_data(x, y)

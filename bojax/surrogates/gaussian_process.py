@@ -111,10 +111,10 @@ class GPSurrogate:
         # Slice and NUTS burn in on the first fit, MAP restarts widely; "fixed" has no fit.
         first = state.fits == 0 and self.method != "fixed"
         # Slice fits differ only in whether they burn in and MAP fits in how many starts
-        # they try: one program each, the flag traced. NUTS warm-up lengths are static.
-        static_first = first if self.method == "nuts" else None
+        # they try: one program each, the flag traced. A NUTS warm-up length sets shapes.
+        warmup = (self.burn_in if first else self.warmup_later) if self.method == "nuts" else None
         samples, posteriors, position, widths, diagnostics = _fit(
-            self, static_first, key, state.prior, data, state.position, state.widths, first
+            self, warmup, key, state.prior, data, state.position, state.widths, first
         )
         return state._replace(
             position=position,
@@ -189,10 +189,10 @@ class GPSurrogate:
 
 
 @partial(jax.jit, static_argnums=(0, 1))
-def _fit(surrogate: GPSurrogate, static_first, key, prior, data, position, widths, first):
+def _fit(surrogate: GPSurrogate, warmup, key, prior, data, position, widths, first):
     """One fit; ``first`` (traced) is whether it is the run's first (slice burns in, MAP
-    tries ``map_restarts`` starts), and ``static_first`` is the same flag as a compile-time
-    constant for NUTS, whose warm-up length sets its shapes; ``None`` otherwise."""
+    tries ``map_restarts`` starts); ``warmup`` is the NUTS warm-up length, a compile-time
+    constant because it sets the adaptation's shapes (``None`` for the other methods)."""
     model = surrogate.model
 
     def logdensity(z):
@@ -216,7 +216,7 @@ def _fit(surrogate: GPSurrogate, static_first, key, prior, data, position, width
             logdensity,
             position,
             surrogate.num_samples,
-            warmup=surrogate.burn_in if static_first else surrogate.warmup_later,
+            warmup=warmup,
         )
     elif surrogate.method == "fixed":
         chain = inference.Chain(jax.tree.map(lambda leaf: leaf[None], position), None, {})
