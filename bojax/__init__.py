@@ -19,16 +19,21 @@ should scripts that fit GPs.
 
 import importlib
 
-from bojax import errors, gp, spaces
-from bojax.bo.driver import Result, minimize
-from bojax.bo.loop import Settings, ask, ask_batch, init, tell
+from bojax import errors, spaces
 from bojax.errors import BojaxError
 from bojax.spaces import Condition, Integer, Real, Space
 
-# Modules loaded on first access: ``bojax.problems.get_problem(...)`` and
-# ``from bojax import ensemble`` keep working from before the subpackages, and
-# ``import bojax`` does not pay for flax, optax or Dask until they are used.
+# Loaded on first access, so that ``import bojax`` (and ``bojax --help``, ``bojax
+# problems``) does not pay for JAX, BlackJAX, flax or Dask until they are used.
+_LAZY_NAMES = {
+    "Result": "bojax.bo.driver",
+    "minimize": "bojax.bo.driver",
+    **{name: "bojax.bo.loop" for name in ("Settings", "ask", "ask_batch", "init", "tell")},
+}
+# Modules loaded on first access; ``bojax.problems.get_problem(...)`` and
+# ``from bojax import ensemble`` keep working from before the subpackages.
 _LAZY = {
+    "gp": "bojax.gp",
     "bo": "bojax.bo",
     "cli": "bojax.cli",
     "compilation": "bojax.compilation",
@@ -50,15 +55,18 @@ _LAZY = {
 
 
 def __getattr__(name: str):
-    if name in _LAZY:
-        module = importlib.import_module(_LAZY[name])
-        globals()[name] = module
-        return module
-    raise AttributeError(f"module 'bojax' has no attribute {name!r}")
+    if name in _LAZY_NAMES:
+        value = getattr(importlib.import_module(_LAZY_NAMES[name]), name)
+    elif name in _LAZY:
+        value = importlib.import_module(_LAZY[name])
+    else:
+        raise AttributeError(f"module 'bojax' has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_LAZY_NAMES))
 
 
 __all__ = [

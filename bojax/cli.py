@@ -17,11 +17,14 @@ app = typer.Typer(
 )
 
 
-@app.callback()
-def _setup() -> None:
+def _start_jax() -> None:
+    """What every command that computes does first (listing commands skip JAX's import)."""
     import jax
 
+    from bojax.compilation import use_persistent_cache
+
     jax.config.update("jax_enable_x64", True)  # GP numerics in float64 (docs/design.md)
+    use_persistent_cache()
 
 
 @app.command()
@@ -45,6 +48,7 @@ def demo(
 ) -> None:
     """Bayesian optimisation of an MLP-ensemble design: the ensemble-design report's
     Experiment 1 with a quick budget (about a minute or two on 2 CPU cores)."""
+    _start_jax()
     from bojax.errors import BojaxError
     from bojax.reports import ensemble_design
 
@@ -139,6 +143,7 @@ def optimize(
     or --scheduler, evaluations run in parallel on Dask, refilled as each finishes."""
     import contextlib
 
+    _start_jax()
     from bojax.bo import cluster
     from bojax.bo.driver import minimize
     from bojax.errors import BojaxError

@@ -1,19 +1,24 @@
-"""Counting XLA compilations, to prove that a BO loop does not recompile every iteration.
+"""Compilation: counting XLA compilations, and the persistent cache that spares a second run
+the compile wait.
 
     with count_compilations() as counts:
         run_the_loop()
     counts.of("log_marginal_likelihood")   # compilations of that jitted function
 
-Listens to JAX's public monitoring event for backend compilations, which names the
-jitted function (``jit(name)``).
+Counting listens to JAX's public monitoring event for backend compilations, which names
+the jitted function (``jit(name)``). :func:`use_persistent_cache` points JAX's
+persistent compilation cache at a per-user folder (``BOJAX_COMPILATION_CACHE`` moves it,
+``off`` disables it); BO runs and the ``bojax`` command call it.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -73,3 +78,43 @@ def jit_quick_compile(fn: Callable, static_argnums: tuple[int, ...] = ()) -> Cal
         return jitted[backend](*args)
 
     return call
+
+
+CACHE_VARIABLE = "BOJAX_COMPILATION_CACHE"
+# Every program is cached: JAX's default (only those that compile in over 1 s) kept 5 of
+# the 37 programs of `bojax optimize forrester`; a cached one loads in ~7 ms.
+_CACHE_MIN_COMPILE_SECONDS = 0.0
+
+
+def default_cache_folder() -> Path:
+    """``$XDG_CACHE_HOME/bojax/jax`` (``~/.cache/bojax/jax`` when unset)."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "bojax" / "jax"
+
+
+def use_persistent_cache() -> Path | None:
+    """Turn on JAX's persistent compilation cache in bojax's folder; return the folder in use.
+
+    ``BOJAX_COMPILATION_CACHE`` names another folder, or ``off`` (also ``0``, ``false``,
+    ``no``, empty) to leave the cache off. A folder the user already gave JAX
+    (``jax_compilation_cache_dir``) is kept. Compiled programs are keyed by their code,
+    JAX version and device, so a stale entry is never used. Idempotent, and effective
+    even after other programs compiled: JAX opens the cache at the first compilation
+    that finds a folder set.
+    """
+    import jax
+
+    configured = jax.config.jax_compilation_cache_dir
+    if configured:
+        return Path(configured)
+    setting = os.environ.get(CACHE_VARIABLE)
+    if setting is not None and setting.strip().lower() in ("", "0", "off", "false", "no"):
+        return None
+    folder = Path(setting).expanduser() if setting is not None else default_cache_folder()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None  # a read-only home: run without the cache rather than fail
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", _CACHE_MIN_COMPILE_SECONDS)
+    return folder

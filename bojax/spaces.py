@@ -32,13 +32,10 @@ import numbers
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-import jax
-import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Bool, Float
-from scipy.stats import qmc
 
 from bojax.errors import (
     InvalidValueError,
@@ -49,6 +46,10 @@ from bojax.errors import (
     UnknownParameterError,
     is_count,
 )
+
+if TYPE_CHECKING:  # JAX loads on first use: `bojax problems` and `--help` do not need it
+    import jax
+    from jaxtyping import Array, Bool, Float
 
 # Unit coordinates this far outside [0, 1] are taken as rounding error and clipped.
 _UNIT_TOLERANCE = 1e-9
@@ -110,7 +111,7 @@ class Condition:
 
 def _as_real_scalar(name: str, value: Any) -> float:
     """``value`` as a Python float, or a typed error. Booleans and strings are refused."""
-    if isinstance(value, np.ndarray | jax.Array) and value.ndim == 0:
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):  # 0-d NumPy/JAX arrays
         value = value.item()
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
         raise ParameterTypeError(name, f"expected a number, got {type(value).__name__} {value!r}")
@@ -415,6 +416,9 @@ class Space:
         ``n`` points of a scrambled Sobol sequence (``scipy.stats.qmc``) seeded from ``key``.
         Irrelevant coordinates come out as :data:`IRRELEVANT`.
         """
+        import jax
+        from scipy.stats import qmc
+
         if not is_count(n):
             raise ValueError(f"n must be a non-negative integer, got {n!r}")
         if method == "uniform":
@@ -452,7 +456,6 @@ class Space:
             raise SpaceDefinitionError(f"not a serialised space: {error}") from error
 
 
-@jax.jit
 def repeated_mask(
     candidates: Float[Array, "m d"], evaluated: Float[Array, "n d"], atol: float = 1e-9
 ) -> Bool[Array, " m"]:
@@ -461,8 +464,19 @@ def repeated_mask(
     Both arguments must be snapped (:meth:`Space.snap`), so that integer parameters that
     round to the same value compare equal.
     """
-    close = jnp.abs(candidates[:, None, :] - evaluated[None, :, :]) <= atol
-    return jnp.any(jnp.all(close, axis=-1), axis=-1)
+    return _jitted_repeated_mask()(candidates, evaluated, atol)
+
+
+@cache
+def _jitted_repeated_mask():
+    import jax
+    import jax.numpy as jnp
+
+    def repeated_mask(candidates, evaluated, atol):
+        close = jnp.abs(candidates[:, None, :] - evaluated[None, :, :]) <= atol
+        return jnp.any(jnp.all(close, axis=-1), axis=-1)
+
+    return jax.jit(repeated_mask)
 
 
 def fill_irrelevant(u: Float[Array, "... d"]) -> Float[Array, "... d"]:
@@ -475,6 +489,8 @@ def fill_irrelevant(u: Float[Array, "... d"]) -> Float[Array, "... d"]:
     had been drawn at random once per input (the arc-kernel report's "GP" baseline).
     Relevant coordinates are returned unchanged.
     """
+    import jax.numpy as jnp
+
     u = jnp.asarray(u)
     d = u.shape[-1]
     relevant = u != IRRELEVANT

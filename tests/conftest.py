@@ -13,6 +13,10 @@ jax.config.update("jax_enable_x64", True)
 # Tests start driver subprocesses and Dask workers beside this process: on a GPU, each
 # would otherwise claim 75 % of its memory (harmless on CPU).
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+# No persistent compilation cache for the suite (its own tests turn it on in a temporary
+# folder): it did not speed the suite up, and thousands of test programs do not belong in
+# a researcher's cache folder.
+os.environ.setdefault("BOJAX_COMPILATION_CACHE", "off")
 
 settings.register_profile("bojax", max_examples=40, deadline=None, derandomize=True)
 settings.load_profile("bojax")

@@ -27,6 +27,7 @@ from bojax import gp
 from bojax.bo import policies
 from bojax.bo.acquisition import get_acquisition
 from bojax.bo.optimize import propose
+from bojax.compilation import use_persistent_cache
 from bojax.errors import (
     DataError,
     SettingsError,
@@ -143,6 +144,9 @@ class BOState(NamedTuple):
 
 
 def init(space: Space, settings: Settings = Settings()) -> BOState:
+    """A run with no data yet. Turns on the persistent compilation cache (see
+    :func:`bojax.compilation.use_persistent_cache`), so a second run skips compiling."""
+    use_persistent_cache()
     return BOState(space, settings, np.zeros((0, space.dim)), np.zeros(0), None)
 
 

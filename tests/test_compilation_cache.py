@@ -1,0 +1,103 @@
+"""The persistent compilation cache: where it goes, how it is turned off, and that a second
+run reads its programs instead of compiling them."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import pytest
+
+from bojax import compilation
+
+
+@pytest.fixture
+def jax_cache_setting():
+    """Put JAX's cache settings back after a test changes them."""
+    saved = (
+        jax.config.jax_compilation_cache_dir,
+        jax.config.jax_persistent_cache_min_compile_time_secs,
+    )
+    yield
+    jax.config.update("jax_compilation_cache_dir", saved[0])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", saved[1])
+
+
+@pytest.mark.parametrize("setting", ["off", "0", "false", "no", ""])
+def test_the_variable_turns_the_cache_off(monkeypatch, jax_cache_setting, setting):
+    monkeypatch.setenv(compilation.CACHE_VARIABLE, setting)
+    jax.config.update("jax_compilation_cache_dir", None)
+    assert compilation.use_persistent_cache() is None
+    assert jax.config.jax_compilation_cache_dir is None
+
+
+def test_the_variable_moves_the_cache_and_a_users_own_folder_is_kept(
+    tmp_path, monkeypatch, jax_cache_setting
+):
+    jax.config.update("jax_compilation_cache_dir", None)
+    monkeypatch.setenv(compilation.CACHE_VARIABLE, str(tmp_path / "mine"))
+    assert compilation.use_persistent_cache() == tmp_path / "mine"
+    assert (tmp_path / "mine").is_dir()
+    assert jax.config.jax_compilation_cache_dir == str(tmp_path / "mine")
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path / "theirs"))
+    assert compilation.use_persistent_cache() == tmp_path / "theirs"  # not replaced
+
+
+def test_the_default_folder_is_per_user(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert compilation.default_cache_folder() == tmp_path / "bojax" / "jax"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert compilation.default_cache_folder().parts[-3:] == (".cache", "bojax", "jax")
+
+
+RUN = textwrap.dedent(
+    """
+    import json, jax
+    jax.config.update("jax_enable_x64", True)
+    import bojax
+    from bojax.objectives.problems import get_problem
+
+    hits = []
+    HIT = "/jax/compilation_cache/cache_hits"
+    jax.monitoring.register_event_listener(lambda event, **kw: hits.append(event == HIT))
+    problem = get_problem("forrester")
+    result = bojax.minimize(problem, problem.space, iterations=2, initial=3, samples=8,
+                            burn_in=8, num_candidates=64, progress=False)
+    print(json.dumps({"hits": sum(hits), "y": [r["y"] for r in result.history]}))
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_second_run_reads_its_programs_from_the_cache(tmp_path):
+    env = {**os.environ, compilation.CACHE_VARIABLE: str(tmp_path / "cache")}
+
+    def run():
+        done = subprocess.run(
+            [sys.executable, "-c", RUN], env=env, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    first, second = run(), run()
+    assert any((tmp_path / "cache").iterdir())
+    # (A run may hit its own entries: two jitted wrappers can lower to one program.)
+    assert second["hits"] > first["hits"] + 20  # the fit, scores, refinement, eager ops
+    assert second["y"] == first["y"]  # a cached program computes exactly what it did
+
+
+@pytest.mark.slow
+def test_listing_commands_do_not_load_jax():
+    """`bojax --help` and `bojax problems` answer without importing JAX (under a second)."""
+    check = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from bojax.cli import app\n"
+        "for args in (['--help'], ['problems']):\n"
+        "    assert CliRunner().invoke(app, args).exit_code == 0, args\n"
+        "assert 'jax' not in sys.modules, 'jax was imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
