@@ -1,14 +1,16 @@
 """Time per BO iteration (surrogate fit + acquisition maximisation) against n and d.
 
-For each dimension d (Branin for d = 2, Hartmann-6 for d = 6) and each number of
-observations n, every method is given the same n scrambled Sobol points and asked for
-the next point; only ``ask`` is timed. Each method is timed as a BO run meets it:
+For each dimension d (Branin for d = 2, Hartmann-6 for d = 6, Styblinski-Tang for
+d = 12) and each number of observations n, every method is given the same n scrambled
+Sobol points and asked for the next point; only ``ask`` is timed. Each method is timed
+as a BO run meets it:
 
 * ``first``: the first iteration of a fresh run at this n, compilation excluded (bojax
-  burns in its chains here: 256 slice sweeps, NUTS window adaptation, 1000 BNN sweeps);
+  burns in its chains here: 128 steps of 16 elliptical slice chains for ``gp-slice``,
+  NUTS window adaptation, 1000 BNN sweeps);
 * ``steady``: the median of ``--repeats`` later iterations (bojax continues its chains:
-  128 slice draws, NUTS with 64 warm-up steps, 100 BNN sweeps; the peers refit from
-  scratch, which is how their loops run);
+  2 steps of each of 16 chains, NUTS with 64 warm-up steps, 100 BNN sweeps; the peers
+  refit from scratch, which is how their loops run);
 * ``compile``: bojax's compilation for this data bucket, the first call's time minus
   the same call repeated on a fresh run, paid once per bucket per process.
 
@@ -53,14 +55,17 @@ ALL_METHODS = [
     "BoTorch GP",
     "Optuna GP",
 ]
-PROBLEMS = {2: "branin", 6: "hartmann6"}
-FULL = {"sizes": [10, 30, 60, 120], "dims": [2, 6], "repeats": 3}
+PROBLEMS = {2: "branin", 6: "hartmann6"}  # other d: Styblinski-Tang on [-5, 5]^d
+FULL = {"sizes": [10, 30, 60, 120, 250], "dims": [2, 6, 12], "repeats": 3}
 QUICK = {"sizes": [10, 30], "dims": [2, 6], "repeats": 1}
 
 
 def observations(dim: int, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    problem = get_problem(PROBLEMS[dim])
     u = methods.sobol_design(dim, n, seed)
+    if dim not in PROBLEMS:
+        x = 10.0 * u - 5.0
+        return u, 0.5 * np.sum(x**4 - 16 * x**2 + 5 * x, axis=1)
+    problem = get_problem(PROBLEMS[dim])
     return u, np.array([problem(p) for p in problem.space.from_unit(u)])
 
 

@@ -113,7 +113,9 @@ def _print_ensemble_summary(console: Console, summary: dict, out: Path) -> None:
 def optimize(
     problem: Annotated[str, typer.Argument(help="a built-in problem (see `bojax problems`)")],
     surrogate: Annotated[str, typer.Option(help="gp-slice, gp-hmc or gp-map")] = "gp-slice",
-    acquisition: Annotated[str, typer.Option(help="ei, log_ei, pi, lcb or max_variance")] = "ei",
+    acquisition: Annotated[
+        str, typer.Option(help="log_ei, ei, pi, lcb or max_variance")
+    ] = "log_ei",
     optimizer: Annotated[
         str, typer.Option(help="acquisition optimiser: sobol or random")
     ] = "sobol",

@@ -36,6 +36,10 @@ def within_ess_tolerance(draws, expected_mean, expected_sd, ess):
 
 SAMPLERS = {
     "slice": lambda key, logp, z0: inference.slice_chain(key, logp, z0, 2000, burn_in=200),
+    # A reference far from the target (mean 0, sd 3): the likelihood term corrects it.
+    "elliptical": lambda key, logp, z0: inference.elliptical_slice_chain(
+        key, logp, z0, 3000, mean=0.0, sd=3.0, burn_in=200
+    ),
     "nuts": lambda key, logp, z0: inference.nuts_chain(key, logp, z0, 1500, warmup=300),
 }
 
@@ -75,6 +79,41 @@ def test_slice_chain_continues_from_its_last_position():
         jax.random.key(0), gaussian, first.last, 50, widths=first.tuning, adapt_widths=False
     )
     assert np.all(np.isfinite(again.positions["a"]))
+
+
+def test_elliptical_slice_steps_as_blackjax_does_while_the_cap_is_not_reached():
+    """Same key, same draws: the bounded kernel is BlackJAX's elliptical slice step."""
+    import blackjax
+
+    mean, sd = jnp.array([0.5, -1.0, 0.0]), jnp.array([1.0, 2.0, 0.7])
+
+    def loglikelihood(z):
+        return gaussian(z) + 0.5 * jnp.sum(((z["a"] - mean) / sd) ** 2)
+
+    kernel = blackjax.elliptical_slice(loglikelihood, mean=mean, cov=sd**2)
+    state = kernel.init({"a": jnp.zeros(3)})
+    for i in range(5):
+        key = jax.random.fold_in(jax.random.key(3), i)
+        state, _ = kernel.step(key, state)  # step i draws from fold_in(key, i), as ours
+    chain = inference.elliptical_slice_chain(
+        jax.random.key(3), gaussian, {"a": jnp.zeros(3)}, 5, mean=mean, sd=sd
+    )
+    np.testing.assert_allclose(chain.positions["a"][-1], state.position["a"], rtol=1e-12)
+
+
+def test_elliptical_slice_is_bounded_on_a_cliff_and_stays_put():
+    """A density that is -inf everywhere but the start: the shrinkage stops at its cap
+    and the chain stays where it is instead of looping on."""
+
+    def spike(z):
+        return jnp.where(jnp.all(z["a"] == 0.0), 0.0, -jnp.inf)
+
+    chain = inference.elliptical_slice_chain(
+        jax.random.key(0), spike, {"a": jnp.zeros(2)}, 20, mean=1.0, sd=1.0, max_shrinkage=30
+    )
+    np.testing.assert_array_equal(chain.positions["a"], 0.0)
+    assert float(chain.diagnostics["acceptance"]) == 0.0
+    assert float(chain.diagnostics["evaluations_per_step"]) <= 30
 
 
 def test_map_finds_the_mode_from_several_starts():
@@ -144,14 +183,22 @@ def awkward_data(seed):
     return x, y
 
 
-@pytest.mark.parametrize("method", ["slice", "nuts", "map"])
+@pytest.mark.parametrize("method", ["slice", "elliptical", "nuts", "map"])
 def test_gp_fits_on_awkward_data_are_bounded_and_finite(method):
     """Every kind of awkward data twice (seeds 0-9, two sizes each), unstandardised on
     purpose, each fit under a time limit. Dimension changes nothing the fit sees but
     shapes; a second one would only double the compilations. First and continued fits
     share one program per method (NUTS: when both warm up equally long)."""
+    chains = {"elliptical": 8, "map": 1}.get(method, 2)  # several chains where they exist
     surrogate = GPSurrogate(
-        method=method, num_samples=32, burn_in=64, warmup_later=64, map_steps=100, map_restarts=3
+        method=method,
+        num_samples=32,
+        chains=chains,
+        burn_in=64,
+        warmup_later=64,
+        map_steps=100,
+        map_restarts=3,
+        prior="lognormal" if method == "elliptical" else "half-cauchy",
     )
     with count_compilations() as counts:
         fit_all_awkward_data(surrogate)
@@ -214,3 +261,75 @@ def test_a_registered_surrogate_carries_its_own_prior():
         np.testing.assert_allclose(state.samples["kernel"]["lengthscales"], 0.3, rtol=0.06)
     finally:
         del surrogates.SURROGATES["gp-tight"]
+
+
+def test_lognormal_prior_set_is_dimension_scaled_and_gaussian_in_sampler_coordinates():
+    from scipy import stats
+
+    model = GPSurrogate().model
+    for dim in (2, 12):
+        prior = priors.get_prior("lognormal")(model, dim)
+        lengthscale = prior["kernel"]["lengthscales"]
+        # Hvarfner et al. 2024: log ell ~ N(sqrt 2 + log(d) / 2, sqrt 3).
+        reference = stats.lognorm(s=np.sqrt(3), scale=np.exp(np.sqrt(2) + 0.5 * np.log(dim)))
+        np.testing.assert_allclose(lengthscale.log_prob(0.7), reference.logpdf(0.7), rtol=1e-12)
+        mean, sd = priors.gaussian_reference(
+            prior, priors.to_unconstrained(prior, model.init_params(dim))
+        )
+        np.testing.assert_allclose(mean["kernel"]["lengthscales"], np.sqrt(2) + 0.5 * np.log(dim))
+        np.testing.assert_allclose(sd["kernel"]["lengthscales"], np.sqrt(3))
+        assert mean["kernel"]["lengthscales"].shape == (dim,)
+        np.testing.assert_allclose([mean["noise"], sd["noise"]], [-4.0, 1.0])
+    with pytest.raises(bojax_errors().UnknownNameError, match="lognormal"):
+        priors.get_prior("log-normal")
+
+
+def bojax_errors():
+    from bojax import errors
+
+    return errors
+
+
+def test_half_cauchy_reference_matches_its_log_space_moments():
+    """Under log, Half-Cauchy(s) is the hyperbolic secant law: mean log s, sd pi / 2."""
+    rng = np.random.default_rng(0)
+    draws = np.log(np.abs(2.5 * rng.standard_cauchy(400_000)))
+    prior = {"a": dist.HalfCauchy(2.5)}
+    mean, sd = priors.gaussian_reference(prior, {"a": jnp.zeros(())})
+    assert float(mean["a"]) == pytest.approx(np.mean(draws), abs=0.01)
+    assert float(sd["a"]) == pytest.approx(np.std(draws), rel=0.01)
+
+
+def test_many_chains_continue_separately_and_pool_their_draws():
+    x, y = awkward_data(7)
+    surrogate = GPSurrogate(method="elliptical", chains=4, num_samples=8, thin=2, burn_in=32)
+    state = surrogate.init(x.shape[1])
+    assert state.widths.shape[0] == 4
+    data = gp.make_data(x, (y - y.mean()) / y.std())
+    first = surrogate.fit(jax.random.key(0), state, data)
+    assert first.samples["noise"].shape == (8,)
+    # Draws are chain-major: the last draw of each chain is where it continues from.
+    last = priors.to_unconstrained(first.prior, first.samples)
+    np.testing.assert_allclose(last["noise"][1::2], first.position["noise"], rtol=1e-12)
+    assert len(np.unique(first.position["noise"])) == 4  # the chains went their own ways
+    saved = surrogate.pack(first)
+    again = surrogate.unpack(x.shape[1], saved)
+    np.testing.assert_array_equal(again.position["noise"], first.position["noise"])
+    with pytest.raises(ValueError, match="4 chain"):
+        GPSurrogate(method="elliptical", chains=4, num_samples=8).unpack(
+            x.shape[1], GPSurrogate().pack(GPSurrogate().init(x.shape[1]))
+        )
+
+
+def test_chain_counts_are_checked_and_sample_requests_divide_among_chains():
+    with pytest.raises(ValueError, match="multiple of chains"):
+        GPSurrogate(chains=16, num_samples=10)
+    with pytest.raises(ValueError, match="no chains"):
+        GPSurrogate(method="map", chains=2, num_samples=2)
+    engine = GPSurrogate(chains=16, num_samples=16)
+    assert engine.configured(samples=10).chains == 10
+    assert (engine.configured(samples=20).chains, engine.configured(samples=20).num_samples) == (
+        10,
+        20,
+    )
+    assert engine.configured(samples=128).chains == 16

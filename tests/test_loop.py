@@ -100,7 +100,7 @@ def test_a_bo_run_compiles_once_per_bucket_not_per_iteration():
     # have compiled it.
     assert counts.of("_fit") <= 1
     assert counts.of("score") <= 2  # candidate batch and refined batch
-    assert counts.of("_refine") <= 1
+    assert counts.of("_negated_total") <= 1
 
 
 def test_failures_are_recorded_and_skipped(tmp_path):
@@ -112,7 +112,14 @@ def test_failures_are_recorded_and_skipped(tmp_path):
         return FORRESTER(point)
 
     space = Space([Real("x", 0.0, 1.0)])
-    result = bojax.minimize(flaky, space, iterations=10, initial=4, seed=0, out=tmp_path, **QUIET)
+    # Bookkeeping is under test, so the acquisition is pinned: with LogEI and 16
+    # elliptical slice chains, 7 of 13 evaluations went to the failing ends (a failure
+    # tells the GP nothing; failure-aware BO is its own issue) and the run stopped under
+    # the more-than-half rule.
+    result = bojax.minimize(
+        flaky, space, surrogate="gp-slice", acquisition="ei",
+        iterations=10, initial=4, seed=0, out=tmp_path, **QUIET,
+    )  # fmt: skip
     lines = [json.loads(line) for line in (tmp_path / "journal.jsonl").read_text().splitlines()]
     assert len(lines) == result.evaluations == 14
     for record in lines:

@@ -183,7 +183,7 @@ def minimize(
     space: Space,
     *,
     surrogate: str = "gp-slice",
-    acquisition: str = "ei",
+    acquisition: str = "log_ei",
     optimizer: str = "sobol",
     iterations: int = 20,
     initial: int = 5,

@@ -47,7 +47,7 @@ class Settings:
     """Everything that defines a run; a resume must use the same settings."""
 
     surrogate: str = "gp-slice"
-    acquisition: str = "ei"
+    acquisition: str = "log_ei"
     optimizer: str = "sobol"
     iterations: int = 20
     initial: int = 5
@@ -264,6 +264,7 @@ def ask_batch(
 
     surrogate, fitted, (x, y) = fit_surrogate(state)
     best = jnp.asarray(np.min(y))
+    best_point = x[int(np.argmin(y))]
     if settings.incumbent == "posterior_mean":
         mean, _ = surrogate.predict(fitted, x)
         best = jnp.min(jnp.mean(mean, axis=0))
@@ -279,6 +280,7 @@ def ask_batch(
                 space,
                 state.u,
                 taken,
+                incumbent=best_point,
                 method=settings.optimizer,
                 num_candidates=settings.num_candidates,
                 screen=_screen_function(surrogate, settings.acquisition),

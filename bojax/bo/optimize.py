@@ -5,10 +5,13 @@
 arrays it reads (surrogate state, incumbent), so nothing recompiles between iterations:
 
 * ``random``: score uniformly drawn candidates, keep the best (ensemble-design report).
-* ``sobol``: score a scrambled Sobol grid, then refine the best few by projected Adam
-  on the box ``[0, 1]^d`` (Spearmint scores a grid and refines its top points). A
-  cheaper ``screen`` (the acquisition under a subset of the hyperparameter draws) may
-  rank the grid; refinement and the final comparison always use the full score.
+* ``sobol``: score a scrambled Sobol grid, then refine the grid's best points, the
+  incumbent and a few grid points drawn with probability proportional to ``exp(score)``
+  (EI itself, for LogEI) by L-BFGS-B inside the box ``[0, 1]^d``, all starts at once
+  (Spearmint scores a grid and refines its top points; the incumbent and the drawn
+  starts follow Optuna's ``GPSampler``). A cheaper ``screen`` (the acquisition under a
+  subset of the hyperparameter draws) may rank the grid; refinement and the final
+  comparison always use the full score.
 
 Either way, integer coordinates are snapped to their values, candidates that repeat an
 evaluated or pending point are dropped, and NaN scores lose. The result is never NaN
@@ -24,7 +27,6 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from bojax.errors import SpaceExhaustedError
 from bojax.gp import bucket_size
@@ -40,24 +42,56 @@ def _padded(points: np.ndarray, dim: int) -> np.ndarray:
     return np.concatenate([points, np.full((size - len(points), dim), np.nan)])
 
 
-@partial(jax.jit, static_argnums=(0, 4))
-def _refine(score: Score, args, starts, learning_rate, steps):
-    """Projected Adam ascent of ``score`` from each start, staying inside ``[0, 1]^d``."""
-    optimiser = optax.adam(learning_rate)
+@partial(jax.jit, static_argnums=(0, 3))
+def _negated_total(score: Score, args, flat, shape):
+    """``-sum score(x)`` over a batch of starts and its gradient; a non-finite score
+    counts as a large finite loss with no gradient, so the line search backs off."""
 
-    def objective(x):
-        values = score(x, args)
-        return -jnp.sum(jnp.where(jnp.isfinite(values), values, 0.0))
+    def loss(flat):
+        values = score(flat.reshape(shape), args)
+        return -jnp.sum(jnp.where(jnp.isfinite(values), values, -1e10))
 
-    def step(carry, _):
-        x, state = carry
-        grads = jax.grad(objective)(x)
-        grads = jnp.where(jnp.isfinite(grads), grads, 0.0)
-        updates, state = optimiser.update(grads, state, x)
-        return (jnp.clip(optax.apply_updates(x, updates), 0.0, 1.0), state), None
+    value, grad = jax.value_and_grad(loss)(flat)
+    return value, jnp.where(jnp.isfinite(grad), grad, 0.0)
 
-    (x, _), _ = jax.lax.scan(step, (starts, optimiser.init(starts)), length=steps)
-    return x
+
+def _refine(score: Score, args, starts: np.ndarray, max_iterations: int, tolerance: float):
+    """Maximise ``score`` from every start inside ``[0, 1]^d`` by L-BFGS-B (SciPy) on the
+    sum over starts, as BoTorch's ``gen_candidates_scipy`` does: the starts do not
+    interact, so the joint problem is the separate ones solved in one batched pass. Stops
+    at ``max_iterations`` or when the projected gradient's largest entry is below
+    ``tolerance``; one compiled value-and-gradient program per batch shape."""
+    from scipy.optimize import minimize
+
+    def objective(flat):
+        value, grad = _negated_total(score, args, jnp.asarray(flat), starts.shape)
+        return float(value), np.asarray(grad, dtype=np.float64)
+
+    result = minimize(
+        objective,
+        starts.ravel(),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=[(0.0, 1.0)] * starts.size,
+        options={"maxiter": max_iterations, "gtol": tolerance},
+    )
+    return np.clip(result.x.reshape(starts.shape), 0.0, 1.0)
+
+
+def _starts(key, candidates, values, incumbent, num_refine: int, num_drawn: int) -> np.ndarray:
+    """The ``num_refine`` best grid points, the incumbent (if any) and ``num_drawn`` grid
+    points drawn with probability proportional to ``exp(value)``."""
+    finite = np.where(np.isfinite(values), values, -np.inf)
+    order = np.argsort(finite)[::-1]
+    chosen = [candidates[order[:num_refine]]]
+    if incumbent is not None:
+        chosen.append(np.asarray(incumbent, dtype=np.float64).reshape(1, -1))
+    if num_drawn and np.isfinite(finite).any():
+        weights = np.exp(finite - finite.max())
+        rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel())
+        drawn = rng.choice(len(candidates), size=num_drawn, p=weights / weights.sum())
+        chosen.append(candidates[drawn])
+    return np.concatenate(chosen)
 
 
 def _best_new(points: np.ndarray, values: np.ndarray, taken: np.ndarray) -> int | None:
@@ -77,11 +111,13 @@ def propose(
     evaluated: np.ndarray,
     pending: np.ndarray | None = None,
     *,
+    incumbent: np.ndarray | None = None,
     method: str = "sobol",
     num_candidates: int = 2048,
     num_refine: int = 8,
-    refine_steps: int = 50,
-    learning_rate: float = 0.02,
+    num_drawn: int = 4,
+    refine_iterations: int = 100,
+    refine_tolerance: float = 1e-6,
     screen: Score | None = None,
 ) -> tuple[np.ndarray, float]:
     """The best non-repeating candidate ``u`` of shape ``(d,)`` and its score.
@@ -92,6 +128,7 @@ def propose(
     ranks the grid: its ``num_refine`` best points are then scored, refined and compared
     under ``score`` alone, so the answer's score is always ``score``'s. The grid's
     screened ranking is the fallback only if all of those repeat taken points.
+    ``incumbent`` (a unit point, the best evaluated so far) is refined too.
     """
     if method not in ("random", "sobol"):
         raise ValueError(f"method must be 'random' or 'sobol', got {method!r}")
@@ -102,7 +139,7 @@ def propose(
         [np.asarray(evaluated).reshape(-1, d), np.zeros((0, d)) if pending is None else pending]
     )
     taken = _padded(space.snap(taken), d)
-    sample_key, _ = jax.random.split(key)
+    sample_key, draw_key = jax.random.split(key)
     candidates = space.sample(
         sample_key, num_candidates, "sobol" if method == "sobol" else "uniform"
     )
@@ -110,10 +147,8 @@ def propose(
     grid_score = screen if refining and screen is not None else score
     values = np.asarray(grid_score(jnp.asarray(candidates), args))
     if refining:
-        order = np.argsort(np.where(np.isfinite(values), values, -np.inf))[::-1][:num_refine]
-        starts = candidates[order]
-        refined = np.asarray(_refine(score, args, jnp.asarray(starts), learning_rate, refine_steps))
-        refined = space.snap(np.clip(refined, 0.0, 1.0))
+        starts = _starts(draw_key, candidates, values, incumbent, num_refine, num_drawn)
+        refined = space.snap(_refine(score, args, starts, refine_iterations, refine_tolerance))
         if grid_score is score:
             candidates = np.concatenate([candidates, refined])
             values = np.concatenate([values, np.asarray(score(jnp.asarray(refined), args))])

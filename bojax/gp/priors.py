@@ -8,14 +8,26 @@ each element independently. Samplers move in unconstrained space ``z`` with
 
     log p(z | data) = log p(y | X, T(z)) + sum_leaves [log p(T(z)) + log |det dT/dz|].
 
-The default puts Half-Cauchy(1) on the amplitude, every length-scale and the noise
-variance, the ensemble-design report's eq. 14 (Snoek et al. 2012's choice), and a
-standard normal on a constant mean (outputs are standardised before fitting), and
-Uniform(0, 1) on the arc kernel's ``rho``.
+Named prior sets (:data:`PRIOR_SETS`; a new one is a ``(model, dim) -> prior`` function
+and a line there):
+
+* ``half-cauchy``: Half-Cauchy(1) on the amplitude, every length-scale and the noise
+  variance, the ensemble-design report's eq. 14 (Snoek et al. 2012's choice). Every
+  report reproduction that specifies it keeps it.
+* ``lognormal``: dimension-scaled LogNormal length-scales, ``log ell ~ N(sqrt 2 +
+  log(d) / 2, 3)`` (Hvarfner, Hellsten & Nardi 2024, BoTorch's default since 0.12), with
+  ``log sigma_n^2 ~ N(-4, 1)`` (BoTorch's noise prior) and ``log alpha ~ N(0, 1)`` on
+  the amplitude of standardised outputs. Gaussian in the sampler's coordinates, which
+  elliptical slice sampling uses as its reference exactly.
+
+Both put a standard normal on a constant mean (outputs are standardised before fitting)
+and Uniform(0, 1) on the arc kernel's ``rho``.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -23,6 +35,7 @@ import jax.numpy as jnp
 import numpyro.distributions as dist
 from numpyro.distributions.transforms import biject_to
 
+from bojax.errors import UnknownNameError
 from bojax.gp.core import GP
 
 Prior = Any  # pytree of numpyro distributions, shaped like the parameters
@@ -37,8 +50,8 @@ def map_prior(fn, prior: Prior, *trees):
     return jax.tree.map(fn, prior, *trees, is_leaf=_is_distribution)
 
 
-def default_prior(model: GP, dim: int) -> Prior:
-    """Half-Cauchy(1) on every positive hyperparameter, N(0, 1) on real-valued ones."""
+def _prior_by_name(model: GP, dim: int, positive: Callable[[str], dist.Distribution]) -> Prior:
+    """N(0, 1) on mean parameters, Uniform(0, 1) on ``rho``, ``positive(name)`` elsewhere."""
     params = model.init_params(dim)
 
     def choose(path, value):
@@ -47,11 +60,51 @@ def default_prior(model: GP, dim: int) -> Prior:
         # bounded or real-valued parameter should pass its own prior.
         if _is_mean_path(path):
             return dist.Normal(0.0, 1.0)
-        if getattr(path[-1], "key", None) == "rho":
+        name = getattr(path[-1], "key", None)
+        if name == "rho":
             return dist.Uniform(0.0, 1.0)
-        return dist.HalfCauchy(1.0)
+        return positive(name)
 
     return jax.tree_util.tree_map_with_path(choose, params)
+
+
+def half_cauchy_prior(model: GP, dim: int) -> Prior:
+    """Half-Cauchy(1) on every positive hyperparameter (ensemble-design report, eq. 14)."""
+    return _prior_by_name(model, dim, lambda name: dist.HalfCauchy(1.0))
+
+
+def lognormal_prior(model: GP, dim: int) -> Prior:
+    """Dimension-scaled LogNormal length-scales (Hvarfner et al. 2024): ``log ell ~
+    N(sqrt 2 + log(d) / 2, sqrt 3^2)``; noise variance ``LogNormal(-4, 1)``; amplitude
+    ``LogNormal(0, 1)``."""
+    lengthscale = dist.LogNormal(math.sqrt(2.0) + 0.5 * math.log(dim), math.sqrt(3.0))
+
+    def positive(name):
+        if name == "lengthscales":
+            return lengthscale
+        return dist.LogNormal(-4.0, 1.0) if name == "noise" else dist.LogNormal(0.0, 1.0)
+
+    return _prior_by_name(model, dim, positive)
+
+
+PRIOR_SETS: dict[str, Callable[[GP, int], Prior]] = {
+    "half-cauchy": half_cauchy_prior,
+    "lognormal": lognormal_prior,
+}
+
+default_prior = (
+    half_cauchy_prior  # the reports' prior; the engine's default is chosen in surrogates
+)
+
+
+def get_prior(name: str | Callable[[GP, int], Prior]) -> Callable[[GP, int], Prior]:
+    """A prior set by name (:data:`PRIOR_SETS`), or a ``(model, dim) -> prior`` as given."""
+    if callable(name):
+        return name
+    try:
+        return PRIOR_SETS[name]
+    except KeyError:
+        raise UnknownNameError("prior", name, list(PRIOR_SETS)) from None
 
 
 def _is_mean_path(path) -> bool:
@@ -85,4 +138,35 @@ def sample_unconstrained(key: jax.Array, prior: Prior, like) -> Any:
     keys = iter(jax.random.split(key, len(leaves)))
     return map_prior(
         lambda d, p: biject_to(d.support).inv(d.sample(next(keys), jnp.shape(p))), prior, like
+    )
+
+
+def gaussian_reference(prior: Prior, like) -> tuple[Any, Any]:
+    """Mean and standard deviation of a Gaussian close to the prior in unconstrained
+    coordinates, leaf by leaf (shapes of ``like``): the reference of elliptical slice
+    sampling. Exact where the prior is Gaussian there (Normal; LogNormal under ``log``);
+    moment-matched otherwise: Half-Cauchy(s) under ``log`` is the hyperbolic secant law
+    centred at ``log s`` with sd ``pi / 2``, Uniform(a, b) under the logit its logistic
+    law with sd ``pi / sqrt 3``; any other prior gets N(0, 2^2)."""
+
+    def moments(d, p):
+        shape = jnp.shape(p)
+        if isinstance(d, dist.LogNormal | dist.Normal):
+            loc, scale = d.loc, d.scale
+        elif isinstance(d, dist.HalfCauchy):
+            loc, scale = jnp.log(d.scale), math.pi / 2
+        elif isinstance(d, dist.Uniform):
+            loc, scale = 0.0, math.pi / math.sqrt(3.0)
+        else:
+            loc, scale = 0.0, 2.0
+        return (
+            jnp.broadcast_to(jnp.asarray(loc, float), shape),
+            jnp.broadcast_to(jnp.asarray(scale, float), shape),
+        )
+
+    pairs = map_prior(moments, prior, like)
+    is_pair = lambda x: isinstance(x, tuple)  # noqa: E731
+    return (
+        jax.tree.map(lambda m: m[0], pairs, is_leaf=is_pair),
+        jax.tree.map(lambda m: m[1], pairs, is_leaf=is_pair),
     )

@@ -226,8 +226,8 @@ def plot_bo_1d(out: Path, cfg: Config, stages=(0, 2, 4, 8)) -> Path:
     plt = pyplot()
     space = Space([Real("x", *DOMAIN_1D)])
     settings = Settings(
-        surrogate="gp-fixed-se", optimizer="random", initial=3, iterations=max(stages),
-        seed=1, maximize=True, num_candidates=cfg.candidates,
+        surrogate="gp-fixed-se", acquisition="ei", optimizer="random", initial=3,
+        iterations=max(stages), seed=1, maximize=True, num_candidates=cfg.candidates,
     )  # fmt: skip
     state = init(space, settings)
     states = {}

@@ -84,6 +84,7 @@ def _settings(cfg: Config, label: str, seed: int, initial: int, iterations: int)
     policy, scaling = POLICY_RUNS[label]
     return Settings(
         surrogate=cfg.surrogate,
+        acquisition="ei",  # the report's; its stopping tolerance is on the EI scale
         initial=initial,
         iterations=iterations,
         seed=seed,

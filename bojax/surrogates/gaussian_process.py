@@ -25,12 +25,15 @@ from bojax.gp import priors
 PyTree = Any
 
 
+METHODS = ("slice", "elliptical", "nuts", "map", "fixed")
+
+
 class GPState(NamedTuple):
     """What a GP surrogate carries between BO iterations (all arrays: it is saved to disk)."""
 
     prior: PyTree  # numpyro distributions shaped like the parameters
-    position: PyTree  # unconstrained hyperparameters where the chain stands
-    widths: jax.Array  # slice bracket widths per coordinate (adapted during burn-in)
+    position: PyTree  # unconstrained hyperparameters where each chain stands (leading axis)
+    widths: jax.Array  # slice bracket widths per chain and coordinate (adapted in burn-in)
     fits: int  # number of completed fits (0: the next fit burns in)
     samples: PyTree | None = None  # constrained hyperparameters, leading axis S
     posteriors: gp.Posterior | None = None  # one conditioned GP per sample
@@ -47,30 +50,40 @@ def _log_posterior(model: gp.GP, prior, data: gp.Data, z) -> jax.Array:
 
 @dataclass(frozen=True)
 class GPSurrogate:
-    """A GP with hyperparameters integrated out by ``slice``/``nuts``, or fixed by ``map``."""
+    """A GP whose hyperparameters are sampled (``slice``, ``elliptical``, ``nuts``), fitted
+    by ``map``, or ``fixed``.
+
+    The samplers run ``chains`` chains side by side (vmapped, one program); each burns in
+    for ``burn_in`` steps on the run's first fit and continues from where it stopped on
+    every later fit, taking ``thin`` steps per kept draw and keeping ``num_samples /
+    chains`` draws. One chain keeping 128 consecutive sweeps is Spearmint's set-up (the
+    reports'); many chains keeping one draw after a few steps each is the engine's
+    (:data:`bojax.surrogates.SURROGATES` ``"gp-slice"``).
+    """
 
     model: gp.GP = field(default_factory=gp.GP)
     method: str = "slice"
-    num_samples: int = 128
-    burn_in: int = 256  # slice sweeps or NUTS warm-up steps on the first fit
+    num_samples: int = 128  # draws kept per fit, over all chains
+    chains: int = 1  # parallel chains (slice, elliptical, NUTS); num_samples is a multiple
+    burn_in: int = 256  # steps per chain on the first fit (slice sweeps, NUTS warm-up)
     warmup_later: int = 64  # NUTS warm-up on later fits (slice needs none)
-    thin: int = 1
+    thin: int = 1  # steps per kept draw
     map_restarts: int = 8  # L-BFGS starts on the first fit: the last position + prior draws
     map_restarts_later: int = 2  # on later fits: the previous optimum + one fresh prior draw
     map_steps: int = 200  # L-BFGS iterations at most, per start
     screen_samples: int = 16  # draws that rank the candidate grid (see screening_draws)
-    prior: Callable[[gp.GP, int], PyTree] = priors.default_prior  # (model, dim) -> prior tree
+    # A named prior set (bojax.gp.priors.PRIOR_SETS) or (model, dim) -> prior tree.
+    prior: str | Callable[[gp.GP, int], PyTree] = "half-cauchy"
     fixed: Callable[[gp.GP, int], PyTree] | None = None  # (model, dim) -> params, for "fixed"
 
     def __post_init__(self) -> None:
-        if self.method not in ("slice", "nuts", "map", "fixed"):
-            raise ValueError(
-                f"method must be 'slice', 'nuts', 'map' or 'fixed', got {self.method!r}"
-            )
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
         if (self.method == "fixed") != (self.fixed is not None):
             raise ValueError("method='fixed' needs fixed=(model, dim) -> params, and only it")
         counts = (
             "num_samples",
+            "chains",
             "thin",
             "map_restarts",
             "map_restarts_later",
@@ -78,10 +91,18 @@ class GPSurrogate:
             "screen_samples",
         )
         for name in counts:
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1")
+            value = getattr(self, name)
+            if not (isinstance(value, int) and value >= 1):
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.burn_in < 0 or self.warmup_later < 0:
             raise ValueError("burn_in and warmup_later must be non-negative")
+        if self.num_samples % self.chains:
+            raise ValueError(
+                f"num_samples ({self.num_samples}) must be a multiple of chains ({self.chains})"
+            )
+        if self.chains > 1 and self.method in ("map", "fixed"):
+            raise ValueError(f"method={self.method!r} has no chains; leave chains at 1")
+        priors.get_prior(self.prior)  # a typed error now for an unknown prior set
 
     @property
     def samples_per_fit(self) -> int:
@@ -89,7 +110,7 @@ class GPSurrogate:
 
     def init(self, dim: int, prior: PyTree | None = None) -> GPState:
         """Fresh state; ``prior`` overrides ``self.prior(model, dim)`` for this run only."""
-        prior = self.prior(self.model, dim) if prior is None else prior
+        prior = priors.get_prior(self.prior)(self.model, dim) if prior is None else prior
         if self.fixed is not None:
             start = self.fixed(self.model, dim)
         else:
@@ -98,13 +119,16 @@ class GPSurrogate:
                 lambda leaf: jnp.full_like(leaf, 0.5) if jnp.ndim(leaf) else leaf, start["kernel"]
             )
         # Strongly typed float64 leaves, like the positions a fit returns: a weak-typed
-        # start would make the second fit compile again.
+        # start would make the second fit compile again. One row per chain; the first fit
+        # spreads the chains out (see _fit).
         position = jax.tree.map(
-            lambda leaf: jnp.asarray(leaf, dtype=jnp.float64),
+            lambda leaf: jnp.broadcast_to(
+                jnp.asarray(leaf, dtype=jnp.float64), (self.chains, *jnp.shape(leaf))
+            ),
             priors.to_unconstrained(prior, start),
         )
-        size = jax.flatten_util.ravel_pytree(position)[0].shape[0]
-        return GPState(prior, position, jnp.ones(size), 0)
+        size = jax.flatten_util.ravel_pytree(jax.tree.map(lambda a: a[0], position))[0].shape[0]
+        return GPState(prior, position, jnp.ones((self.chains, size)), 0)
 
     def fit(self, key: jax.Array, state: GPState, data: gp.Data) -> GPState:
         """Draw hyperparameters given ``data`` and condition one GP per draw."""
@@ -142,12 +166,17 @@ class GPSurrogate:
 
     def configured(self, samples: int | None = None, burn_in: int | None = None) -> GPSurrogate:
         """This surrogate with ``samples`` draws per fit and ``burn_in`` if given (MAP and
-        fixed hyperparameters have neither)."""
+        fixed hyperparameters have neither). ``samples`` draws come from the largest number
+        of chains, at most ``chains``, that divides them (16 chains asked for 10 draws run
+        10 chains; for 20 draws, 10 chains of 2)."""
         if self.method in ("map", "fixed"):
             return self
+        samples = self.num_samples if samples is None else samples
+        chains = max(k for k in range(1, min(self.chains, samples) + 1) if samples % k == 0)
         return replace(
             self,
-            num_samples=self.num_samples if samples is None else samples,
+            num_samples=samples,
+            chains=chains,
             burn_in=self.burn_in if burn_in is None else burn_in,
         )
 
@@ -181,63 +210,119 @@ class GPSurrogate:
     def unpack(self, dim: int, saved: dict[str, Any]) -> GPState:
         template = self.init(dim)
         _, unravel = jax.flatten_util.ravel_pytree(template.position)
+        position = jnp.asarray(saved["position"], dtype=jnp.float64)
+        widths = jnp.asarray(saved["widths"], dtype=jnp.float64)
+        if position.size != template.widths.size or widths.size != template.widths.size:
+            raise ValueError(
+                f"saved chain state holds {position.size} coordinates, this surrogate "
+                f"{template.widths.size} ({self.chains} chain(s))"
+            )
         return template._replace(
-            position=unravel(jnp.asarray(saved["position"], dtype=jnp.float64)),
-            widths=jnp.asarray(saved["widths"], dtype=jnp.float64),
+            position=unravel(position),
+            widths=widths.reshape(template.widths.shape),
             fits=int(saved["fits"]),
         )
 
 
 @partial(jax.jit, static_argnums=(0, 1))
 def _fit(surrogate: GPSurrogate, warmup, key, prior, data, position, widths, first):
-    """One fit; ``first`` (traced) is whether it is the run's first (slice burns in, MAP
+    """One fit; ``first`` (traced) is whether it is the run's first (samplers burn in, MAP
     tries ``map_restarts`` starts); ``warmup`` is the NUTS warm-up length, a compile-time
-    constant because it sets the adaptation's shapes (``None`` for the other methods)."""
+    constant because it sets the adaptation's shapes (``None`` for the other methods).
+    ``position`` and ``widths`` have a leading chain axis."""
     model = surrogate.model
 
     def logdensity(z):
         return _log_posterior(model, prior, data, z)
 
-    if surrogate.method == "slice":
-        chain = inference.slice_chain(
-            key,
-            logdensity,
-            position,
-            surrogate.num_samples,
-            burn_in=surrogate.burn_in,
-            thin=surrogate.thin,
-            widths=widths,
-            burn=first,
-        )
-        widths = chain.tuning
-    elif surrogate.method == "nuts":
-        chain = inference.nuts_chain(
-            key,
-            logdensity,
-            position,
-            surrogate.num_samples,
-            warmup=warmup,
-        )
+    if surrogate.method in ("slice", "elliptical", "nuts"):
+        samples_key, spread_key = jax.random.split(key)
+        chains, draws = surrogate.chains, surrogate.num_samples // surrogate.chains
+        if chains > 1:
+            # On the first fit every chain but the first starts a step away from the default
+            # start, so the chains do not all burn in along one path.
+            noise = jax.tree.map(
+                lambda leaf: jnp.where(
+                    first & (jnp.arange(chains) > 0).reshape(-1, *[1] * (leaf.ndim - 1)),
+                    jax.random.normal(spread_key, leaf.shape),
+                    0.0,
+                ),
+                position,
+            )
+            position = jax.tree.map(lambda p, e: p + 0.5 * e, position, noise)
+            keys = jax.random.split(samples_key, chains)
+        else:
+            keys = key[None]  # one chain: the key as before, so Spearmint runs are unchanged
+        reference = priors.gaussian_reference(prior, jax.tree.map(lambda a: a[0], position))
+        mean, sd = (jax.flatten_util.ravel_pytree(r)[0] for r in reference)
+
+        def one_chain(k, z, w):
+            if surrogate.method == "slice":
+                return inference.slice_chain(
+                    k,
+                    logdensity,
+                    z,
+                    draws,
+                    burn_in=surrogate.burn_in,
+                    thin=surrogate.thin,
+                    widths=w,
+                    burn=first,
+                )
+            if surrogate.method == "elliptical":
+                return inference.elliptical_slice_chain(
+                    k,
+                    logdensity,
+                    z,
+                    draws,
+                    mean=mean,
+                    sd=sd,
+                    burn_in=surrogate.burn_in,
+                    thin=surrogate.thin,
+                    burn=first,
+                )
+            chain = inference.nuts_chain(k, logdensity, z, draws, warmup=warmup)
+            return chain._replace(tuning=w)
+
+        if surrogate.method == "elliptical" and chains >= 4 and chains % 2 == 0:
+            chain = inference.parallel_elliptical_slice(
+                samples_key, logdensity, position, draws, burn_in=surrogate.burn_in,
+                thin=surrogate.thin, burn=first,
+            )  # fmt: skip
+            chain = chain._replace(tuning=widths)
+        else:
+            chain = jax.vmap(one_chain)(keys, position, widths)
+        positions = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), chain.positions)
+        last, widths = jax.tree.map(lambda a: a[:, -1], chain.positions), chain.tuning
+        if surrogate.method == "elliptical":
+            widths = jnp.ones_like(widths)  # elliptical slice keeps no per-chain tuning
+        diagnostics = {
+            "acceptance": jnp.mean(chain.diagnostics["acceptance"]),
+            "divergences": jnp.sum(jnp.asarray(chain.diagnostics["divergences"])),
+            "ess": inference.effective_sample_size(chain.positions, chains=True),
+        }
     elif surrogate.method == "fixed":
-        chain = inference.Chain(jax.tree.map(lambda leaf: leaf[None], position), None, {})
+        positions = jax.tree.map(lambda leaf: leaf[:1], position)
+        last, diagnostics = position, {}
     else:
         # Later fits start from the previous optimum, which moves little as one point
         # arrives, plus fresh prior draws so other modes keep being tried.
+        start = jax.tree.map(lambda a: a[0], position)
         most = max(surrogate.map_restarts, surrogate.map_restarts_later)
         count = jnp.where(first, surrogate.map_restarts, surrogate.map_restarts_later)
-        draws = jax.vmap(lambda k: priors.sample_unconstrained(k, prior, position))(
+        draws = jax.vmap(lambda k: priors.sample_unconstrained(k, prior, start))(
             jax.random.split(key, most - 1)
         )
-        starts = jax.tree.map(lambda p, d: jnp.concatenate([p[None], d]), position, draws)
+        starts = jax.tree.map(lambda p, d: jnp.concatenate([p[None], d]), start, draws)
         chain = inference.map_fit(logdensity, starts, count=count, steps=surrogate.map_steps)
-    samples = jax.vmap(lambda z: priors.to_constrained(prior, z))(chain.positions)
+        positions, last, diagnostics = chain.positions, chain.positions, chain.diagnostics
+    samples = jax.vmap(lambda z: priors.to_constrained(prior, z))(positions)
     posteriors = jax.vmap(gp.posterior, in_axes=(None, 0, None))(model, samples, data)
     diagnostics = {
-        **chain.diagnostics,
+        **diagnostics,
         "cholesky_failures": jnp.sum(~posteriors.ok),
         "max_jitter": jnp.max(posteriors.jitter),
     }
-    return samples, posteriors, chain.last, widths, diagnostics
+    return samples, posteriors, last, widths, diagnostics
 
 
 @partial(jax.jit, static_argnums=0)
