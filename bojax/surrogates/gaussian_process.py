@@ -1,11 +1,12 @@
 """Gaussian-process surrogates (:class:`GPSurrogate`) for the :class:`Surrogate` protocol.
 
 :class:`GPSurrogate` treats the GP's hyperparameters fully Bayesian: ``slice``
-(Spearmint's choice, the ensemble-design and arc-kernel reports), ``nuts``, or ``map``
-(a point estimate, S = 1), or keeps them ``fixed`` at given values (S = 1; the
-architecture-search report's GP, whose alpha, sigma and ell are chosen by hand). The
-slice chain burns in on the first fit only and then continues across BO iterations from
-its last position, so later fits cost only the retained sweeps.
+(Spearmint's choice, the ensemble-design and arc-kernel reports), ``elliptical`` (many
+chains, ``gp-ess``), ``nuts``, or ``map`` (a point estimate, S = 1), or keeps them
+``fixed`` at given values (S = 1; the architecture-search report's GP, whose alpha,
+sigma and ell are chosen by hand). Chains burn in on the first fit only and then
+continue across BO iterations from their last positions, so later fits cost only the
+retained steps.
 """
 
 from __future__ import annotations
@@ -57,8 +58,8 @@ class GPSurrogate:
     for ``burn_in`` steps on the run's first fit and continues from where it stopped on
     every later fit, taking ``thin`` steps per kept draw and keeping ``num_samples /
     chains`` draws. One chain keeping 128 consecutive sweeps is Spearmint's set-up (the
-    reports'); many chains keeping one draw after a few steps each is the engine's
-    (:data:`bojax.surrogates.SURROGATES` ``"gp-slice"``).
+    reports' and the default ``"gp-slice"``); 16 elliptical chains keeping 4 draws each
+    is ``"gp-ess"`` (:data:`bojax.surrogates.SURROGATES`).
     """
 
     model: gp.GP = field(default_factory=gp.GP)
