@@ -18,31 +18,10 @@ should scripts that fit GPs.
 """
 
 import importlib
-import os
 
-
-def _avoid_cpu_scheduler_deadlock() -> None:
-    """Turn off XLA's concurrency-optimised CPU scheduler unless ``XLA_FLAGS`` sets it.
-
-    With it on, a fit of 16 vmapped slice chains (d = 6, n = 60) never returned on this
-    2-core machine, every XLA thread asleep, on every try (jax 0.10.2); pinned to one
-    core, or with this scheduler off, it finished every time (5 of 5), and so did every
-    other fit tried. ``--xla_cpu_multi_thread_eigen=false``, the cure PyAutoFit found for
-    a similar wedge (PyAutoLabs/PyAutoFit#1528), did not help here. XLA reads the flags
-    when its CPU backend starts, so this works whenever bojax is imported before the
-    first JAX computation (docs/design.md).
-    """
-    flag = "xla_cpu_enable_concurrency_optimized_scheduler"
-    flags = os.environ.get("XLA_FLAGS", "")
-    if flag not in flags:
-        os.environ["XLA_FLAGS"] = f"{flags} --{flag}=false".strip()
-
-
-_avoid_cpu_scheduler_deadlock()
-
-from bojax import errors, spaces  # noqa: E402
-from bojax.errors import BojaxError  # noqa: E402
-from bojax.spaces import Condition, Integer, Real, Space  # noqa: E402
+from bojax import errors, spaces
+from bojax.errors import BojaxError
+from bojax.spaces import Condition, Integer, Real, Space
 
 # Loaded on first access, so that ``import bojax`` (and ``bojax --help``, ``bojax
 # problems``) does not pay for JAX, BlackJAX, flax or Dask until they are used.

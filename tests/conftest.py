@@ -9,8 +9,6 @@ import jax
 import pytest
 from hypothesis import settings
 
-import bojax  # noqa: F401  (sets bojax's XLA flags before the first computation)
-
 jax.config.update("jax_enable_x64", True)
 # Tests start driver subprocesses and Dask workers beside this process: on a GPU, each
 # would otherwise claim 75 % of its memory (harmless on CPU).

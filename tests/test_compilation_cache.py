@@ -101,29 +101,3 @@ def test_listing_commands_do_not_load_jax():
     )
     done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
-
-
-@pytest.mark.parametrize(
-    ("given", "expected"),
-    [
-        (None, "--xla_cpu_enable_concurrency_optimized_scheduler=false"),
-        (
-            "--xla_dump_to=/tmp/x",
-            "--xla_dump_to=/tmp/x --xla_cpu_enable_concurrency_optimized_scheduler=false",
-        ),
-        # A user's own choice of the flag is kept as it is.
-        (
-            "--xla_cpu_enable_concurrency_optimized_scheduler=true",
-            "--xla_cpu_enable_concurrency_optimized_scheduler=true",
-        ),
-    ],
-)
-def test_import_turns_off_the_scheduler_that_hung_vmapped_fits(given, expected):
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    if given is not None:
-        env["XLA_FLAGS"] = given
-    out = subprocess.run(
-        [sys.executable, "-c", "import os, bojax; print(os.environ['XLA_FLAGS'])"],
-        env=env, capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    assert out.stdout.strip() == expected

@@ -26,7 +26,7 @@ import math
 from collections.abc import Callable
 
 import jax.numpy as jnp
-from jax.scipy.special import erfcx, logsumexp, ndtr
+from jax.scipy.special import erfc, logsumexp, ndtr
 
 from bojax.errors import UnknownNameError
 
@@ -36,6 +36,28 @@ _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 _SQRT_HALF_PI = math.sqrt(math.pi / 2)
 _ASYMPTOTIC_T = 100.0  # beyond, the 4-term series is exact to ~1e-13 relative
 _MIN_STD = 1e-12  # where sigma is below this, improvement is treated as deterministic
+_ERFCX_SERIES_FROM = 25.0
+
+
+def erfcx(x):
+    """The scaled complementary error function ``exp(x^2) erfc(x)`` for ``x >= 0``.
+
+    Below 25 it is the product itself (``erfc(25) = 8e-274`` is still a normal float);
+    above, the asymptotic series ``(x sqrt(pi))^-1 sum_k (-1)^k (2k - 1)!! / (2 x^2)^k``,
+    whose seventh term is below ``1e-16`` of the first there. Written here rather than
+    taken from ``jax.scipy.special`` (which has it from JAX 0.10 only), so bojax runs on
+    the JAX releases without the batched-LAPACK deadlock (docs/design.md).
+    """
+    series_side = x >= _ERFCX_SERIES_FROM
+    near = jnp.where(series_side, _ERFCX_SERIES_FROM, x)  # each branch differentiable
+    far = jnp.where(series_side, x, _ERFCX_SERIES_FROM)
+    inverse = 1.0 / (2.0 * far**2)
+    series, term = 1.0, 1.0
+    for k in range(1, 7):
+        term = -term * (2 * k - 1) * inverse
+        series = series + term
+    asymptotic = series / (far * math.sqrt(math.pi))
+    return jnp.where(series_side, asymptotic, jnp.exp(near**2) * erfc(near))
 
 
 def _z_and_std(mean, var, best):
