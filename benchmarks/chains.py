@@ -47,7 +47,7 @@ CONFIGS = {
     "elliptical x16, 2 steps": dict(
         method="elliptical", chains=16, num_samples=16, thin=2, burn_in=128
     ),
-    # The engine's gp-slice (bojax.surrogates.SURROGATES): 4 draws per chain, 2 steps apart.
+    # The registry's gp-ess (bojax.surrogates.SURROGATES): 4 draws per chain, 2 steps apart.
     "elliptical x16, 8 steps": dict(
         method="elliptical", chains=16, num_samples=64, thin=2, burn_in=128
     ),

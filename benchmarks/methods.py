@@ -34,6 +34,7 @@ import bojax
 BOJAX_ARMS = {
     # name: (surrogate, acquisition)
     "bojax gp-slice": ("gp-slice", "log_ei"),
+    "bojax gp-ess": ("gp-ess", "log_ei"),
     "bojax gp-hmc": ("gp-hmc", "ei"),
     "bojax gp-map": ("gp-map", "ei"),
     "bojax bnn-hmc": ("bnn-hmc", "lcb"),

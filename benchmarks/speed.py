@@ -6,8 +6,9 @@ Sobol points and asked for the next point; only ``ask`` is timed. Each method is
 as a BO run meets it:
 
 * ``first``: the first iteration of a fresh run at this n, compilation excluded (bojax
-  burns in its chains here: 128 steps of 16 elliptical slice chains for ``gp-slice``,
-  NUTS window adaptation, 1000 BNN sweeps);
+  burns in its chains here: Spearmint's burn-in of one slice chain for ``gp-slice``,
+  128 steps of 16 elliptical slice chains for ``gp-ess``, NUTS window adaptation, 1000
+  BNN sweeps);
 * ``steady``: the median of ``--repeats`` later iterations (bojax continues its chains:
   2 steps of each of 16 chains, NUTS with 64 warm-up steps, 100 BNN sweeps; the peers
   refit from scratch, which is how their loops run);

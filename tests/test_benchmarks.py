@@ -90,3 +90,13 @@ def test_unknown_methods_are_refused_and_missing_peers_skipped(tmp_path, capsys)
     assert methods.available("bojax gp-slice") and methods.available("random")
     botorch_here = importlib.util.find_spec("botorch") is not None
     assert methods.available("BoTorch GP") == botorch_here
+
+
+def test_conditioning_benchmark_times_both_arms_and_they_agree(tmp_path):
+    conditioning = load("conditioning")
+    argv = ["--sizes", "20", "--pending", "3", "--samples", "4", "--repeats", "1"]
+    (row,) = conditioning.main([*argv, "--out", str(tmp_path)])
+    assert row["refactorise_s"] > 0 and row["extend_s"] > 0
+    assert row["max_abs_difference"] < 1e-10
+    saved = json.loads((tmp_path / "conditioning.json").read_text())
+    assert saved["rows"] == [row]

@@ -147,6 +147,51 @@ def test_padded_and_unpadded_agree(kernel, mean):
             np.testing.assert_allclose(u, v, rtol=1e-10, atol=1e-13)
 
 
+@pytest.mark.parametrize("mean", ["zero", "constant", "exploration"])
+def test_extending_the_factor_equals_refactorising(mean):
+    """Padding rows sit between the old and the new block; the predictions, the factor's
+    product and alpha equal those of conditioning on all the data from scratch."""
+    x, y = random_problem(n=19)
+    model = gp.GP(kernel="matern52", mean=mean)
+    params = model.init_params(3, noise=1e-2)
+    old = gp.posterior(model, params, gp.make_data(x[:13], y[:13]))  # 13 rows padded to 16
+    new = gp.make_data(x[13:], y[13:], size=8)
+    extended = gp.extend(model, old, new)
+    assert bool(extended.ok) and extended.factor.shape == (24, 24)
+    again = gp.posterior(model, params, gp.make_data(x, y))
+    x_star = np.random.default_rng(5).uniform(size=(7, 3))
+    for a, b in zip(
+        gp.predict_cov(model, extended, x_star), gp.predict_cov(model, again, x_star), strict=True
+    ):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        gp.log_marginal_likelihood(model, params, extended.data),
+        gp.log_marginal_likelihood(model, params, again.data),
+        rtol=1e-12,
+    )
+    # A NumPy reference of K^{-1} (y - m) on the 19 real rows.
+    live = np.asarray(extended.data.mask)
+    gram = np.asarray(extended.factor @ extended.factor.T)[np.ix_(live, live)]
+    k = np.asarray(gp.kernels.gram(model.kernel, params["kernel"], x, x)) + 1e-2 * np.eye(19)
+    np.testing.assert_allclose(gram, k, rtol=1e-10, atol=1e-12)
+    residual = y - np.asarray(jax.vmap(lambda p: model.mean(params["mean"], p, again.data))(x))
+    np.testing.assert_allclose(
+        np.asarray(extended.alpha)[live], np.linalg.solve(k, residual), rtol=1e-8
+    )
+
+
+def test_an_extension_that_needs_jitter_reports_it():
+    """The same new point twice without noise: the new block climbs the ladder."""
+    x, y = random_problem(n=12)
+    model = gp.GP()
+    params = model.init_params(3, noise=0.0)
+    old = gp.posterior(model, params, gp.make_data(x[:10], y[:10]))
+    assert float(old.jitter) == 0
+    extended = gp.extend(model, old, gp.make_data(x[[10, 10]], y[[10, 10]], size=8))
+    assert bool(extended.ok) and float(extended.jitter) > 0
+    assert np.all(np.isfinite(gp.predict(model, extended, x)[0]))
+
+
 @partial(jax.jit, static_argnums=0)
 def lml_and_grad(model, params, data):
     return jax.value_and_grad(gp.log_marginal_likelihood, argnums=1)(model, params, data)

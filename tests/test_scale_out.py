@@ -59,11 +59,9 @@ def reference_variance(surrogate, state, x, pending, x_star):
 
 
 def test_the_believer_keeps_the_mean_and_shrinks_the_variance_as_the_reference(fitted_map):
-    surrogate, state, x, y, pending, x_star = fitted_map
+    surrogate, state, x, _, pending, x_star = fitted_map
     mean0, _ = surrogate.predict(state, x_star)
-    conditioned, outcomes = surrogate.fantasize(
-        jax.random.key(1), state, x, y, pending, "believer", None
-    )
+    conditioned, outcomes = surrogate.fantasize(jax.random.key(1), state, pending, "believer", None)
     mean, var = surrogate.predictive(conditioned, jnp.asarray(x_star))
     assert mean.shape == (1, 6)
     np.testing.assert_allclose(mean[0], mean0[0], atol=1e-9)
@@ -77,11 +75,9 @@ def test_the_believer_keeps_the_mean_and_shrinks_the_variance_as_the_reference(f
 
 def test_integrated_fantasies_average_back_to_the_posterior(fitted_map):
     """E_y[mu(x* | y_p)] = mu(x*) and Var_y[mu(x* | y_p)] = sigma^2(x*) - sigma^2(x* | X_p)."""
-    surrogate, state, x, y, pending, x_star = fitted_map
+    surrogate, state, x, _, pending, x_star = fitted_map
     mean0, var0 = surrogate.predict(state, x_star)
-    conditioned, _ = surrogate.fantasize(
-        jax.random.key(2), state, x, y, pending, "integrated", 4000
-    )
+    conditioned, _ = surrogate.fantasize(jax.random.key(2), state, pending, "integrated", 4000)
     mean, var = surrogate.predictive(conditioned, jnp.asarray(x_star))
     reference = reference_variance(surrogate, state, x, pending, x_star)
     assert mean.shape == (4000, 6)

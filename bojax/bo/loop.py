@@ -331,7 +331,7 @@ def _conditioned(state: BOState, surrogate: Surrogate, fitted, data, pending, k:
     x, y = data
     if hasattr(surrogate, "fantasize"):
         conditioned, outcomes = surrogate.fantasize(
-            key, fitted, x, y, pending, settings.fantasy, settings.fantasies
+            key, fitted, pending, settings.fantasy, settings.fantasies
         )
         return conditioned, fantasies.incumbents(best, outcomes)
     mean, _ = surrogate.predict(fitted, jnp.asarray(pending))

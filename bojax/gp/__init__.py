@@ -4,7 +4,8 @@
 * :mod:`bojax.gp.means`: prior means (zero, constant, the exploration mean).
 * :mod:`bojax.gp.linalg`: the jitter-ladder Cholesky.
 * :mod:`bojax.gp.core`: padded :class:`Data`, the :class:`GP` model, its posterior, log
-  marginal likelihood and predictive (re-exported here: ``gp.GP``, ``gp.predict``, ...).
+  marginal likelihood, predictive and block extension (re-exported here: ``gp.GP``,
+  ``gp.predict``, ...).
 * :mod:`bojax.gp.priors`: hyperparameter priors and their bijections.
 * :mod:`bojax.gp.fantasies`: conditioning on fantasised outcomes of pending points.
 """
@@ -15,6 +16,7 @@ from bojax.gp.core import (
     Posterior,
     bucket_size,
     condition,
+    extend,
     log_marginal_likelihood,
     make_data,
     posterior,
@@ -28,6 +30,7 @@ __all__ = [
     "Posterior",
     "bucket_size",
     "condition",
+    "extend",
     "log_marginal_likelihood",
     "make_data",
     "posterior",

@@ -120,7 +120,10 @@ class GP:
 
 
 class Posterior(NamedTuple):
-    """Everything a prediction needs: the factorised training covariance and ``alpha``."""
+    """Everything a prediction needs: the factorised training covariance, ``alpha`` and
+    ``L^{-1}``, so that ``v = L^{-1} k(X, x*)`` is a matrix product. Acquisitions predict
+    thousands of times per fit, and on CPU a batched triangular solve took 6x as long as
+    the product (S = 128 GPs, N = 128, 13 points: 13.7 ms against 2.2 ms)."""
 
     params: Params
     data: Data
@@ -128,6 +131,7 @@ class Posterior(NamedTuple):
     alpha: Float[Array, " N"]
     jitter: Float[Array, ""]
     ok: Bool[Array, ""]
+    inverse: Float[Array, "N N"]
 
 
 def _prior_mean(model: GP, params: Params, x, data: Data):
@@ -144,13 +148,26 @@ def _factorise(model: GP, params: Params, data: Data) -> tuple[CholeskyResult, A
     return chol, residual
 
 
+def solved(
+    model: GP, params: Params, data: Data, chol: CholeskyResult, inverse: Array | None = None
+) -> Posterior:
+    """The posterior whose training covariance has the factor ``chol`` (and, if known, its
+    ``inverse``): outputs may change without refactorising, since only ``alpha``'s two
+    triangular solves depend on them."""
+    if inverse is None:
+        eye = jnp.eye(chol.factor.shape[0], dtype=chol.factor.dtype)
+        inverse = solve_triangular(chol.factor, eye, lower=True)
+    residual = jnp.where(data.mask, data.y - _prior_mean(model, params, data.x, data), 0.0)
+    half = solve_triangular(chol.factor, residual, lower=True)
+    alpha = solve_triangular(chol.factor.T, half, lower=False)
+    return Posterior(params, data, chol.factor, alpha, chol.jitter, chol.ok, inverse)
+
+
 @partial(jax.jit, static_argnums=0)
 def posterior(model: GP, params: Params, data: Data) -> Posterior:
     """Condition the GP on ``data``. Never raises: check ``ok`` (or use :func:`condition`)."""
-    chol, residual = _factorise(model, params, data)
-    half = solve_triangular(chol.factor, residual, lower=True)
-    alpha = solve_triangular(chol.factor.T, half, lower=False)
-    return Posterior(params, data, chol.factor, alpha, chol.jitter, chol.ok)
+    chol, _ = _factorise(model, params, data)
+    return solved(model, params, data, chol)
 
 
 def condition(model: GP, params: Params, data: Data) -> Posterior:
@@ -179,8 +196,56 @@ def _cross(model: GP, post: Posterior, x_star):
     k_cross = gram(model.kernel, post.params["kernel"], post.data.x, x_star)
     k_cross = k_cross * post.data.mask[:, None].astype(k_cross.dtype)
     mean = _prior_mean(model, post.params, x_star, post.data) + k_cross.T @ post.alpha
-    v = solve_triangular(post.factor, k_cross, lower=True)
-    return mean, v
+    return mean, post.inverse @ k_cross
+
+
+def joined(data: Data, new: Data) -> Data:
+    """``data`` followed by ``new`` (padding rows may sit between them: masks decouple them)."""
+    new = new._replace(y=jnp.where(new.mask, new.y, 0.0))
+    return Data(*(jnp.concatenate([a, b]) for a, b in zip(data, new, strict=True)))
+
+
+def extension(model: GP, post: Posterior, new_x, new_mask) -> tuple[Array, CholeskyResult, Array]:
+    """The factor of the training covariance with the rows ``new_x`` appended (``new_mask``
+    False on padding), from the existing factor ``L`` by one block:
+
+        [[K11, K12], [K21, K22]] = [[L, 0], [V^T, L22]] [[L, 0], [V^T, L22]]^T,
+        V = L^{-1} K12,   L22 = chol(K22 - V^T V),
+
+    ``O(n^2 p + p^3)`` instead of the ``O((n + p)^3)`` of refactorising (the block form
+    of the Cholesky factorisation; Osborne's 2010 thesis uses it for sequential GP
+    updates). ``K22 - V^T V`` is the predictive covariance of noisy outputs at ``new_x``,
+    so its factor is also what draws joint outcomes there (``factor[n:, n:]``). Returns
+    the predictive mean at ``new_x``, the joint factor and its inverse
+    ``[[L^{-1}, 0], [-L22^{-1} V^T L^{-1}, L22^{-1}]]``; the new block gets its own jitter
+    rung, and ``ok`` holds if both blocks did.
+    """
+    mean, v = _cross(model, post, new_x)
+    live = new_mask.astype(v.dtype)
+    params = post.params
+    cov = gram(model.kernel, params["kernel"], new_x, new_x) - v.T @ v
+    noisy = cov * live[:, None] * live[None, :] + jnp.diag(params["noise"] * live + (1.0 - live))
+    block = jittered_cholesky(noisy, live, model.ladder)
+    n, p = post.factor.shape[0], new_x.shape[0]
+    zeros, lower = jnp.zeros((n, p), v.dtype), (v * live).T
+    factor = jnp.block([[post.factor, zeros], [lower, block.factor]])
+    block_inverse = solve_triangular(block.factor, jnp.eye(p, dtype=v.dtype), lower=True)
+    inverse = jnp.block(
+        [[post.inverse, zeros], [-block_inverse @ lower @ post.inverse, block_inverse]]
+    )
+    jitter = jnp.maximum(post.jitter, block.jitter)
+    return mean, CholeskyResult(factor, jitter, post.ok & block.ok), inverse
+
+
+@partial(jax.jit, static_argnums=0)
+def extend(model: GP, post: Posterior, new: Data) -> Posterior:
+    """``post`` conditioned on the observations ``new`` as well, with the same
+    hyperparameters, by extending its Cholesky factor (:func:`extension`) rather than
+    refactorising: for pending points, fantasies and observations that arrive before the
+    next hyperparameter fit. Equals :func:`posterior` on the joined data (when neither
+    needed jitter) up to rounding."""
+    _, chol, inverse = extension(model, post, new.x, new.mask)
+    return solved(model, post.params, joined(post.data, new), chol, inverse)
 
 
 @partial(jax.jit, static_argnums=0)

@@ -20,8 +20,8 @@ Each fantasy's incumbent is the best of the real outputs and its own fantasised 
 improvement (Ginsbourger et al. 2010).
 
 The hyperparameter samples themselves come from the real data only, as in Spearmint.
-Pending rows join the padded data set (their own bucket of sizes), so a BO run with a
-steady number of workers compiles this once per bucket.
+Pending rows are padded to their own small bucket and appended after the real data's,
+so a BO run with a steady number of workers compiles this once per pair of buckets.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from bojax.gp import core
-from bojax.gp.linalg import jittered_cholesky
 
 STRATEGIES = ("integrated", "believer")
 DEFAULT_TOTAL = 128  # integrated: at least this many conditioned GPs (S J) in all
@@ -49,50 +48,49 @@ def per_sample(strategy: str, samples: int, fantasies: int | None) -> int:
     return fantasies if fantasies is not None else max(1, math.ceil(DEFAULT_TOTAL / samples))
 
 
-def augmented_data(x, y, pending) -> tuple[core.Data, jax.Array, jax.Array]:
-    """Real data with the pending inputs appended (outputs 0 until fantasised), the pending
-    inputs padded to a small bucket, and the rows they occupy (padding rows point past the
-    end, so scatters drop them)."""
-    x, pending = np.asarray(x, np.float64), np.asarray(pending, np.float64)
-    n, p = len(x), len(pending)
-    data = core.make_data(np.concatenate([x, pending]), np.concatenate([y, np.zeros(p)]))
+def pending_data(pending) -> core.Data:
+    """Pending unit points padded to a small bucket (outputs 0 until fantasised)."""
+    pending = np.asarray(pending, np.float64)
+    p = len(pending)
     size = core.bucket_size(p, minimum=8)
-    padded = np.concatenate([pending, np.zeros((size - p, x.shape[1]))])
-    rows = np.where(np.arange(size) < p, n + np.arange(size), data.y.shape[0])
-    return data, jnp.asarray(padded), jnp.asarray(rows)
+    return core.Data(
+        x=jnp.asarray(np.concatenate([pending, np.zeros((size - p, pending.shape[1]))])),
+        y=jnp.zeros(size),
+        mask=jnp.asarray(np.arange(size) < p),
+    )
 
 
 @partial(jax.jit, static_argnums=(0, 1, 2))
 def fantasize(
-    model: core.GP, strategy: str, num: int, key, posteriors: core.Posterior, data, pending, rows
+    model: core.GP, strategy: str, num: int, key, posteriors: core.Posterior, pending: core.Data
 ) -> tuple[core.Posterior, jax.Array]:
     """GPs conditioned on real data plus fantasised pending outcomes, sample axis ``S num``,
     and the outcomes ``(S num, P')`` (``+inf`` on padding).
 
-    ``posteriors`` are the S GPs conditioned on the real data; ``data``, ``pending`` and
-    ``rows`` come from :func:`augmented_data`. Fantasies are drawn as noisy observations
-    (the real outputs are noisy too), so the noise variance ``s2_s`` enters their spread.
+    ``posteriors`` are the S GPs conditioned on the real data; ``pending`` comes from
+    :func:`pending_data`. Each GP's factor is extended by the pending block once
+    (:func:`bojax.gp.core.extension`), not refactorised: the block is the factor of the
+    noisy predictive covariance at the pending points, which also draws the fantasies, as
+    noisy observations (the real outputs are noisy too, so ``s2_s`` enters their spread).
+    Each fantasy then costs two triangular solves.
     """
-    live = (rows < data.y.shape[0]).astype(data.y.dtype)
+    live = pending.mask
     samples = posteriors.params["noise"].shape[0]
+    size = posteriors.factor.shape[-1]
 
     def one_sample(key, post):
-        mean, cov = core.predict_cov(model, post, pending)
+        mean, chol, inverse = core.extension(model, post, pending.x, live)
         if strategy == "believer":
             outcomes = mean[None]
         else:
-            noisy = cov * live[:, None] * live[None, :] + jnp.diag(
-                post.params["noise"] * live + (1.0 - live)
-            )
-            factor = jittered_cholesky(noisy, live, model.ladder).factor
-            eps = jax.random.normal(key, (num, pending.shape[0]), dtype=mean.dtype)
-            outcomes = mean[None] + eps @ factor.T
+            eps = jax.random.normal(key, (num, pending.x.shape[0]), dtype=mean.dtype)
+            outcomes = mean[None] + eps @ chol.factor[size:, size:].T
 
         def condition(outcome):
-            y = data.y.at[rows].set(outcome, mode="drop")
-            return core.posterior(model, post.params, data._replace(y=y))
+            data = core.joined(post.data, pending._replace(y=outcome))
+            return core.solved(model, post.params, data, chol, inverse)
 
-        return jax.vmap(condition)(outcomes), jnp.where(live > 0, outcomes, jnp.inf)
+        return jax.vmap(condition)(outcomes), jnp.where(live, outcomes, jnp.inf)
 
     conditioned = jax.vmap(one_sample)(jax.random.split(key, samples), posteriors)
     return jax.tree.map(lambda a: a.reshape((-1, *a.shape[2:])), conditioned)

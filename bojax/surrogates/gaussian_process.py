@@ -197,15 +197,13 @@ class GPSurrogate:
         }
 
     def fantasize(
-        self, key, state: GPState, x, y, pending, strategy: str, fantasies: int | None
+        self, key, state: GPState, pending, strategy: str, fantasies: int | None
     ) -> tuple[gp.Posterior, jax.Array]:
         """The conditioned GPs with ``pending`` unit points given fantasy outcomes, and
-        those outcomes (see :mod:`bojax.gp.fantasies`); ``x, y`` are the real data the state
-        was fitted to."""
+        those outcomes (see :mod:`bojax.gp.fantasies`)."""
         num = fantasy.per_sample(strategy, self.samples_per_fit, fantasies)
-        data, padded, rows = fantasy.augmented_data(x, y, pending)
         return fantasy.fantasize(
-            self.model, strategy, num, key, self.conditioned(state), data, padded, rows
+            self.model, strategy, num, key, self.conditioned(state), fantasy.pending_data(pending)
         )
 
     def unpack(self, dim: int, saved: dict[str, Any]) -> GPState:
