@@ -18,6 +18,22 @@ should scripts that fit GPs.
 """
 
 import importlib
+import os
+
+# JAX 0.9's CPU loader logs an ERROR and a WARNING (3 KB) for every program it reads back
+# from the persistent compilation cache, over two tuning pseudo-features
+# ("+prefer-no-gather") it cannot find in the host's list: some 60 of them on a second
+# `bojax optimize`. XLA reads its log level when jaxlib loads, so it is set here, before
+# any JAX import, unless the user chose one or turned bojax's cache off. Errors that
+# matter still reach Python as exceptions.
+if os.environ.get("BOJAX_COMPILATION_CACHE", "on").strip().lower() not in (
+    "",
+    "0",
+    "off",
+    "false",
+    "no",
+):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from bojax import errors, spaces
 from bojax.errors import BojaxError
