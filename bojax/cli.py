@@ -17,6 +17,15 @@ app = typer.Typer(
 )
 
 
+# The registries' names, spelled out so that help texts need no JAX import (a test keeps
+# them equal to bojax.surrogates.SURROGATES and bojax.bo.acquisition.ACQUISITIONS).
+SURROGATE_NAMES = (
+    "gp-slice", "gp-ess", "gp-hmc", "gp-map", "gp-slice-exploration", "gp-slice-arc",
+    "gp-slice-filled", "gp-map-se", "gp-fixed-se", "gp-slice-se", "bnn-hmc",
+)  # fmt: skip
+ACQUISITION_NAMES = ("log_ei", "ei", "pi", "lcb", "max_variance")
+
+
 def _start_jax() -> None:
     """What every command that computes does first (listing commands skip JAX's import)."""
     import jax
@@ -111,11 +120,22 @@ def _print_ensemble_summary(console: Console, summary: dict, out: Path) -> None:
 
 @app.command()
 def optimize(
-    problem: Annotated[str, typer.Argument(help="a built-in problem (see `bojax problems`)")],
-    surrogate: Annotated[str, typer.Option(help="gp-slice, gp-hmc or gp-map")] = "gp-slice",
-    acquisition: Annotated[
-        str, typer.Option(help="log_ei, ei, pi, lcb or max_variance")
-    ] = "log_ei",
+    problem: Annotated[
+        str,
+        typer.Argument(
+            help="a built-in problem (see `bojax problems`), or your objective as "
+            "module:function or path/to/file.py:function (then --space is required)"
+        ),
+    ],
+    space: Annotated[
+        Path | None,
+        typer.Option(help="TOML or JSON file of your objective's parameters (see README)"),
+    ] = None,
+    maximize: Annotated[
+        bool, typer.Option("--maximize", help="your objective is to be maximised")
+    ] = False,
+    surrogate: Annotated[str, typer.Option(help=", ".join(SURROGATE_NAMES))] = "gp-slice",
+    acquisition: Annotated[str, typer.Option(help=", ".join(ACQUISITION_NAMES))] = "log_ei",
     optimizer: Annotated[
         str, typer.Option(help="acquisition optimiser: sobol or random")
     ] = "sobol",
@@ -141,33 +161,34 @@ def optimize(
         int, typer.Option(min=0, help="resubmissions of an evaluation a worker lost")
     ] = 1,
 ) -> None:
-    """Run BO on a built-in problem, journalling every evaluation to --out; with --workers
-    or --scheduler, evaluations run in parallel on Dask, refilled as each finishes."""
+    """Run BO on a built-in problem or your own objective, journalling every evaluation to
+    --out; with --workers or --scheduler, evaluations run in parallel on Dask, refilled as
+    each finishes. Your objective takes a dict of the space's parameters and returns a
+    number; one that raises or returns NaN or inf is journalled as a failed evaluation."""
     import contextlib
 
     _start_jax()
     from bojax.bo import cluster
     from bojax.bo.driver import minimize
     from bojax.errors import BojaxError
-    from bojax.objectives.problems import get_problem
 
     console = Console()
     try:
-        spec = get_problem(problem)
+        objective, search_space, goal, optimum = _objective_and_space(problem, space, maximize)
         parallel = workers is not None or scheduler is not None
         with (
             cluster.connect(workers, scheduler) if parallel else contextlib.nullcontext()
         ) as client:
             result = minimize(
-                spec,
-                spec.space,
+                objective,
+                search_space,
                 surrogate=surrogate,
                 acquisition=acquisition,
                 optimizer=optimizer,
                 iterations=iterations,
                 initial=initial,
                 seed=seed,
-                maximize=spec.maximize,
+                maximize=goal,
                 num_candidates=candidates,
                 fantasy=fantasy,
                 executor=client,
@@ -180,14 +201,38 @@ def optimize(
         console.print(f"[bold red]error:[/bold red] {error}")
         raise typer.Exit(code=1) from None
     where = ", ".join(f"{k}={v:.6g}" for k, v in result.best_point.items())
+    known = "" if optimum is None else f"optimum {optimum:.6g}; "
     console.print(
-        f"best {result.best_value:.6g} at {where}  (optimum {spec.optimum:.6g}; "
+        f"best {result.best_value:.6g} at {where}  ({known}"
         f"{result.evaluations} evaluations, {result.failures} failed, {result.seconds:.1f} s)"
     )
     if result.stopped:
         console.print(f"stopped early: {result.stopped}")
     if out is not None:
         console.print(f"journal: {out / 'journal.jsonl'}")
+
+
+def _objective_and_space(problem: str, space: Path | None, maximize: bool):
+    """(objective, space, maximise?, known optimum or None) for a built-in problem or a
+    ``module:function`` reference with its space file; typed errors before any run."""
+    from bojax.errors import SettingsError
+    from bojax.spaces import load_space
+    from bojax.user_code import is_reference, load_objective
+
+    if not is_reference(problem):
+        from bojax.objectives.problems import get_problem
+
+        if space is not None or maximize:
+            raise SettingsError(
+                f"{problem!r} is a built-in problem with its own space and goal; "
+                "--space and --maximize are for your own objective (module:function)"
+            )
+        spec = get_problem(problem)
+        return spec, spec.space, spec.maximize, spec.optimum
+    if space is None:
+        raise SettingsError(f"{problem}: your own objective needs --space FILE (TOML or JSON)")
+    search_space = load_space(space)  # the cheaper check first
+    return load_objective(problem), search_space, maximize, None
 
 
 @app.command()

@@ -61,6 +61,10 @@ class UnknownNameError(BojaxError, LookupError):
         super().__init__(f"unknown {kind} {name!r}; known: {', '.join(sorted(known))}")
 
 
+class ObjectiveReferenceError(BojaxError, LookupError):
+    """``module:function`` or ``file.py:function`` does not name a callable objective."""
+
+
 class DataError(BojaxError, ValueError):
     """Observations are unusable: empty, mis-shaped, or not finite."""
 

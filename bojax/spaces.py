@@ -33,6 +33,7 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -454,6 +455,89 @@ class Space:
             return cls([_KINDS[s.pop("type")](**s) for s in specs])
         except (KeyError, TypeError) as error:
             raise SpaceDefinitionError(f"not a serialised space: {error}") from error
+
+
+def load_space(path: str | Path) -> Space:
+    """A :class:`Space` from a TOML or JSON file (chosen by the suffix ``.toml``/``.json``).
+
+    Each top-level table is a parameter, in file order, with ``type`` (``real`` or
+    ``integer``), ``low``, ``high`` and optionally ``log`` and ``condition`` (``[parent,
+    op, value]``)::
+
+        [lr]
+        type = "real"
+        low = 1e-4
+        high = 0.1
+        log = true
+
+        [layers]
+        type = "integer"
+        low = 1
+        high = 4
+
+        [units_3]
+        type = "integer"
+        low = 8
+        high = 256
+        condition = ["layers", ">=", 3]
+
+    A file holding ``{"parameters": [...]}`` (what :meth:`Space.to_dict` writes, as in a
+    run's journal) loads too. Raises :class:`SpaceDefinitionError` naming the file for a
+    missing or unreadable file, a syntax error or a bad parameter.
+    """
+    import json
+    import tomllib
+
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".toml", ".json"):
+        raise SpaceDefinitionError(f"{path}: a space file ends in .toml or .json")
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise SpaceDefinitionError(f"{path}: cannot read the space file ({error})") from error
+    try:
+        data = tomllib.loads(text) if suffix == ".toml" else json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as error:
+        raise SpaceDefinitionError(f"{path}: not valid {suffix[1:].upper()}: {error}") from error
+    if not isinstance(data, dict) or not data:
+        raise SpaceDefinitionError(f"{path}: no parameters (expected one table per parameter)")
+    try:
+        if isinstance(data.get("parameters"), list):
+            return Space.from_dict(data)
+        specs = []
+        for name, spec in data.items():
+            if not isinstance(spec, dict):
+                raise SpaceDefinitionError(
+                    f"parameter {name!r}: expected a table with type, low and high"
+                )
+            spec = dict(spec)
+            kind = spec.pop("type", None)
+            if kind not in _KINDS:
+                raise SpaceDefinitionError(
+                    f"parameter {name!r}: type must be one of {sorted(_KINDS)}, got {kind!r}"
+                )
+            unknown = set(spec) - {"low", "high", "log", "condition"}
+            if unknown or not {"low", "high"} <= set(spec):
+                raise SpaceDefinitionError(
+                    f"parameter {name!r}: needs low and high, may have log and condition"
+                    + (f"; unknown keys {sorted(unknown)}" if unknown else "")
+                )
+            if not isinstance(spec.get("log", False), bool):
+                raise SpaceDefinitionError(
+                    f"parameter {name!r}: log is true or false, got {spec['log']!r}"
+                )
+            if "condition" in spec and not (
+                isinstance(spec["condition"], list) and len(spec["condition"]) == 3
+            ):
+                raise SpaceDefinitionError(
+                    f"parameter {name!r}: condition is [parent, op, value], "
+                    f"got {spec['condition']!r}"
+                )
+            specs.append(_KINDS[kind](name, **spec))
+        return Space(specs)
+    except SpaceDefinitionError as error:
+        raise SpaceDefinitionError(f"{path}: {error}") from error
 
 
 def repeated_mask(

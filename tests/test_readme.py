@@ -1,10 +1,14 @@
 """The README's Python examples run as written."""
 
+import json
 import re
+import shlex
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from bojax.cli import app
 from bojax.gp import kernels
 
 README = Path(__file__).parent.parent / "README.md"
@@ -24,3 +28,31 @@ def test_readme_block_runs(index):
             exec(compile(block, f"README block {index}", "exec"), namespace)
     finally:
         kernels.KERNELS.pop("rq", None)
+
+
+def named_block(filename: str) -> str:
+    """The README's fenced block whose first line is ``# filename``."""
+    for body in re.findall(r"```\w*\n(.*?)```", README.read_text(), flags=re.DOTALL):
+        if body.startswith(f"# {filename}\n"):
+            return body
+    raise AssertionError(f"no README block starts with '# {filename}'")
+
+
+@pytest.mark.slow
+def test_readme_own_objective_command_runs_on_its_files(tmp_path, monkeypatch):
+    """The section's train.py and space.toml, and its command with a smaller budget."""
+    for name in ("train.py", "space.toml"):
+        (tmp_path / name).write_text(named_block(name))
+    (command,) = [
+        line
+        for line in README.read_text().splitlines()
+        if line.startswith("uv run bojax optimize train.py")
+    ]
+    monkeypatch.chdir(tmp_path)
+    quick = ["--iterations", "3", "--initial", "3", "--surrogate", "gp-map"]
+    result = CliRunner().invoke(app, [*shlex.split(command)[3:], *quick])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (tmp_path / "my-run" / "journal.jsonl").open()]
+    assert len(rows) == 6 and all(r["status"] == "ok" for r in rows)
+    # The condition holds: units_2 is passed exactly when there are two layers or more.
+    assert all(("units_2" in r["x"]) == (r["x"]["layers"] >= 2) for r in rows)

@@ -1,0 +1,94 @@
+"""A researcher's own objective, named on the command line.
+
+``load_objective("my_package.train:objective")`` imports ``my_package.train`` and returns
+its ``objective``; ``load_objective("experiments/train.py:objective")`` loads the file
+instead (its folder goes on ``sys.path`` first, so its own imports of neighbouring files
+work). The part after the colon may be a dotted path (``module:Trainer.evaluate``).
+Anything wrong (no colon, a missing file or module, a module that fails to import, a
+missing or non-callable attribute) is an :class:`~bojax.errors.ObjectiveReferenceError`
+raised before any evaluation runs.
+
+An objective loaded from a file is pickled by value, so Dask workers that cannot import
+the file still receive it (``cloudpickle.register_pickle_by_value``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from bojax.errors import ObjectiveReferenceError
+
+
+def _module_from_file(path: Path):
+    if not path.is_file():
+        raise ObjectiveReferenceError(f"no such file: {path}")
+    name = f"bojax_user_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ObjectiveReferenceError(f"cannot load {path} as Python")
+    module = importlib.util.module_from_spec(spec)
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        del sys.modules[name]
+        raise ObjectiveReferenceError(
+            f"importing {path} failed: {type(error).__name__}: {error}"
+        ) from error
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(module)
+    return module
+
+
+def _module_by_name(name: str):
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        if error.name is not None and name.startswith(error.name):
+            raise ObjectiveReferenceError(
+                f"no module named {name!r} (is its package installed, or on PYTHONPATH?)"
+            ) from error
+        raise ObjectiveReferenceError(f"importing {name} failed: {error}") from error
+    except Exception as error:
+        raise ObjectiveReferenceError(
+            f"importing {name} failed: {type(error).__name__}: {error}"
+        ) from error
+
+
+def is_reference(text: str) -> bool:
+    """Whether ``text`` looks like ``module:function`` rather than a built-in problem name."""
+    return ":" in text
+
+
+def load_objective(reference: str) -> Callable:
+    """The callable that ``module:attribute`` or ``path/to/file.py:attribute`` names."""
+    where, _, attribute = reference.rpartition(":")
+    if not where or not attribute:
+        raise ObjectiveReferenceError(
+            f"{reference!r}: expected module:function or path/to/file.py:function"
+        )
+    is_file = where.endswith(".py") or "/" in where or "\\" in where
+    module = _module_from_file(Path(where)) if is_file else _module_by_name(where)
+    target = module
+    for part in attribute.split("."):
+        if not hasattr(target, part):
+            public = sorted(
+                n for n, v in vars(module).items() if callable(v) and not n.startswith("_")
+            )
+            raise ObjectiveReferenceError(
+                f"{where} has no {attribute!r}; its callables: {', '.join(public) or 'none'}"
+            )
+        target = getattr(target, part)
+    if not callable(target):
+        raise ObjectiveReferenceError(
+            f"{reference}: is a {type(target).__name__}, not a function of a point"
+        )
+    return target
