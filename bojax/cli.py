@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -233,6 +233,92 @@ def _objective_and_space(problem: str, space: Path | None, maximize: bool):
         raise SettingsError(f"{problem}: your own objective needs --space FILE (TOML or JSON)")
     search_space = load_space(space)  # the cheaper check first
     return load_objective(problem), search_space, maximize, None
+
+
+def _format_value(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+@app.command()
+def show(
+    run: Annotated[Path, typer.Argument(help="a run folder (--out of optimize, or a report's)")],
+    last: Annotated[
+        int | None, typer.Option(min=1, help="only the last N evaluations [all]")
+    ] = None,
+) -> None:
+    """Print a run while it runs or after: settings, space, every evaluation with the best
+    so far, failures, the best point and the sampler's diagnostics. Reads only."""
+    from bojax.bo.runs import load_run
+    from bojax.errors import BojaxError
+
+    console = Console()
+    try:
+        record = load_run(run)
+    except BojaxError as error:
+        console.print(f"[bold red]error:[/bold red] {error}")
+        raise typer.Exit(code=1) from None
+    settings = record.settings
+    if record.finished:
+        stopped = record.summary.get("stopped")
+        status = "finished" + (f" (stopped early: {stopped})" if stopped else "")
+    else:
+        status = f"running or interrupted, {len(record.pending)} evaluation(s) in flight"
+    console.print(f"[bold]{run}[/bold]: {status}")
+    console.print(
+        "settings: " + ", ".join(f"{k}={_format_value(v)}" for k, v in settings.items()),
+        highlight=False,
+    )
+    for p in record.space.parameters:
+        kind = type(p).__name__.lower()
+        extra = (" log" if p.log else "") + (f" if {p.condition}" if p.condition else "")
+        console.print(f"  {p.name}: {kind} [{p.low}, {p.high}]{extra}", highlight=False)
+
+    names = record.space.names
+    wide = len(names) > 5  # many parameters: one column of name=value pairs
+    table = Table(title=f"{len(record.records)} evaluations ({len(record.failures)} failed)")
+    for column in ("#", "phase", *(["point"] if wide else names), "y", "best so far", "s"):
+        table.add_column(column, justify="left" if column in ("phase", "point") else "right")
+    for column in ("acquisition", "ess"):
+        table.add_column(column, justify="right")
+    best_so_far = record.best_so_far()
+    start = 0 if last is None else max(0, len(record.records) - last)
+    for entry, best in zip(record.records[start:], best_so_far[start:], strict=True):
+        point = entry["x"]
+        values = (
+            [", ".join(f"{k}={_format_value(v)}" for k, v in point.items())]
+            if wide
+            else [_format_value(point[n]) if n in point else "-" for n in names]
+        )
+        y = _format_value(entry["y"]) if entry["status"] == "ok" else "[red]failed[/red]"
+        diagnostics = entry.get("diagnostics", {})
+        table.add_row(
+            str(entry["iteration"]),
+            entry["phase"],
+            *values,
+            y,
+            _format_value(best),
+            f"{entry['seconds']:.2f}",
+            *(_format_value(diagnostics[k]) if k in diagnostics else "-" for k in (
+                "acquisition_value", "ess"
+            )),
+        )  # fmt: skip
+    console.print(table)
+    for entry in record.failures:
+        console.print(f"  failed at #{entry['iteration']}: {entry['error']}", highlight=False)
+    best = record.best()
+    if best is not None:
+        where = ", ".join(f"{k}={_format_value(v)}" for k, v in best["x"].items())
+        goal = "max" if record.maximize else "min"
+        console.print(
+            f"best ({goal}) {best['y']:.6g} at {where} (evaluation #{best['iteration']})",
+            highlight=False,
+        )
+    if record.sampler is not None:
+        console.print(
+            f"sampler: chain state kept for iteration {record.sampler.get('iteration')} "
+            f"after {record.sampler.get('fits', '?')} fits",
+            highlight=False,
+        )
 
 
 @app.command()

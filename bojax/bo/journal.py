@@ -82,8 +82,9 @@ class Journal:
                 )
 
     # -- records ---------------------------------------------------------------------
-    def read(self) -> list[dict[str, Any]]:
-        """All complete records; drops (and truncates away) a torn last line."""
+    def read(self, repair: bool = True) -> list[dict[str, Any]]:
+        """All complete records; drops a torn last line, and truncates it away when
+        ``repair`` (a resuming run does; a reader beside a live run must not)."""
         if not self.records_path.exists():
             return []
         raw = self.records_path.read_bytes()
@@ -101,7 +102,7 @@ class Journal:
                     f"{len(records)})"
                 )
             records.append(record)
-        if tail:
+        if tail and repair:
             # A kill during the write of the last record: that evaluation is not finished.
             with open(self.records_path, "r+b") as handle:
                 handle.truncate(len(raw) - len(tail))

@@ -1,0 +1,85 @@
+"""A run folder as data, read-only: what ``bojax show`` (and ``bojax plot``) read.
+
+``load_run(folder)`` reads ``run.json``, ``journal.jsonl``, ``pending.json``,
+``sampler.json`` and ``summary.json`` (see :mod:`bojax.bo.journal`) without writing
+anything, so it is safe beside a run that is still going: a half-written last record is
+skipped, not truncated. A folder without ``run.json`` or with a corrupt record is a
+:class:`~bojax.errors.JournalError`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bojax.bo.journal import Journal
+from bojax.errors import JournalError
+from bojax.spaces import Space
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run's records. ``records`` are in finishing order, ``maximize`` from settings."""
+
+    folder: Path
+    space: Space
+    settings: dict[str, Any]
+    records: list[dict[str, Any]]
+    pending: list[dict[str, Any]]
+    sampler: dict[str, Any] | None
+    summary: dict[str, Any] | None
+
+    @property
+    def maximize(self) -> bool:
+        return bool(self.settings.get("maximize", False))
+
+    @property
+    def finished(self) -> bool:
+        return self.summary is not None
+
+    @property
+    def failures(self) -> list[dict[str, Any]]:
+        return [r for r in self.records if r["status"] != "ok"]
+
+    def best_so_far(self) -> list[float]:
+        """The best value after each record (NaN until the first success)."""
+        best, out = math.nan, []
+        better = max if self.maximize else min
+        for record in self.records:
+            if record["status"] == "ok":
+                best = record["y"] if math.isnan(best) else better(best, record["y"])
+            out.append(best)
+        return out
+
+    def best(self) -> dict[str, Any] | None:
+        """The best successful record, or None."""
+        ok = [r for r in self.records if r["status"] == "ok"]
+        if not ok:
+            return None
+        return (max if self.maximize else min)(ok, key=lambda r: r["y"])
+
+
+def load_run(folder: str | Path) -> Run:
+    journal = Journal(folder)
+    try:
+        header = json.loads(journal.header_path.read_text())
+    except FileNotFoundError:
+        raise JournalError(f"{journal.folder} holds no run (no run.json)") from None
+    except json.JSONDecodeError as error:
+        raise JournalError(f"{journal.header_path} is corrupt: {error}") from None
+    try:
+        summary = json.loads(journal.summary_path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        summary = None  # still running, interrupted, or caught mid-write
+    return Run(
+        folder=journal.folder,
+        space=Space.from_dict(header["space"]),
+        settings=dict(header.get("settings", {})),
+        records=journal.read(repair=False),
+        pending=journal.load_pending(),
+        sampler=journal.load_sampler(),
+        summary=summary,
+    )

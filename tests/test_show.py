@@ -1,0 +1,86 @@
+"""`bojax show`: a run folder printed read-only, beside a live run or after it."""
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bojax.bo.journal import Journal
+from bojax.bo.runs import load_run
+from bojax.cli import app
+from bojax.spaces import Integer, Real, Space
+
+runner = CliRunner()
+SPACE = Space([Real("lr", 1e-4, 0.1, log=True), Integer("layers", 1, 3)])
+
+
+def record(n, y, phase="bo", error=None):
+    return {
+        "iteration": n,
+        "proposal": n,
+        "phase": phase,
+        "x": {"lr": 10.0 ** -(n + 1), "layers": 1 + n % 3},
+        "u": [0.5, 0.5],
+        "y": None if error else y,
+        "status": "failed" if error else "ok",
+        "error": error,
+        "seconds": 0.5,
+        "diagnostics": {"acquisition_value": -1.5, "ess": 40.0} if phase == "bo" else {},
+    }
+
+
+def live_run(folder: Path, maximize=False) -> Path:
+    journal = Journal(folder)
+    settings = {"surrogate": "gp-slice", "acquisition": "log_ei", "maximize": maximize}
+    journal.start({"space": SPACE.to_dict(), "settings": settings})
+    for n, y in enumerate([3.0, 1.0, 2.0]):
+        journal.append(record(n, y, phase="initial"))
+    journal.append(record(3, None, error="RuntimeError: training diverged"))
+    journal.append(record(4, 0.5))
+    journal.save_pending([{"proposal": 5, "u": [0.1, 0.2], "x": {}, "info": {}}])
+    with open(journal.records_path, "a") as handle:
+        handle.write('{"iteration": 5, "propos')  # the run is writing its next record
+    return folder
+
+
+def test_show_prints_a_live_run_without_touching_its_files(tmp_path):
+    folder = live_run(tmp_path / "run")
+    before = (folder / "journal.jsonl").read_bytes()
+    result = runner.invoke(app, ["show", str(folder)], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    text = result.output
+    assert "running or interrupted, 1 evaluation(s) in flight" in text
+    assert "5 evaluations (1 failed)" in text
+    assert "failed at #3: RuntimeError: training diverged" in text
+    assert "best (min) 0.5 at lr=1e-05, layers=2 (evaluation #4)" in text
+    assert (folder / "journal.jsonl").read_bytes() == before  # the torn line is the run's
+
+
+def test_best_so_far_follows_the_goal_and_skips_failures(tmp_path):
+    run = load_run(live_run(tmp_path / "min"))
+    assert run.best_so_far() == [3.0, 1.0, 1.0, 1.0, 0.5]
+    run = load_run(live_run(tmp_path / "max", maximize=True))
+    assert run.best_so_far() == [3.0, 3.0, 3.0, 3.0, 3.0] and run.best()["iteration"] == 0
+
+
+def test_show_last_limits_the_rows(tmp_path):
+    folder = live_run(tmp_path / "run")
+    result = runner.invoke(app, ["show", str(folder), "--last", "2"], terminal_width=200)
+    assert result.exit_code == 0
+    rows = [line for line in result.output.splitlines() if line.startswith("│")]
+    assert [row.split("│")[1].strip() for row in rows] == ["3", "4"]
+
+
+def test_show_refuses_a_folder_without_a_run(tmp_path):
+    result = runner.invoke(app, ["show", str(tmp_path)])
+    assert result.exit_code == 1 and "holds no run" in result.output
+
+
+@pytest.mark.parametrize("name", ["arc-seed0", "baseline-seed0"])
+def test_show_reads_the_committed_report_runs(name):
+    folder = Path(__file__).parents[1] / "paper_figures/arc_kernel/full/runs" / name
+    result = runner.invoke(app, ["show", str(folder), "--last", "3"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    summary = json.loads((folder / "summary.json").read_text())
+    assert f"{summary['best_value']:.6g}" in result.output
