@@ -322,6 +322,32 @@ def show(
 
 
 @app.command()
+def plot(
+    run: Annotated[Path, typer.Argument(help="a run folder (--out of optimize, or a report's)")],
+    out: Annotated[Path | None, typer.Option(help="folder for the figures [RUN/figures]")] = None,
+    slices: Annotated[
+        bool, typer.Option(help="refit the run's surrogate for posterior slices")
+    ] = True,
+) -> None:
+    """Figures of a run from its journal alone: best so far, each parameter against the
+    evaluation, and the refitted surrogate's mean and sd along 1-D and 2-D slices through
+    the best point."""
+    _start_jax()
+    from bojax.bo.runs import load_run
+    from bojax.errors import BojaxError
+    from bojax.reports.run_figures import plot_run
+
+    console = Console()
+    try:
+        paths = plot_run(load_run(run), out or run / "figures", slices=slices)
+    except BojaxError as error:
+        console.print(f"[bold red]error:[/bold red] {error}")
+        raise typer.Exit(code=1) from None
+    for path in paths:
+        console.print(f"wrote {path}", highlight=False)
+
+
+@app.command()
 def problems() -> None:
     """List the built-in benchmark problems and their known minima."""
     from bojax.objectives.problems import PROBLEMS

@@ -59,3 +59,8 @@ def test_readme_own_objective_command_runs_on_its_files(tmp_path, monkeypatch):
     (show,) = [line for line in README.read_text().splitlines() if "bojax show my-run" in line]
     shown = CliRunner().invoke(app, shlex.split(show, comments=True)[3:])
     assert shown.exit_code == 0 and "6 evaluations (0 failed)" in shown.output
+    (plot,) = [line for line in README.read_text().splitlines() if "bojax plot my-run" in line]
+    plotted = CliRunner().invoke(app, shlex.split(plot, comments=True)[3:])
+    assert plotted.exit_code == 0, plotted.output
+    figures = {p.name for p in (tmp_path / "my-run" / "figures").iterdir()}
+    assert figures == {"progress.png", "parameters.png", "slices.png", "slice2d.png"}

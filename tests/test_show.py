@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -84,3 +85,55 @@ def test_show_reads_the_committed_report_runs(name):
     assert result.exit_code == 0, result.output
     summary = json.loads((folder / "summary.json").read_text())
     assert f"{summary['best_value']:.6g}" in result.output
+
+
+# -- bojax plot ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    import bojax
+    from bojax.objectives.problems import get_problem
+
+    folder = tmp_path_factory.mktemp("runs") / "branin"
+    problem = get_problem("branin")
+    bojax.minimize(problem, problem.space, surrogate="gp-map", iterations=3, initial=5,
+                   num_candidates=128, out=folder, progress=False)  # fmt: skip
+    return folder
+
+
+def test_plot_writes_the_progress_parameters_and_slices_of_a_run(finished_run, tmp_path):
+    from PIL import Image
+
+    result = runner.invoke(app, ["plot", str(finished_run), "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    for name in ("progress.png", "parameters.png", "slices.png", "slice2d.png"):
+        with Image.open(tmp_path / name) as image:
+            assert image.size[0] > 500 and image.size[1] > 250, name
+        assert f"wrote {tmp_path / name}" in result.output.replace("\n", "")
+
+
+def test_the_refitted_posterior_follows_the_data_in_the_objectives_units(finished_run):
+    """A sign or scale slip in undoing the loop's standardisation would show here: the
+    posterior mean at the evaluated points ranks them as their values do, on their scale."""
+    from scipy.stats import spearmanr
+
+    from bojax.bo.loop import predictor
+    from bojax.reports.run_figures import _state
+
+    run = load_run(finished_run)
+    u = np.array([r["u"] for r in run.records])
+    y = np.array([r["y"] for r in run.records])
+    mean, sd = predictor(_state(run))(u)
+    assert spearmanr(mean, y).statistic > 0.7
+    assert y.min() - y.std() < mean.mean() < y.max() + y.std() and np.all(sd > 0)
+
+
+def test_plot_of_a_run_without_a_success_skips_the_slices(tmp_path):
+    journal = Journal(tmp_path / "run")
+    journal.start({"space": SPACE.to_dict(), "settings": {"surrogate": "gp-map"}})
+    journal.append(record(0, None, phase="initial", error="ValueError: nan"))
+    result = runner.invoke(app, ["plot", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "run/figures/progress.png").exists()
+    assert not (tmp_path / "run/figures/slices.png").exists()

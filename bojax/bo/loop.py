@@ -378,19 +378,28 @@ def _apply_policy(state: BOState, surrogate: Surrogate, args, u, value, k: int, 
     }
 
 
-def predict(state: BOState, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Posterior mean and standard deviation of the objective at unit points ``u`` (M, d),
-    in the objective's own units, given every successful evaluation in ``state``.
+def predictor(state: BOState) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """``u -> (mean, sd)``: the posterior of the objective at unit points ``u`` (M, d), in
+    the objective's own units, given every successful evaluation in ``state``.
 
-    The surrogate is fitted afresh (as the next :func:`ask` would), and the samples'
-    Gaussians are pooled: ``mean = E_s[mu_s]``, ``sd^2 = E_s[sigma_s^2] + Var_s[mu_s]``.
+    The surrogate is fitted once, afresh (as the next :func:`ask` would), and the
+    samples' Gaussians are pooled: ``mean = E_s[mu_s]``, ``sd^2 = E_s[sigma_s^2] +
+    Var_s[mu_s]``.
     """
     if not model_based(state):
         raise DataError("predict() needs the initial design evaluated and one success")
     surrogate, fitted, _ = fit_surrogate(state)
-    u = jnp.asarray(u, dtype=jnp.float64).reshape(-1, state.space.dim)
-    mean, var = surrogate.predict(fitted, u)
-    mean, var = np.asarray(mean), np.asarray(var)
     sign, shift, scale = _standardisation(state.settings, state.y[np.isfinite(state.y)])
-    pooled_sd = np.sqrt(var.mean(axis=0) + mean.var(axis=0))
-    return sign * (mean.mean(axis=0) * scale + shift), pooled_sd * scale
+
+    def posterior(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        u = jnp.asarray(u, dtype=jnp.float64).reshape(-1, state.space.dim)
+        mean, var = (np.asarray(a) for a in surrogate.predict(fitted, u))
+        pooled_sd = np.sqrt(var.mean(axis=0) + mean.var(axis=0))
+        return sign * (mean.mean(axis=0) * scale + shift), pooled_sd * scale
+
+    return posterior
+
+
+def predict(state: BOState, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``predictor(state)(u)``: one fit, then the posterior mean and sd at ``u``."""
+    return predictor(state)(u)

@@ -1,0 +1,178 @@
+"""Figures of any run folder, from its journal alone (what ``bojax plot RUN`` writes).
+
+* ``progress.png``: every evaluation's value and the best so far (failures marked on the
+  axis), the initial design shaded;
+* ``parameters.png``: each parameter against the evaluation number (gaps where a
+  conditional parameter did not exist), the best evaluation marked;
+* ``slices.png``: the surrogate's posterior mean +- 2 sd along each parameter that
+  exists at the best point, the others held at the best point's values;
+* ``slice2d.png``: mean and sd over the two parameters whose 1-D slices vary most.
+
+The surrogate is the run's own (its ``run.json`` settings), refitted to the journal's
+successful evaluations as the run's next ``ask`` would (:func:`bojax.bo.loop.predict`).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from bojax.bo.runs import Run
+from bojax.reports import pyplot
+
+GRID = 60  # points along a 1-D slice
+GRID_2D = 30  # per axis of the 2-D slice
+
+
+def _values(run: Run, name: str) -> np.ndarray:
+    return np.array([r["x"].get(name, np.nan) for r in run.records], dtype=np.float64)
+
+
+def plot_progress(run: Run, path: Path) -> None:
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    n = np.arange(len(run.records))
+    y = np.array([r["y"] if r["status"] == "ok" else np.nan for r in run.records], float)
+    initial = sum(r["phase"] == "initial" for r in run.records)
+    if initial:
+        ax.axvspan(-0.5, initial - 0.5, color="0.9", label="initial design")
+    ax.plot(n, y, "o", ms=4, color="tab:blue", label="evaluation")
+    ax.step(n, run.best_so_far(), where="post", color="tab:orange", label="best so far")
+    failed = [r["iteration"] for r in run.failures]
+    if failed:
+        bottom = np.nanmin(y) if np.isfinite(y).any() else 0.0
+        ax.plot(failed, np.full(len(failed), bottom), "x", color="tab:red", label="failed")
+    ax.set_xlabel("evaluation")
+    ax.set_ylabel("objective" + (" (maximised)" if run.maximize else " (minimised)"))
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _log_axis(ax, axis: str) -> None:
+    """A log scale without labels on minor ticks (they overlap on short ranges)."""
+    from matplotlib.ticker import NullFormatter
+
+    getattr(ax, f"set_{axis}scale")("log")
+    getattr(ax, f"{axis}axis").set_minor_formatter(NullFormatter())
+
+
+def _panels(count: int):
+    plt = pyplot()
+    columns = min(4, count)
+    rows = math.ceil(count / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.2 * columns, 2.4 * rows), squeeze=False)
+    for ax in axes.flat[count:]:
+        ax.set_visible(False)
+    return plt, fig, list(axes.flat[:count])
+
+
+def plot_parameters(run: Run, path: Path) -> None:
+    best = run.best()
+    plt, fig, axes = _panels(run.space.dim)
+    n = np.arange(len(run.records))
+    for ax, p in zip(axes, run.space.parameters, strict=True):
+        ax.plot(n, _values(run, p.name), ".", ms=5)
+        if best is not None and p.name in best["x"]:
+            ax.plot(best["iteration"], best["x"][p.name], "*", ms=12, color="tab:orange")
+        if p.log:
+            _log_axis(ax, "y")
+        ax.set_xlim(-0.5, len(run.records) - 0.5)  # the same evaluations on every panel
+        ax.set_title(p.name, fontsize=9)
+        ax.set_xlabel("evaluation", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _state(run: Run):
+    from bojax.bo.loop import Settings, init, tell
+
+    state = init(run.space, Settings(**run.settings))
+    for record in run.records:
+        y = record["y"] if record["status"] == "ok" else math.nan
+        state = tell(state, np.asarray(record["u"], dtype=np.float64), y)
+    return state
+
+
+def _slice_rows(run: Run, centre: np.ndarray, j: int, grid: np.ndarray) -> np.ndarray:
+    rows = np.repeat(centre[None], len(grid), axis=0)
+    rows[:, j] = grid
+    return run.space.snap(rows)  # integers to their bins, relevance from the new values
+
+
+def plot_slices(run: Run, slices: Path, slice2d: Path) -> list[Path]:
+    """1-D slices through the best point and a 2-D slice over the two liveliest axes
+    (when two parameters exist there); returns the paths written."""
+    from bojax.bo.loop import predictor
+
+    best = run.best()
+    if best is None:
+        raise ValueError("no successful evaluation: nothing to slice through")
+    predict = predictor(_state(run))  # one fit for every slice
+    centre = run.space.snap(np.asarray(best["u"], dtype=np.float64))
+    live = [j for j, p in enumerate(run.space.parameters) if p.name in best["x"]]
+    grid = np.linspace(0.0, 1.0, GRID)
+    curves = {}
+    for j in live:
+        rows = _slice_rows(run, centre, j, grid)
+        mean, sd = predict(rows)
+        values = run.space.parameters[j].decode(np.clip(rows[:, j], 0.0, 1.0))
+        curves[j] = (values, mean, sd)
+    plt, fig, axes = _panels(len(live))
+    for ax, j in zip(axes, live, strict=True):
+        p = run.space.parameters[j]
+        values, mean, sd = curves[j]
+        ax.plot(values, mean, color="tab:blue")
+        ax.fill_between(values, mean - 2 * sd, mean + 2 * sd, color="tab:blue", alpha=0.2)
+        ax.plot(best["x"][p.name], best["y"], "*", ms=12, color="tab:orange")
+        if p.log:
+            _log_axis(ax, "x")
+        ax.set_title(p.name, fontsize=9)
+    fig.suptitle("posterior mean +- 2 sd through the best point", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(slices, dpi=110)
+    plt.close(fig)
+
+    if len(live) < 2:
+        return [slices]
+    spread = {j: float(np.ptp(curves[j][1])) for j in live}
+    a, b = sorted(live, key=lambda j: -spread[j])[:2]
+    axis = np.linspace(0.0, 1.0, GRID_2D)
+    ua, ub = np.meshgrid(axis, axis, indexing="xy")
+    rows = np.repeat(centre[None], ua.size, axis=0)
+    rows[:, a], rows[:, b] = ua.ravel(), ub.ravel()
+    rows = run.space.snap(rows)
+    mean, sd = predict(rows)
+    pa, pb = run.space.parameters[a], run.space.parameters[b]
+    va, vb = pa.decode(np.clip(rows[:, a], 0, 1)), pb.decode(np.clip(rows[:, b], 0, 1))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, field, title in zip(axes, (mean, sd), ("posterior mean", "posterior sd"), strict=True):
+        image = ax.tricontourf(va, vb, field, levels=20)
+        fig.colorbar(image, ax=ax)
+        ax.plot(best["x"][pa.name], best["x"][pb.name], "*", ms=12, color="tab:orange")
+        ax.set_xlabel(pa.name)
+        ax.set_ylabel(pb.name)
+        ax.set_title(title, fontsize=10)
+        if pa.log:
+            _log_axis(ax, "x")
+        if pb.log:
+            _log_axis(ax, "y")
+    fig.tight_layout()
+    fig.savefig(slice2d, dpi=110)
+    plt.close(fig)
+    return [slices, slice2d]
+
+
+def plot_run(run: Run, out: Path, slices: bool = True) -> list[Path]:
+    """Write the run's figures into ``out``; returns their paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "progress.png", out / "parameters.png"]
+    plot_progress(run, paths[0])
+    plot_parameters(run, paths[1])
+    if slices and run.best() is not None:
+        paths += plot_slices(run, out / "slices.png", out / "slice2d.png")
+    return paths
