@@ -9,3 +9,15 @@
 
 Each trains its networks in one jitted, padded program, so a BO run compiles once.
 """
+
+import importlib
+
+_SUBMODULES = ("problems", "datasets", "ensemble", "deepnet", "archnet", "forest")
+
+
+def __getattr__(name: str):
+    """``bojax.objectives.problems`` and the others load on first access (as the README
+    uses them), without importing every report's networks up front."""
+    if name in _SUBMODULES:
+        return importlib.import_module(f"bojax.objectives.{name}")
+    raise AttributeError(f"module 'bojax.objectives' has no attribute {name!r}")
