@@ -82,6 +82,10 @@ class OptunaArm:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         if name == "Optuna TPE":
             sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=initial)
+        elif name == "Optuna bojax":  # bojax's default engine as an Optuna sampler
+            from bojax.integrations.optuna import BojaxSampler
+
+            sampler = BojaxSampler(seed=seed, n_startup_trials=initial)
         else:
             sampler = optuna.samplers.GPSampler(seed=seed, n_startup_trials=initial)
         self.optuna, self.dim = optuna, dim
@@ -159,6 +163,7 @@ PEERS: dict[str, tuple[Callable, tuple[str, ...]]] = {
     "BoTorch GP": (BoTorchArm, ("botorch",)),
     "Optuna TPE": (OptunaArm, ("optuna",)),
     "Optuna GP": (OptunaArm, ("optuna", "torch")),
+    "Optuna bojax": (OptunaArm, ("optuna",)),
     "random": (RandomSearch, ()),
 }
 

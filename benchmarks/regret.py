@@ -48,6 +48,7 @@ ALL_METHODS = [
     "BoTorch GP",
     "Optuna TPE",
     "Optuna GP",
+    "Optuna bojax",
     "random",
 ]
 REFERENCE, TARGET_PEER = "bojax gp-slice", "BoTorch GP"

@@ -102,6 +102,7 @@ def finished_run(tmp_path_factory):
     return folder
 
 
+@pytest.mark.slow
 def test_plot_writes_the_progress_parameters_and_slices_of_a_run(finished_run, tmp_path):
     from PIL import Image
 
@@ -113,6 +114,7 @@ def test_plot_writes_the_progress_parameters_and_slices_of_a_run(finished_run, t
         assert f"wrote {tmp_path / name}" in result.output.replace("\n", "")
 
 
+@pytest.mark.slow
 def test_the_refitted_posterior_follows_the_data_in_the_objectives_units(finished_run):
     """A sign or scale slip in undoing the loop's standardisation would show here: the
     posterior mean at the evaluated points ranks them as their values do, on their scale."""

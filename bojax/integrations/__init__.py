@@ -1,0 +1,1 @@
+"""bojax inside other tools: :mod:`bojax.integrations.optuna` (an Optuna sampler)."""

@@ -1,0 +1,161 @@
+"""bojax's fully Bayesian BO as an Optuna sampler.
+
+    import optuna
+    from bojax.integrations.optuna import BojaxSampler
+
+    study = optuna.create_study(sampler=BojaxSampler(surrogate="gp-slice", seed=0))
+    study.optimize(objective, n_trials=40)
+
+Optuna keeps the storage, pruning and dashboard; bojax proposes the parameters it can
+model, jointly ("relative sampling"): float and int distributions, with their log
+scales (a float ``step`` or an int step above 1 is left to the independent sampler).
+Everything else (categorical parameters, the first ``n_startup_trials`` trials, a
+multi-objective study) goes to ``independent_sampler`` (Optuna's ``RandomSampler`` by
+default), as Optuna's own GP sampler does.
+
+Completed trials are observations; failed trials enter as failed evaluations (bojax
+records them, as its own loop does); pruned trials are left out, since their value is
+not the objective's. Trials still running are pending points, conditioned on as
+fantasies, so parallel workers do not propose the same place. The surrogate's chain
+state is kept between trials of one sampler, so each trial continues the chain instead
+of burning in again; a resumed study (a new sampler on old storage) burns in once.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from optuna.distributions import BaseDistribution, FloatDistribution, IntDistribution
+from optuna.samplers import BaseSampler, RandomSampler
+from optuna.search_space import IntersectionSearchSpace
+from optuna.study import Study, StudyDirection
+from optuna.trial import FrozenTrial, TrialState
+
+from bojax.spaces import Integer, Real, Space
+
+
+def _modelled(distribution: BaseDistribution) -> bool:
+    if isinstance(distribution, FloatDistribution):
+        return distribution.step is None
+    if isinstance(distribution, IntDistribution):
+        return distribution.step == 1
+    return False
+
+
+def _space(search_space: dict[str, BaseDistribution]) -> Space:
+    return Space(
+        [
+            (Real if isinstance(d, FloatDistribution) else Integer)(name, d.low, d.high, log=d.log)
+            for name, d in sorted(search_space.items())
+        ]
+    )
+
+
+class BojaxSampler(BaseSampler):
+    """An Optuna sampler backed by a bojax surrogate and acquisition.
+
+    ``surrogate`` and ``acquisition`` take any registered name (``gp-slice`` and
+    ``log_ei`` by default, bojax's defaults); ``seed`` fixes bojax's and the independent
+    sampler's randomness; ``n_startup_trials`` trials (default 5) come from the
+    independent sampler before the first fit. Further keyword arguments go to
+    :class:`bojax.Settings` (``num_candidates``, ``samples``, ``fantasy``, ...).
+    """
+
+    def __init__(
+        self,
+        surrogate: str = "gp-slice",
+        acquisition: str = "log_ei",
+        seed: int | None = None,
+        n_startup_trials: int = 5,
+        independent_sampler: BaseSampler | None = None,
+        **settings: Any,
+    ) -> None:
+        from bojax.bo.loop import Settings
+
+        if not isinstance(n_startup_trials, int) or n_startup_trials < 1:
+            raise ValueError(f"n_startup_trials must be a positive int, got {n_startup_trials!r}")
+        self._seed = 0 if seed is None else int(seed)
+        # Built now so that a bad name or option fails at construction, not mid-study.
+        self._settings = Settings(
+            surrogate=surrogate,
+            acquisition=acquisition,
+            initial=n_startup_trials,
+            seed=self._seed,
+            **settings,
+        )
+        self._independent = independent_sampler or RandomSampler(seed=seed)
+        self._intersection = IntersectionSearchSpace()
+        self._chains: dict[tuple, Any] = {}  # fitted surrogate state per search space
+
+    # -- Optuna's sampler interface ---------------------------------------------------------
+    def reseed_rng(self) -> None:
+        self._independent.reseed_rng()
+
+    def infer_relative_search_space(
+        self, study: Study, trial: FrozenTrial
+    ) -> dict[str, BaseDistribution]:
+        if len(study.directions) > 1:
+            return {}  # multi-objective: not modelled; the independent sampler decides
+        space = self._intersection.calculate(study)
+        return {name: d for name, d in space.items() if _modelled(d) and not d.single()}
+
+    def sample_relative(
+        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
+        if not search_space:
+            return {}
+        from dataclasses import replace
+
+        from bojax.bo.loop import ask_batch, init, tell
+
+        space = _space(search_space)
+        names = space.names
+        finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
+        observed = [t for t in finished if all(n in t.params for n in names)]
+        successes = [t for t in observed if t.state == TrialState.COMPLETE]
+        if len(successes) < self._settings.initial:
+            return {}
+        settings = replace(self._settings, maximize=study.direction == StudyDirection.MAXIMIZE)
+        state = init(space, settings)
+        key = (repr(space.to_dict()), settings.maximize)
+        if key in self._chains:
+            state = state._replace(surrogate=self._chains[key])
+        for t in observed:
+            value = t.value if t.state == TrialState.COMPLETE else math.nan
+            point = {n: t.params[n] for n in names}
+            state = tell(state, space.to_unit(point), math.nan if value is None else value)
+        running = [
+            space.to_unit({n: t.params[n] for n in names})
+            for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+            if t.number != trial.number and all(n in t.params for n in names)
+        ]
+        pending = np.asarray(running).reshape(-1, space.dim) if running else None
+        points, state, _ = ask_batch(state, 1, pending)
+        self._chains[key] = state.surrogate
+        proposal = space.from_unit(points[0])
+        return {
+            n: (int(v) if isinstance(space[n], Integer) else float(v)) for n, v in proposal.items()
+        }
+
+    def sample_independent(
+        self,
+        study: Study,
+        trial: FrozenTrial,
+        param_name: str,
+        param_distribution: BaseDistribution,
+    ) -> Any:
+        return self._independent.sample_independent(study, trial, param_name, param_distribution)
+
+    def after_trial(
+        self,
+        study: Study,
+        trial: FrozenTrial,
+        state: TrialState,
+        values: list[float] | None,
+    ) -> None:
+        self._independent.after_trial(study, trial, state, values)
+
+
+__all__ = ["BojaxSampler"]

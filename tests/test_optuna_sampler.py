@@ -1,0 +1,86 @@
+"""bojax inside Optuna, through Optuna's public API only."""
+
+import math
+
+import pytest
+
+optuna = pytest.importorskip("optuna")
+
+from bojax.errors import UnknownNameError  # noqa: E402
+from bojax.integrations.optuna import BojaxSampler  # noqa: E402
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+FAST = {"surrogate": "gp-map", "num_candidates": 256}
+
+
+def quadratic(trial):
+    x = trial.suggest_float("x", -5.0, 5.0)
+    lr = trial.suggest_float("lr", 1e-4, 1.0, log=True)
+    n = trial.suggest_int("n", 1, 8)
+    return (x - 1.0) ** 2 + (math.log10(lr) + 2.0) ** 2 + 0.1 * (n - 3) ** 2
+
+
+def with_a_category(trial):
+    kind = trial.suggest_categorical("kind", ["a", "b"])  # left to the independent sampler
+    return quadratic(trial) + (kind == "b")
+
+
+@pytest.mark.slow
+def test_study_optimize_finds_the_minimum_and_repeats_under_a_seed():
+    studies = []
+    for _ in range(2):
+        study = optuna.create_study(sampler=BojaxSampler(seed=3, **FAST))
+        study.optimize(quadratic, n_trials=16)
+        studies.append(study)
+    first, second = studies
+    assert [t.params for t in first.trials] == [t.params for t in second.trials]
+    assert all(
+        isinstance(t.params["n"], int) and 1e-4 <= t.params["lr"] <= 1.0 for t in first.trials
+    )
+    # Random search's best over the same 16 trials is far worse on this quadratic.
+    random = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
+    random.optimize(quadratic, n_trials=16)
+    assert first.best_value < 0.3 < random.best_value
+
+
+@pytest.mark.slow
+def test_categorical_parameters_go_to_the_independent_sampler():
+    study = optuna.create_study(sampler=BojaxSampler(seed=1, **FAST))
+    study.optimize(with_a_category, n_trials=10)
+    assert {t.params["kind"] for t in study.trials} == {"a", "b"}
+    assert all(-5 <= t.params["x"] <= 5 for t in study.trials)
+
+
+@pytest.mark.slow
+def test_ask_and_tell_with_failed_and_pruned_trials_and_maximisation():
+    study = optuna.create_study(direction="maximize", sampler=BojaxSampler(seed=0, **FAST))
+    for k in range(12):
+        trial = study.ask()
+        x = trial.suggest_float("x", 0.0, 1.0)
+        y = trial.suggest_int("y", 0, 4)
+        if k % 5 == 4:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        elif k % 5 == 3:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        else:
+            study.tell(trial, -((x - 0.7) ** 2) - 0.1 * (y - 2) ** 2)
+    states = [t.state.name for t in study.trials]
+    assert states.count("FAIL") == 2 and states.count("PRUNED") == 2
+    assert study.best_value > -0.05  # maximised, near (0.7, 2)
+
+
+@pytest.mark.slow
+def test_a_resumed_rdb_study_continues_with_a_new_sampler(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    study = optuna.create_study(study_name="s", storage=storage, sampler=BojaxSampler(**FAST))
+    study.optimize(quadratic, n_trials=7)
+    again = optuna.load_study(study_name="s", storage=storage, sampler=BojaxSampler(**FAST))
+    again.optimize(quadratic, n_trials=3)
+    assert len(again.trials) == 10 and all(t.state.name == "COMPLETE" for t in again.trials)
+
+
+def test_bad_settings_fail_when_the_sampler_is_made():
+    with pytest.raises(UnknownNameError, match="surrogate"):
+        BojaxSampler(surrogate="gp-nope")
+    with pytest.raises(ValueError, match="n_startup_trials"):
+        BojaxSampler(n_startup_trials=0)
