@@ -2,16 +2,18 @@
 
 The package is layered; each layer imports only those above it in this list:
 
-* ``bojax.errors``, ``bojax.spaces``, ``bojax.compilation``: typed errors, search spaces,
-  compilation counting.
+* ``bojax.errors``, ``bojax.spaces``, ``bojax.compilation``, ``bojax.user_code``: typed
+  errors, search spaces (and space files), compilation counting, loading a user's
+  ``module:function`` objective.
 * ``bojax.gp``: kernels, means, the jitter-ladder Cholesky, the GP core, priors, fantasies.
 * ``bojax.inference``: MAP, slice sampling and NUTS over any log density.
 * ``bojax.surrogates``: the surrogate protocol, GP surrogates, the Bayesian neural network.
 * ``bojax.bo``: acquisitions, policies, acquisition optimisers, the ``init``/``ask``/``tell``
-  loop, ``minimize``, journals, Dask clusters.
+  loop, ``minimize``, journals and run folders, Dask clusters.
 * ``bojax.objectives``: what BO is tested on (test functions, the reports' networks and
   data sets); library code never imports it.
-* ``bojax.reports``, ``bojax.cli``: the reports' reproductions and the ``bojax`` command.
+* ``bojax.reports``, ``bojax.cli``, ``bojax.integrations``: the reports' reproductions,
+  run figures, the ``bojax`` command, and bojax inside other tools (an Optuna sampler).
 
 bojax does not enable float64 on import; entry points (CLI, experiments) do, and so
 should scripts that fit GPs.

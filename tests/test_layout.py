@@ -12,13 +12,13 @@ import bojax
 PACKAGE = Path(bojax.__file__).parent
 # Top to bottom: a module may import its own layer and those listed before it.
 LAYERS = [
-    ("bojax.errors", "bojax.compilation", "bojax.spaces"),
+    ("bojax.errors", "bojax.compilation", "bojax.spaces", "bojax.user_code"),
     ("bojax.gp",),
     ("bojax.inference",),
     ("bojax.surrogates",),
     ("bojax.bo",),
     ("bojax.objectives",),
-    ("bojax.reports", "bojax.cli"),
+    ("bojax.reports", "bojax.cli", "bojax.integrations"),
 ]
 
 
