@@ -15,24 +15,8 @@ from bojax.user_code import load_objective
 
 runner = CliRunner()
 
-SPACE_TOML = """
-[lr]
-type = "real"
-low = 1e-4
-high = 0.1
-log = true
-
-[layers]
-type = "integer"
-low = 1
-high = 4
-
-[units_3]
-type = "integer"
-low = 8
-high = 256
-condition = ["layers", ">=", 3]
-"""
+# The example in load_space's docstring, so the documented file is the tested one.
+SPACE_TOML = load_space.__doc__.split("::\n")[1].split("\n\n    A file holding")[0]
 EXPECTED = Space(
     [
         Real("lr", 1e-4, 0.1, log=True),

@@ -65,14 +65,20 @@ class Journal:
         _write_atomic(self.header_path, {"format": FORMAT_VERSION, **header})
         self.records_path.touch()
 
-    def check(self, header: Mapping[str, Any]) -> None:
-        """Raise :class:`JournalError` unless the stored header equals ``header``."""
+    def header(self) -> dict[str, Any]:
+        """The stored ``run.json``; :class:`JournalError` if it is missing or corrupt."""
         try:
-            stored = json.loads(self.header_path.read_text())
+            return json.loads(self.header_path.read_text())
         except FileNotFoundError:
-            raise JournalError(f"{self.header_path} is missing; nothing to resume") from None
+            raise JournalError(
+                f"{self.folder} holds no run ({self.header_path.name} is missing)"
+            ) from None
         except json.JSONDecodeError as error:
             raise JournalError(f"{self.header_path} is corrupt: {error}") from None
+
+    def check(self, header: Mapping[str, Any]) -> None:
+        """Raise :class:`JournalError` unless the stored header equals ``header``."""
+        stored = self.header()
         expected = json.loads(json.dumps({"format": FORMAT_VERSION, **header}))
         for key in sorted(set(stored) | set(expected)):
             if stored.get(key) != expected.get(key):

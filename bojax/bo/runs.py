@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from bojax.bo.journal import Journal
-from bojax.errors import JournalError
 from bojax.spaces import Space
 
 
@@ -64,12 +63,7 @@ class Run:
 
 def load_run(folder: str | Path) -> Run:
     journal = Journal(folder)
-    try:
-        header = json.loads(journal.header_path.read_text())
-    except FileNotFoundError:
-        raise JournalError(f"{journal.folder} holds no run (no run.json)") from None
-    except json.JSONDecodeError as error:
-        raise JournalError(f"{journal.header_path} is corrupt: {error}") from None
+    header = journal.header()
     try:
         summary = json.loads(journal.summary_path.read_text())
     except (FileNotFoundError, json.JSONDecodeError):
