@@ -58,9 +58,9 @@ class BojaxSampler(BaseSampler):
 
     ``surrogate`` and ``acquisition`` take any registered name (``gp-slice`` and
     ``log_ei`` by default, bojax's defaults); ``seed`` fixes bojax's and the independent
-    sampler's randomness; ``n_startup_trials`` trials (default 5) come from the
-    independent sampler before the first fit. Further keyword arguments go to
-    :class:`bojax.Settings` (``num_candidates``, ``samples``, ``fantasy``, ...).
+    sampler's randomness (``None``: a fresh seed each time); ``n_startup_trials`` trials
+    (default 5) come from the independent sampler before the first fit. Further keyword
+    arguments go to :class:`bojax.Settings` (``num_candidates``, ``samples``, ...).
     """
 
     def __init__(
@@ -76,7 +76,8 @@ class BojaxSampler(BaseSampler):
 
         if not isinstance(n_startup_trials, int) or n_startup_trials < 1:
             raise ValueError(f"n_startup_trials must be a positive int, got {n_startup_trials!r}")
-        self._seed = 0 if seed is None else int(seed)
+        # No seed: a fresh one, as Optuna's samplers do (bojax's own runs default to 0).
+        self._seed = int(np.random.SeedSequence().entropy % 2**31) if seed is None else int(seed)
         # Built now so that a bad name or option fails at construction, not mid-study.
         self._settings = Settings(
             surrogate=surrogate,
