@@ -27,6 +27,13 @@ import math
 from typing import Any
 
 import numpy as np
+
+try:
+    import optuna  # noqa: F401
+except ModuleNotFoundError as error:  # optuna is not a bojax dependency
+    raise ModuleNotFoundError(
+        "bojax.integrations.optuna needs Optuna: `uv add optuna` (or `pip install optuna`)"
+    ) from error
 from optuna.distributions import BaseDistribution, FloatDistribution, IntDistribution
 from optuna.samplers import BaseSampler, RandomSampler
 from optuna.search_space import IntersectionSearchSpace
