@@ -146,10 +146,11 @@ def slice_chain(
     return Chain(positions, widths, diagnostics)
 
 
-def _elliptical_step(key, v, logp, logdensity, mean, sd, max_shrinkage):
-    """One elliptical slice step from ``v`` (flat; ``logp`` its log density) with the
-    reference ``N(mean, sd^2)``: returns the new point, its log density, whether a
-    proposal was accepted and how many were tried. Draws as BlackJAX's kernel does."""
+def elliptical_step(key, v, logp, logdensity, mean, sd, max_shrinkage: int = 50):
+    """One elliptical slice step from ``v`` (flat; ``logp = logdensity(v)``, the full
+    target) with the Gaussian reference ``N(mean, sd^2)``: returns the new point, its log
+    density, whether a proposal was accepted and how many were tried (at most
+    ``max_shrinkage``; then it stays at ``v``). Draws as BlackJAX's kernel does."""
 
     def loglikelihood(x, logp_x):
         return logp_x + 0.5 * jnp.sum(((x - mean) / sd) ** 2)
@@ -181,7 +182,7 @@ def _elliptical_step(key, v, logp, logdensity, mean, sd, max_shrinkage):
     return jnp.where(accepted, x, v), jnp.where(accepted, logp_x, logp), accepted, tries
 
 
-def _kept_steps(step, state, num_samples, burn_in, thin, burn):
+def kept_steps(step, state, num_samples: int, burn_in: int, thin: int, burn):
     """Run ``burn_in`` (if ``burn``, traced) + ``num_samples * thin`` steps of
     ``step(i, state) -> (state, draw, accepted, tries)`` in one loop; keep every
     ``thin``-th draw after burn-in."""
@@ -246,12 +247,12 @@ def elliptical_slice_chain(
 
     def step(i, state):
         v, logp = state
-        v, logp, accepted, tries = _elliptical_step(
+        v, logp, accepted, tries = elliptical_step(
             jax.random.fold_in(key, i), v, logp, logdensity, mean, sd, max_shrinkage
         )
         return (v, logp), v, accepted, tries
 
-    _, kept, accepted, per_step = _kept_steps(
+    _, kept, accepted, per_step = kept_steps(
         step, (flat, logdensity(flat)), num_samples, burn_in, thin, burn
     )
     positions = jax.vmap(unravel)(kept)
@@ -305,7 +306,7 @@ def parallel_elliptical_slice(
         sd = jnp.maximum(jnp.std(others, axis=0), min_sd)
         keys = jax.random.split(key, group.shape[0])
         return jax.vmap(
-            lambda k, v, lp: _elliptical_step(k, v, lp, logdensity, mean, sd, max_shrinkage)
+            lambda k, v, lp: elliptical_step(k, v, lp, logdensity, mean, sd, max_shrinkage)
         )(keys, group, logp)
 
     def step(i, state):
@@ -322,7 +323,7 @@ def parallel_elliptical_slice(
             jnp.concatenate([tries_a, tries_b]),
         )
 
-    (last, _), kept, accepted, per_step = _kept_steps(
+    (last, _), kept, accepted, per_step = kept_steps(
         step, (flat, jax.vmap(logdensity)(flat)), num_samples, burn_in, thin, burn
     )
     kept = jnp.swapaxes(kept, 0, 1)  # (chain, draw, coordinates)

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 import bojax
 from bojax.cli import app
 from bojax.compilation import count_compilations
-from bojax.errors import JournalError, ObjectiveError, SettingsError, UnknownNameError
+from bojax.errors import JournalError, SettingsError, UnknownNameError
 from bojax.objectives.problems import get_problem
 from bojax.spaces import Integer, Real, Space
 
@@ -112,10 +112,8 @@ def test_failures_are_recorded_and_skipped(tmp_path):
         return FORRESTER(point)
 
     space = Space([Real("x", 0.0, 1.0)])
-    # Bookkeeping is under test, so the acquisition is pinned: with LogEI and 16
-    # elliptical slice chains, 7 of 13 evaluations went to the failing ends (a failure
-    # tells the GP nothing; failure-aware BO is its own issue) and the run stopped under
-    # the more-than-half rule.
+    # Bookkeeping is under test, so the acquisition is pinned (tests/test_failures.py
+    # tests how failures are modelled).
     result = bojax.minimize(
         flaky, space, surrogate="gp-slice", acquisition="ei",
         iterations=10, initial=4, seed=0, out=tmp_path, **QUIET,
@@ -128,21 +126,6 @@ def test_failures_are_recorded_and_skipped(tmp_path):
                 "diverged" in record["error"] or "nan" in record["error"]
             )
     assert result.best_value <= -5.5 and math.isfinite(result.best_value)
-
-
-def test_more_than_half_failing_stops_with_a_clear_message(tmp_path):
-    def mostly_broken(point):
-        if point["x"] > 0.2:
-            raise ValueError("no convergence")
-        return point["x"]
-
-    with pytest.raises(ObjectiveError, match="evaluations failed") as info:
-        bojax.minimize(
-            mostly_broken, FORRESTER.space, iterations=10, initial=4, seed=0, out=tmp_path, **QUIET
-        )
-    assert str(tmp_path / "journal.jsonl") in str(info.value)
-    records = (tmp_path / "journal.jsonl").read_text().splitlines()
-    assert len(records) >= 4  # nothing finished is lost
 
 
 @pytest.mark.parametrize(

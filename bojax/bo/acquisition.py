@@ -18,6 +18,12 @@ report eqs. 10-11; Snoek et al. 2012):
 * ``max_variance``: mean of ``sigma``, pure exploration.
 
 Adding an acquisition is one function and one line in :data:`ACQUISITIONS`.
+
+Where evaluations can fail, the loop weights the acquisition by the probability of
+success ``P(x)`` from a failure classifier (:func:`weighted_by_success`; constrained EI,
+Gelbart, Snoek & Adams 2014). The classifier's posterior is independent of the
+objective's, so the integrated weighted acquisition is the integrated acquisition times
+the integrated ``P``: ``E_s,c[EI_s P_c] = E_s[EI_s] E_c[P_c]``.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import jax
 import jax.numpy as jnp
 from jax.scipy.special import erfc, logsumexp, ndtr
 
@@ -127,6 +134,36 @@ ACQUISITIONS: dict[str, Acquisition] = {
     "lcb": lower_confidence_bound,
     "max_variance": max_variance,
 }
+
+
+def _times_success(value, log_p, best):
+    return value * jnp.exp(log_p)
+
+
+def _plus_log_success(value, log_p, best):
+    return value + log_p
+
+
+def _optimistic_improvement_times_success(value, log_p, best):
+    # LCB's score kappa sigma - mu changes sign; softplus(best - (mu - kappa sigma)), the
+    # lower bound's improvement on the incumbent made positive, ranks points as LCB does.
+    return jax.nn.softplus(jnp.mean(best) + value) * jnp.exp(log_p)
+
+
+# How P(success) enters each acquisition; a name not listed is a non-negative utility
+# (EI, PI, max-variance, most new ones), multiplied by P.
+SUCCESS_WEIGHTING = {
+    "log_ei": _plus_log_success,
+    "lcb": _optimistic_improvement_times_success,
+}
+
+
+def weighted_by_success(name: str, value, log_p, best):
+    """The acquisition ``value`` (M,) weighted by the probability of success ``exp(log_p)``
+    (M,): ``a(x) P(x)`` for non-negative utilities (EI, PI, max-variance), ``log a(x) +
+    log P(x)`` for log-EI, and ``softplus(best - LCB(x)) P(x)`` for the lower confidence
+    bound, whose score changes sign. ``best`` is the incumbent (one per fantasy allowed)."""
+    return SUCCESS_WEIGHTING.get(name, _times_success)(value, log_p, best)
 
 
 def get_acquisition(name: str | Acquisition) -> Acquisition:

@@ -9,6 +9,12 @@ with the ``spawn`` context, a Dask ``Client`` or its ``get_executor()``); withou
 points are evaluated in the driver's process, one after another, and ``q = 1`` is the
 classic sequential loop, bit for bit.
 
+A failed evaluation (the objective raised, or returned NaN, inf or a non-number) is
+journalled with its error and the run goes on: the loop learns where evaluations fail
+(:mod:`bojax.surrogates.classifier`). Two optional limits end a run early, each saying
+why in ``Result.stopped``: ``max_failures`` failed evaluations, or a probability of
+success below ``min_success_probability`` everywhere the acquisition optimiser looked.
+
 Only the driver writes the journal: workers return ``(y, error)``. Points handed out and
 not yet finished are kept in the journal's ``pending.json``, so a driver killed with
 evaluations in flight re-issues exactly those on ``resume``. An evaluation lost to the
@@ -30,7 +36,7 @@ import jax
 import numpy as np
 
 from bojax.bo.journal import Journal
-from bojax.bo.loop import BOState, Objective, Settings, ask_batch, fit_surrogate, init, model_based
+from bojax.bo.loop import BOState, Objective, Settings, ask_batch, fit_models, init, model_based
 from bojax.bo.loop import tell as tell_state
 from bojax.errors import JournalError, ObjectiveError, SettingsError, SpaceExhaustedError, is_count
 from bojax.spaces import Space
@@ -138,27 +144,42 @@ def _record(n: int, flight: Flight, y: float, error: str | None, seconds: float)
     }
 
 
-def _pack(settings: Settings, state: Any) -> dict[str, Any]:
-    return {"fits": 0} if state is None else settings.make_surrogate().pack(state)
+def _pack(settings: Settings, state: BOState) -> dict[str, Any]:
+    """The chains' positions as JSON: the surrogate's, and the failure classifier's under
+    ``"classifier"`` once something failed (absent before, as in older journals)."""
+    surrogate = state.surrogate
+    packed = {"fits": 0} if surrogate is None else settings.make_surrogate().pack(surrogate)
+    if state.classifier is not None:
+        packed["classifier"] = settings.make_failure_model().pack(state.classifier)
+    return packed
 
 
-def _unpack(settings: Settings, space: Space, saved: dict[str, Any]) -> Any:
+def _unpack(settings: Settings, space: Space, saved: dict[str, Any]) -> tuple[Any, Any]:
+    """``(surrogate state, classifier state)`` from :func:`_pack`'s output."""
+    saved = dict(saved)
+    classifier = saved.pop("classifier", None)
+    model = settings.make_failure_model()
+    if classifier is not None and model is not None:
+        classifier = model.unpack(space.dim, classifier)
+    else:
+        classifier = None
     if saved["fits"] == 0:
-        return None
-    return settings.make_surrogate().unpack(space.dim, dict(saved))
+        return None, classifier
+    return settings.make_surrogate().unpack(space.dim, saved), classifier
 
 
 def _restore(state: BOState, journal: Journal, records: list[dict[str, Any]]) -> BOState:
     """Rebuild the state after ``records``, replaying at most the fits the file lacks."""
     settings, space = state.settings, state.space
     saved = journal.load_sampler()
-    start, surrogate_state = 0, None
+    start, surrogate_state, classifier_state = 0, None, None
     if saved is not None and saved.get("iteration", -1) <= len(records):
-        start, surrogate_state = saved["iteration"], _unpack(settings, space, saved)
-    state = state._replace(surrogate=surrogate_state)
+        start = saved["iteration"]
+        surrogate_state, classifier_state = _unpack(settings, space, saved)
+    state = state._replace(surrogate=surrogate_state, classifier=classifier_state)
     for n, record in enumerate(records):
         if n >= start and model_based(state):
-            state = state._replace(surrogate=fit_surrogate(state)[1])  # the fit iteration n made
+            state = fit_models(state)  # the fits iteration n made
         y = record["y"] if record["status"] == "ok" else math.nan
         state = tell_state(state, np.asarray(record["u"], dtype=np.float64), y)
     return state
@@ -201,6 +222,9 @@ def minimize(
     stop_sd: float | None = None,
     fantasy: str = "integrated",
     fantasies: int | None = None,
+    failure_model: str = "gp-probit",
+    max_failures: int | None = None,
+    min_success_probability: float | None = None,
     executor: Any = None,
     q: int | None = None,
     retries: int = 1,
@@ -214,8 +238,12 @@ def minimize(
     evaluation is journalled there as it finishes; ``resume=True`` continues a killed
     run without repeating or losing a finished evaluation, and re-issues those that were
     in flight. A failing objective (raises, returns NaN/inf or a non-number) is recorded
-    and skipped; if more than half of the evaluations after the initial design have
-    failed, :class:`ObjectiveError` is raised. ``samples`` overrides the surrogate's
+    and the run goes on; ``failure_model`` (``"gp-probit"``, or ``"none"`` to only drop
+    failures) learns where evaluations fail, and the acquisition is weighted by the
+    probability of success. The run stops early, saying why in ``Result.stopped``, after
+    ``max_failures`` failed evaluations or once the probability of success is below
+    ``min_success_probability`` everywhere the optimiser looked; if nothing succeeded at
+    all, :class:`ObjectiveError` says so. ``samples`` overrides the surrogate's
     number of hyperparameter draws per fit, and ``burn_in`` its burn-in on the first fit.
     ``policy`` (``"hybrid"``, ``"variable-threshold"``) sometimes evaluates the most
     uncertain point instead of the acquisition maximiser, with threshold ``tau`` and, for
@@ -251,9 +279,23 @@ def minimize(
         stop_sd=stop_sd,
         fantasy=fantasy,
         fantasies=fantasies,
+        failure_model=failure_model,
     )
     if not is_count(retries):
         raise SettingsError(f"retries must be a non-negative integer, got {retries!r}")
+    if max_failures is not None and not (is_count(max_failures) and max_failures >= 1):
+        raise SettingsError(
+            f"max_failures must be a positive integer or None, got {max_failures!r}"
+        )
+    if min_success_probability is not None and not (
+        isinstance(min_success_probability, numbers.Real)
+        and not isinstance(min_success_probability, bool)
+        and 0 < min_success_probability < 1
+    ):
+        raise SettingsError(
+            "min_success_probability must lie in (0, 1) or be None, "
+            f"got {min_success_probability!r}"
+        )
     pool = as_executor(executor)
     q = (1 if executor is None else concurrency(pool)) if q is None else q
     if not is_count(q) or q < 1:
@@ -277,9 +319,11 @@ def minimize(
         else:
             journal.start(header)
 
-    run = _Run(objective, settings, pool, q, retries, journal, history, progress)
-    state, stopped = run.loop(state, queued, initial + iterations)
-    result = _result(settings, history, time.perf_counter() - run.started, stopped)
+    limits = (max_failures, min_success_probability)
+    run = _Run(objective, settings, pool, q, retries, journal, history, progress, limits)
+    state = run.loop(state, queued, initial + iterations)
+    where = f" Finished evaluations are in {journal.records_path}." if journal else ""
+    result = _result(settings, history, time.perf_counter() - run.started, run.stopped, where)
     if journal is not None:
         journal.write_summary(
             {
@@ -297,17 +341,18 @@ def minimize(
 class _Run:
     """One run's moving parts: issue, wait, record."""
 
-    def __init__(self, objective, settings, pool, q, retries, journal, history, progress):
+    def __init__(self, objective, settings, pool, q, retries, journal, history, progress, limits):
         self.objective, self.settings, self.pool = objective, settings, pool
         self.q, self.retries, self.journal, self.history = q, retries, journal, history
         self.progress = progress
+        self.max_failures, self.min_success_probability = limits
+        self.stopped: str | None = None  # why no more points are issued, once that holds
         self.started = time.perf_counter()
         self.running: dict[cf.Future, Flight] = {}
         proposals = [r.get("proposal", r["iteration"]) for r in history]
         self.next_proposal = max(proposals, default=-1) + 1
 
-    def loop(self, state: BOState, queued: list[Flight], total: int):
-        stopped = None
+    def loop(self, state: BOState, queued: list[Flight], total: int) -> BOState:
         self.next_proposal = max([f.proposal + 1 for f in queued] + [self.next_proposal])
         with _Progress(self.progress, total, len(self.history)) as bar:
             while True:
@@ -317,31 +362,40 @@ class _Run:
                         self._submit(flight._replace(issued=time.perf_counter()))
                     queued = queued[room:]
                     self._save_pending(queued)
-                elif room > 0 and stopped is None:
-                    state, stopped = self._issue(state, room, queued)
+                elif room > 0 and self.stopped is None:
+                    state = self._issue(state, room, queued)
                 if not self.running:
                     break
                 done, _ = cf.wait(self.running, return_when=cf.FIRST_COMPLETED)
                 for future in sorted(done, key=lambda f: self.running[f].proposal):
                     state = self._finish(state, future, bar, queued)
-        return state, stopped
+        return state
 
-    def _issue(self, state: BOState, count: int, queued: list[Flight]):
-        """Ask for ``count`` new points and hand them out; ``(state, why stopped)``."""
+    def _issue(self, state: BOState, count: int, queued: list[Flight]) -> BOState:
+        """Ask for ``count`` new points and hand them out; sets ``stopped`` if the loop
+        says to stop instead."""
         n, settings = len(state.y), self.settings
         if self.journal is not None and model_based(state):
-            self.journal.save_sampler(n, _pack(settings, state.surrogate))
+            self.journal.save_sampler(n, _pack(settings, state))
         tick = time.perf_counter()
         pending = np.array([f.u for f in self.running.values()]).reshape(-1, state.space.dim)
         try:
             points, state, infos = ask_batch(state, count, pending)
         except SpaceExhaustedError as error:
-            return state, str(error)
-        flights, stopped = [], None
+            self.stopped = str(error)
+            return state
+        flights, threshold = [], self.min_success_probability
         for u, info in zip(points, infos, strict=True):
+            done = n + len(self.running)
             if info.get("converged"):
-                done = n + len(self.running)
-                stopped = f"converged after {done} evaluations (the policy's stopping rule)"
+                self.stopped = f"converged after {done} evaluations (the policy's stopping rule)"
+                break
+            if threshold is not None and info.get("max_success_probability", 1.0) < threshold:
+                self.stopped = (
+                    f"P(success) below min_success_probability={threshold:g} everywhere the "
+                    f"optimiser looked (at most {info['max_success_probability']:.3g}) after "
+                    f"{done} evaluations"
+                )
                 break
             flight = Flight(self.next_proposal, u, state.space.from_unit(u), info, 0, tick)
             self.next_proposal += 1
@@ -353,7 +407,7 @@ class _Run:
             for flight in flights:
                 self._submit(flight)
         self._save_pending(queued)
-        return state, stopped
+        return state
 
     def _submit(self, flight: Flight) -> None:
         future = self.pool.submit(evaluate, self.objective, flight.point, flight.attempts)
@@ -391,14 +445,10 @@ class _Run:
             self._save_pending(queued)
         bar.update(state, record)
         failures = int(np.sum(~np.isfinite(state.y)))
-        if n + 1 >= self.settings.initial and 2 * failures > n + 1:
-            for other in self.running:
-                other.cancel()
-            journal = self.journal
-            where = f" Finished evaluations are in {journal.records_path}." if journal else ""
-            raise ObjectiveError(
-                f"{failures} of {n + 1} evaluations failed (last: {error or 'ok'}); stopping."
-                + where
+        if error and self.stopped is None and failures >= (self.max_failures or math.inf):
+            self.stopped = (
+                f"{failures} of {n + 1} evaluations failed (max_failures={self.max_failures}); "
+                f"last: {error}"
             )
         return state
 
@@ -424,10 +474,17 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-def _result(settings: Settings, history: list[dict], seconds: float, stopped=None) -> Result:
+def _result(
+    settings: Settings, history: list[dict], seconds: float, stopped=None, where: str = ""
+) -> Result:
     ok = [r for r in history if r["status"] == "ok"]
     if not ok:
-        raise ObjectiveError("every evaluation failed; see the history for the errors")
+        last = history[-1]["error"] if history else "none ran"
+        why = f" ({stopped})" if stopped else ""
+        raise ObjectiveError(
+            f"every evaluation failed: {len(history)} of {len(history)}{why}; last error: "
+            f"{last}.{where}"
+        )
     pick = max if settings.maximize else min
     best = pick(ok, key=lambda r: r["y"])
     return Result(
@@ -456,12 +513,15 @@ class _Progress:
                 TextColumn("[bold]BO"),
                 BarColumn(),
                 MofNCompleteColumn(),
-                TextColumn("best {task.fields[best]}  last {task.fields[last]:.2f} s/it"),
+                TextColumn(
+                    "best {task.fields[best]}  failed {task.fields[failed]}  "
+                    "last {task.fields[last]:.2f} s/it"
+                ),
                 TimeElapsedColumn(),
             )
             self.progress.__enter__()
             self.task = self.progress.add_task(
-                "bo", total=self.total, completed=self.done, best="-", last=0.0
+                "bo", total=self.total, completed=self.done, best="-", failed=0, last=0.0
             )
         return self
 
@@ -470,7 +530,8 @@ class _Progress:
             return
         ok = state.y[np.isfinite(state.y)]
         best = "-" if ok.size == 0 else f"{(ok.max() if state.settings.maximize else ok.min()):.6g}"
-        self.progress.update(self.task, advance=1, best=best, last=record["seconds"])
+        failed = int(np.sum(~np.isfinite(state.y)))
+        self.progress.update(self.task, advance=1, best=best, failed=failed, last=record["seconds"])
 
     def __exit__(self, *exc):
         if self.enabled:

@@ -5,8 +5,17 @@ Proposals are numbered in the order they are issued, ``k = 0, 1, ...``. The firs
 successful evaluations so far (outputs standardised, negated when maximising) and
 maximise the acquisition, with points still being evaluated as fantasies
 (:mod:`bojax.gp.fantasies`). All randomness derives from ``fold_in(key(seed), k)``, and
-the surrogate's chain state is the only thing carried between fits, which is what makes
-a resumed sequential run bit-identical to an uninterrupted one (see :mod:`bojax.bo.journal`).
+the chain states of the surrogate and the failure classifier are the only things carried
+between fits, which is what makes a resumed sequential run bit-identical to an
+uninterrupted one (see :mod:`bojax.bo.journal`).
+
+Failed evaluations (NaN outputs) are never the surrogate's data. Once one exists, a
+failure classifier (``settings.failure_model``, :mod:`bojax.surrogates.classifier`) is
+fitted to every evaluation's success or failure and each acquisition, the policies'
+included, is weighted by its probability of success
+(:func:`bojax.bo.acquisition.weighted_by_success`); with no success yet the loop
+proposes where success is most probable (Gelbart et al. 2014). Before the first
+failure nothing of this runs, so such runs are what they were without it.
 :func:`bojax.bo.driver.minimize` runs the loop, sequentially or over an executor.
 """
 
@@ -25,8 +34,8 @@ import numpy as np
 
 from bojax import gp
 from bojax.bo import policies
-from bojax.bo.acquisition import get_acquisition
-from bojax.bo.optimize import propose
+from bojax.bo.acquisition import get_acquisition, weighted_by_success
+from bojax.bo.optimize import candidate_grid, propose
 from bojax.compilation import use_persistent_cache
 from bojax.errors import (
     DataError,
@@ -37,7 +46,7 @@ from bojax.errors import (
 from bojax.gp import fantasies
 from bojax.gp.fantasies import STRATEGIES
 from bojax.spaces import Space, repeated_mask
-from bojax.surrogates import Surrogate, get_surrogate
+from bojax.surrogates import GPClassifier, Surrogate, get_failure_model, get_surrogate
 
 Objective = Callable[[dict[str, Any]], float]
 
@@ -65,6 +74,7 @@ class Settings:
     stop_sd: float | None = None  # ... and, for exploring policies, the largest sd too
     fantasy: str = "integrated"  # pending points: "integrated" (Snoek 2012) or "believer"
     fantasies: int | None = None  # integrated: fantasies per hyperparameter sample
+    failure_model: str = "gp-probit"  # learns where evaluations fail; "none": drop failures
 
     def __post_init__(self) -> None:
         for name in ("iterations", "initial", "seed", "num_candidates"):
@@ -103,10 +113,15 @@ class Settings:
             )
         policies.check(self.policy, self.tau, self.scaling)
         get_surrogate(self.surrogate), get_acquisition(self.acquisition)  # typed errors if unknown
+        get_failure_model(self.failure_model)
 
     def make_surrogate(self) -> Surrogate:
         """The named surrogate, with ``samples`` draws per fit and ``burn_in`` if set."""
         return get_surrogate(self.surrogate).configured(self.samples, self.burn_in)
+
+    def make_failure_model(self) -> GPClassifier | None:
+        """The failure classifier, or None where failures are only dropped."""
+        return get_failure_model(self.failure_model)
 
     def identity(self) -> dict[str, Any]:
         """What a journal records and a resume must match: every setting but ``iterations``
@@ -130,6 +145,7 @@ _OPTIONAL = {
     "stop_sd": None,
     "fantasy": "integrated",
     "fantasies": None,
+    "failure_model": "gp-probit",
 }
 
 
@@ -141,6 +157,7 @@ class BOState(NamedTuple):
     u: np.ndarray
     y: np.ndarray
     surrogate: Any  # the surrogate's state (None before the first fit)
+    classifier: Any = None  # the failure classifier's state (None before the first failure)
 
 
 def init(space: Space, settings: Settings = Settings()) -> BOState:
@@ -181,15 +198,47 @@ def _standardised(settings: Settings, y: np.ndarray) -> np.ndarray:
 
 
 def model_based(state: BOState) -> bool:
-    """Whether the next proposal comes from the surrogate: the initial design is complete
-    and at least one evaluation succeeded."""
-    return len(state.y) >= state.settings.initial and bool(np.isfinite(state.y).any())
+    """Whether the next proposal comes from a model: the initial design is complete and at
+    least one evaluation succeeded, or failed with failures modelled."""
+    if len(state.y) < state.settings.initial:
+        return False
+    return bool(np.isfinite(state.y).any()) or _models_failures(state)
+
+
+def _models_failures(state: BOState) -> bool:
+    """Whether a failure classifier is fitted: one is configured and something failed."""
+    failed = not bool(np.isfinite(state.y).all())
+    return failed and state.settings.failure_model != "none"
 
 
 def _keys(settings: Settings, k: int) -> tuple[jax.Array, jax.Array]:
     """The fit key and the proposal key of proposal ``k`` (issued in that order)."""
     fit_key, propose_key = jax.random.split(jax.random.fold_in(_iteration_key(settings, k), 1))
     return fit_key, propose_key
+
+
+def fit_classifier(state: BOState) -> BOState:
+    """The state with the failure classifier fitted to every finished evaluation's success
+    (unchanged while nothing failed or failures are not modelled). Its key is
+    ``fold_in(iteration key, 4)``, apart from the surrogate's and the proposals'."""
+    if not _models_failures(state):
+        return state
+    settings, n = state.settings, len(state.y)
+    classifier = settings.make_failure_model()
+    previous = (
+        state.classifier if state.classifier is not None else classifier.init(state.space.dim)
+    )
+    key = jax.random.fold_in(_iteration_key(settings, n), 4)
+    return state._replace(classifier=classifier.fit(key, previous, state.u, np.isfinite(state.y)))
+
+
+def fit_models(state: BOState) -> BOState:
+    """The state with everything the next proposal fits: the failure classifier (once
+    something failed) and the surrogate (once something succeeded)."""
+    state = fit_classifier(state)
+    if np.isfinite(state.y).any():
+        state = state._replace(surrogate=fit_surrogate(state)[1])
+    return state
 
 
 def fit_surrogate(state: BOState) -> tuple[Surrogate, Any, tuple[np.ndarray, np.ndarray]]:
@@ -205,28 +254,60 @@ def fit_surrogate(state: BOState) -> tuple[Surrogate, Any, tuple[np.ndarray, np.
 
 
 @functools.cache
-def _score_function(surrogate: Surrogate, acquisition: str, draws: int | None = None):
-    """One jitted score per (surrogate, acquisition, draws): a stable object, so no
-    recompiles. ``draws`` keeps that many evenly spaced samples (a cheaper screen)."""
+def _score_function(
+    surrogate: Surrogate,
+    acquisition: str,
+    draws: int | None = None,
+    classifier: GPClassifier | None = None,
+):
+    """One jitted score per (surrogate, acquisition, draws, classifier): a stable object,
+    so no recompiles. ``draws`` keeps that many evenly spaced samples (a cheaper screen).
+    With a ``classifier`` the arguments carry its conditioned draws fourth, and the score
+    is weighted by the probability of success."""
     acquire = get_acquisition(acquisition)
 
     @jax.jit
     def score(x, args):
-        conditioned, best, options = args
+        conditioned, best, options, *feasibility = args
         if draws is not None:
             stride = jax.tree.leaves(conditioned)[0].shape[0] // draws
             conditioned = jax.tree.map(lambda a: a[::stride][:draws], conditioned)
             if jnp.ndim(best):  # one incumbent per fantasy (S J, 1): screened alike
                 best = best[::stride][:draws]
         mean, var = surrogate.predictive(conditioned, x)
-        return acquire(mean, var, best, **options)
+        value = acquire(mean, var, best, **options)
+        if classifier is None:
+            return value
+        return weighted_by_success(
+            acquisition, value, classifier.log_probability(*feasibility, x), best
+        )
 
     return score
 
 
-def _screen_function(surrogate: Surrogate, acquisition: str):
+@functools.cache
+def _success_score(classifier: GPClassifier):
+    """``log P(success | x)``: what the loop maximises while nothing has succeeded."""
+    return jax.jit(lambda x, posteriors: classifier.log_probability(posteriors, x))
+
+
+def _screen_function(surrogate: Surrogate, acquisition: str, classifier=None):
     draws = surrogate.screening_draws()
-    return None if draws is None else _score_function(surrogate, acquisition, draws)
+    return None if draws is None else _score_function(surrogate, acquisition, draws, classifier)
+
+
+def _success_diagnostics(state: BOState, u: np.ndarray, k: int) -> dict[str, float]:
+    """P(success) at the proposal ``u`` and its largest value where the optimiser looked
+    (its candidate grid and ``u``), which the driver's ``min_success_probability`` reads."""
+    settings, classifier = state.settings, state.settings.make_failure_model()
+    posteriors = classifier.conditioned(state.classifier)
+    grid = candidate_grid(
+        _keys(settings, k)[1], state.space, settings.optimizer, settings.num_candidates
+    )
+    log_p = _success_score(classifier)
+    at_u = float(np.exp(log_p(jnp.asarray(u[None]), posteriors)[0]))
+    on_grid = float(np.exp(np.max(log_p(jnp.asarray(grid), posteriors))))
+    return {"success_probability": at_u, "max_success_probability": max(at_u, on_grid)}
 
 
 def ask(
@@ -262,6 +343,11 @@ def ask_batch(
         points = _design_points(state, taken, first, q)
         return points, state, [{"phase": "initial"} for _ in points]
 
+    state = fit_classifier(state)
+    classifier = settings.make_failure_model() if _models_failures(state) else None
+    feasibility = () if classifier is None else (classifier.conditioned(state.classifier),)
+    if not np.isfinite(state.y).any():
+        return _likeliest_successes(state, classifier, taken, first, q)
     surrogate, fitted, (x, y) = fit_surrogate(state)
     best = jnp.asarray(np.min(y))
     best_point = x[int(np.argmin(y))]
@@ -275,15 +361,15 @@ def ask_batch(
         try:
             u, value = propose(
                 _keys(settings, k)[1],
-                _score_function(surrogate, settings.acquisition),
-                (conditioned, incumbent, options),
+                _score_function(surrogate, settings.acquisition, None, classifier),
+                (conditioned, incumbent, options, *feasibility),
                 space,
                 state.u,
                 taken,
                 incumbent=best_point,
                 method=settings.optimizer,
                 num_candidates=settings.num_candidates,
-                screen=_screen_function(surrogate, settings.acquisition),
+                screen=_screen_function(surrogate, settings.acquisition, classifier),
             )
         except SpaceExhaustedError:
             if points:
@@ -291,15 +377,39 @@ def ask_batch(
             raise
         info = {"phase": "bo", "acquisition_value": value, **fitted.diagnostics}
         if settings.policy != "acquisition" or settings.stop_tolerance is not None:
-            args = (conditioned, incumbent, {})
-            u, choice = _apply_policy(state, surrogate, args, u, value, k, taken)
+            args = (conditioned, incumbent, {}, *feasibility)
+            u, choice = _apply_policy(state, surrogate, classifier, args, u, value, k, taken)
             info.update(choice)
+        if classifier is not None:
+            info.update(_success_diagnostics(state, u, k))
         points.append(u)
         infos.append(info)
         taken = np.concatenate([taken, u[None]])
         if info.get("converged"):
             break
     return np.stack(points), state._replace(surrogate=fitted), infos
+
+
+def _likeliest_successes(state: BOState, classifier, taken, first: int, q: int):
+    """While every evaluation has failed: the points where the classifier finds success
+    most probable, i.e. away from the failures (Gelbart et al. 2014 maximise the
+    probability of feasibility until a feasible point is found)."""
+    settings, posteriors = state.settings, classifier.conditioned(state.classifier)
+    points, infos = [], []
+    for k in range(first, first + q):
+        try:
+            u, _ = propose(
+                _keys(settings, k)[1], _success_score(classifier), posteriors, state.space,
+                state.u, taken, method=settings.optimizer, num_candidates=settings.num_candidates,
+            )  # fmt: skip
+        except SpaceExhaustedError:
+            if points:
+                break
+            raise
+        points.append(u)
+        infos.append({"phase": "bo", **_success_diagnostics(state, u, k)})
+        taken = np.concatenate([taken, u[None]])
+    return np.stack(points), state, infos
 
 
 def _design_points(state: BOState, taken: np.ndarray, first: int, q: int) -> np.ndarray:
@@ -341,8 +451,9 @@ def _conditioned(state: BOState, surrogate: Surrogate, fitted, data, pending, k:
     return surrogate.conditioned(refitted), fantasies.incumbents(best, jnp.asarray(believed[None]))
 
 
-def _apply_policy(state: BOState, surrogate: Surrogate, args, u, value, k: int, pending):
-    """Choose between the acquisition maximiser ``u`` and the most uncertain point."""
+def _apply_policy(state: BOState, surrogate: Surrogate, classifier, args, u, value, k, pending):
+    """Choose between the acquisition maximiser ``u`` and the most uncertain point (each
+    score weighted by P(success) when a ``classifier`` is fitted)."""
     settings = state.settings
     # Keys of their own (fold_in 2), so the default loop's draws are left as they were.
     explore_key, draw_key = jax.random.split(jax.random.fold_in(_iteration_key(settings, k), 2))
@@ -350,16 +461,17 @@ def _apply_policy(state: BOState, surrogate: Surrogate, args, u, value, k: int, 
     if policies.explores(settings.policy):
         explore, sd = propose(
             explore_key,
-            _score_function(surrogate, "max_variance"),
+            _score_function(surrogate, "max_variance", None, classifier),
             args,
             state.space,
             state.u,
             pending,
             method=settings.optimizer,
             num_candidates=settings.num_candidates,
-            screen=_screen_function(surrogate, "max_variance"),
+            screen=_screen_function(surrogate, "max_variance", classifier),
         )
-        pi = float(_score_function(surrogate, "pi")(jnp.asarray(explore[None]), args)[0])
+        pi_score = _score_function(surrogate, "pi", None, classifier)
+        pi = float(pi_score(jnp.asarray(explore[None]), args)[0])
     decision = policies.decide(
         draw_key,
         settings.policy,

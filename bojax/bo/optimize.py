@@ -103,6 +103,13 @@ def _best_new(points: np.ndarray, values: np.ndarray, taken: np.ndarray) -> int 
     return None if np.all(np.isnan(values)) else int(np.nanargmax(values))
 
 
+def candidate_grid(key: jax.Array, space: Space, method: str, num_candidates: int) -> np.ndarray:
+    """The ``num_candidates`` points ``propose(key, ...)`` scores first: scrambled Sobol for
+    ``sobol``, uniform for ``random`` (the loop reads P(success) over the same points)."""
+    sample_key = jax.random.split(key)[0]
+    return space.sample(sample_key, num_candidates, "sobol" if method == "sobol" else "uniform")
+
+
 def propose(
     key: jax.Array,
     score: Score,
@@ -139,10 +146,8 @@ def propose(
         [np.asarray(evaluated).reshape(-1, d), np.zeros((0, d)) if pending is None else pending]
     )
     taken = _padded(space.snap(taken), d)
-    sample_key, draw_key = jax.random.split(key)
-    candidates = space.sample(
-        sample_key, num_candidates, "sobol" if method == "sobol" else "uniform"
-    )
+    draw_key = jax.random.split(key)[1]
+    candidates = candidate_grid(key, space, method, num_candidates)
     refining = method == "sobol" and num_refine > 0
     grid_score = screen if refining and screen is not None else score
     values = np.asarray(grid_score(jnp.asarray(candidates), args))

@@ -138,12 +138,23 @@ def _prior_mean(model: GP, params: Params, x, data: Data):
     return jax.vmap(lambda xi: model.mean(params["mean"], xi, data))(x)
 
 
-def _factorise(model: GP, params: Params, data: Data) -> tuple[CholeskyResult, Array]:
+def training_factor(model: GP, params: Params, data: Data) -> CholeskyResult:
+    """``chol(K)`` with ``K = k(X, X) + s2 I`` on the real rows and a unit block on the
+    padding rows, through the jitter ladder (never raises: see ``ok``)."""
     weights = data.mask.astype(data.y.dtype)
     both = weights[:, None] * weights[None, :]
     k = gram(model.kernel, params["kernel"], data.x, data.x) * both
     k = k + jnp.diag(params["noise"] * weights + (1.0 - weights))  # unit block on padding
-    chol = jittered_cholesky(k, weights, model.ladder)
+    return jittered_cholesky(k, weights, model.ladder)
+
+
+def prior_mean(model: GP, params: Params, data: Data) -> Float[Array, " N"]:
+    """``m(X)`` at the data's inputs, zero on padding rows."""
+    return jnp.where(data.mask, _prior_mean(model, params, data.x, data), 0.0)
+
+
+def _factorise(model: GP, params: Params, data: Data) -> tuple[CholeskyResult, Array]:
+    chol = training_factor(model, params, data)
     residual = jnp.where(data.mask, data.y - _prior_mean(model, params, data.x, data), 0.0)
     return chol, residual
 

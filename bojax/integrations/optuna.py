@@ -95,7 +95,7 @@ class BojaxSampler(BaseSampler):
         )
         self._independent = independent_sampler or RandomSampler(seed=seed)
         self._intersection = IntersectionSearchSpace()
-        self._chains: dict[tuple, Any] = {}  # fitted surrogate state per search space
+        self._chains: dict[tuple, Any] = {}  # (surrogate, classifier) states per search space
 
     # -- Optuna's sampler interface ---------------------------------------------------------
     def reseed_rng(self) -> None:
@@ -129,7 +129,8 @@ class BojaxSampler(BaseSampler):
         state = init(space, settings)
         key = (repr(space.to_dict()), settings.maximize)
         if key in self._chains:
-            state = state._replace(surrogate=self._chains[key])
+            surrogate, classifier = self._chains[key]
+            state = state._replace(surrogate=surrogate, classifier=classifier)
         for t in observed:
             value = t.value if t.state == TrialState.COMPLETE else math.nan
             point = {n: t.params[n] for n in names}
@@ -141,7 +142,7 @@ class BojaxSampler(BaseSampler):
         ]
         pending = np.asarray(running).reshape(-1, space.dim) if running else None
         points, state, _ = ask_batch(state, 1, pending)
-        self._chains[key] = state.surrogate
+        self._chains[key] = (state.surrogate, state.classifier)
         proposal = space.from_unit(points[0])
         return {
             n: (int(v) if isinstance(space[n], Integer) else float(v)) for n, v in proposal.items()

@@ -5,6 +5,8 @@
 * :mod:`bojax.surrogates.gaussian_process`: :class:`GPSurrogate`, a GP with sampled
   (slice, NUTS), MAP or fixed hyperparameters.
 * :mod:`bojax.surrogates.bnn`: the Bayesian neural network (Agrawal 2016).
+* :mod:`bojax.surrogates.classifier`: :class:`GPClassifier`, where evaluations succeed
+  (failure-aware BO; Gelbart et al. 2014), registered in :data:`FAILURE_MODELS`.
 
 A new surrogate is a class with the protocol's methods and one line in
 :data:`SURROGATES`; a GP with other priors, kernel or mean is one line::
@@ -17,6 +19,7 @@ from __future__ import annotations
 from bojax import gp
 from bojax.errors import UnknownNameError
 from bojax.surrogates.bnn import BNNState, BNNSurrogate
+from bojax.surrogates.classifier import ClassifierState, GPClassifier
 from bojax.surrogates.gaussian_process import GPState, GPSurrogate, fixed_se
 from bojax.surrogates.protocol import Surrogate
 
@@ -51,6 +54,23 @@ SURROGATES: dict[str, Surrogate] = {
 }
 
 
+# What learns where evaluations fail; the loop weights its acquisition by P(success).
+FAILURE_MODELS: dict[str, GPClassifier | None] = {
+    # A probit GP classifier (Matern-5/2 ARD, failure_region_prior), latents and
+    # hyperparameters sampled by elliptical slice (bojax.surrogates.classifier).
+    "gp-probit": GPClassifier(),
+    # Failed evaluations are journalled and never proposed again, and that is all.
+    "none": None,
+}
+
+
+def get_failure_model(name: str) -> GPClassifier | None:
+    try:
+        return FAILURE_MODELS[name]
+    except (KeyError, TypeError):
+        raise UnknownNameError("failure model", name, list(FAILURE_MODELS)) from None
+
+
 def get_surrogate(name: str | Surrogate) -> Surrogate:
     if not isinstance(name, str):
         return name
@@ -61,12 +81,16 @@ def get_surrogate(name: str | Surrogate) -> Surrogate:
 
 
 __all__ = [
+    "FAILURE_MODELS",
     "SURROGATES",
     "BNNState",
     "BNNSurrogate",
+    "ClassifierState",
+    "GPClassifier",
     "GPState",
     "GPSurrogate",
     "Surrogate",
     "fixed_se",
+    "get_failure_model",
     "get_surrogate",
 ]
