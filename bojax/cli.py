@@ -24,6 +24,7 @@ SURROGATE_NAMES = (
     "gp-slice-filled", "gp-map-se", "gp-fixed-se", "gp-slice-se", "bnn-hmc",
 )  # fmt: skip
 ACQUISITION_NAMES = ("log_ei", "ei", "pi", "lcb", "max_variance")
+FAILURE_MODEL_NAMES = ("gp-probit", "none")
 
 
 def _start_jax() -> None:
@@ -160,6 +161,21 @@ def optimize(
     retries: Annotated[
         int, typer.Option(min=0, help="resubmissions of an evaluation a worker lost")
     ] = 1,
+    failure_model: Annotated[
+        str,
+        typer.Option(
+            help="what learns where evaluations fail: "
+            + ", ".join(FAILURE_MODEL_NAMES)
+            + " (none: failures are only dropped)"
+        ),
+    ] = "gp-probit",
+    max_failures: Annotated[
+        int | None, typer.Option(min=1, help="stop after this many failed evaluations [no limit]")
+    ] = None,
+    min_success_probability: Annotated[
+        float | None,
+        typer.Option(help="stop once P(success) is below this everywhere the optimiser looks"),
+    ] = None,
 ) -> None:
     """Run BO on a built-in problem or your own objective, journalling every evaluation to
     --out; with --workers or --scheduler, evaluations run in parallel on Dask, refilled as
@@ -191,6 +207,9 @@ def optimize(
                 maximize=goal,
                 num_candidates=candidates,
                 fantasy=fantasy,
+                failure_model=failure_model,
+                max_failures=max_failures,
+                min_success_probability=min_success_probability,
                 executor=client,
                 q=q,
                 retries=retries,
@@ -278,7 +297,7 @@ def show(
     table = Table(title=f"{len(record.records)} evaluations ({len(record.failures)} failed)")
     for column in ("#", "phase", *(["point"] if wide else names), "y", "best so far", "s"):
         table.add_column(column, justify="left" if column in ("phase", "point") else "right")
-    for column in ("acquisition", "ess"):
+    for column in ("acquisition", "ess", "P(success)"):
         table.add_column(column, justify="right")
     best_so_far = record.best_so_far()
     start = 0 if last is None else max(0, len(record.records) - last)
@@ -299,12 +318,15 @@ def show(
             _format_value(best),
             f"{entry['seconds']:.2f}",
             *(_format_value(diagnostics[k]) if k in diagnostics else "-" for k in (
-                "acquisition_value", "ess"
+                "acquisition_value", "ess", "success_probability"
             )),
         )  # fmt: skip
     console.print(table)
     for entry in record.failures:
-        console.print(f"  failed at #{entry['iteration']}: {entry['error']}", highlight=False)
+        where = ", ".join(f"{k}={_format_value(v)}" for k, v in entry["x"].items())
+        console.print(
+            f"  failed at #{entry['iteration']} ({where}): {entry['error']}", highlight=False
+        )
     best = record.best()
     if best is not None:
         where = ", ".join(f"{k}={_format_value(v)}" for k, v in best["x"].items())

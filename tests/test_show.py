@@ -53,7 +53,7 @@ def test_show_prints_a_live_run_without_touching_its_files(tmp_path):
     text = result.output
     assert "running or interrupted, 1 evaluation(s) in flight" in text
     assert "5 evaluations (1 failed)" in text
-    assert "failed at #3: RuntimeError: training diverged" in text
+    assert "failed at #3 (lr=0.0001, layers=1): RuntimeError: training diverged" in text
     assert "best (min) 0.5 at lr=1e-05, layers=2 (evaluation #4)" in text
     assert (folder / "journal.jsonl").read_bytes() == before  # the torn line is the run's
 

@@ -10,7 +10,7 @@ from bojax import cli
 from bojax.bo.acquisition import ACQUISITIONS
 from bojax.errors import ObjectiveReferenceError, SpaceDefinitionError
 from bojax.spaces import Condition, Integer, Real, Space, load_space
-from bojax.surrogates import SURROGATES
+from bojax.surrogates import FAILURE_MODELS, SURROGATES
 from bojax.user_code import load_objective
 
 runner = CliRunner()
@@ -128,10 +128,11 @@ def test_a_bad_reference_is_a_typed_error(tmp_path, reference, message):
 def test_help_lists_every_registered_surrogate_and_acquisition():
     assert set(cli.SURROGATE_NAMES) == set(SURROGATES)
     assert set(cli.ACQUISITION_NAMES) == set(ACQUISITIONS)
-    result = runner.invoke(cli.app, ["optimize", "--help"], terminal_width=200)
+    assert set(cli.FAILURE_MODEL_NAMES) == set(FAILURE_MODELS)
+    result = runner.invoke(cli.app, ["optimize", "--help"], env={"COLUMNS": "250"})
     assert result.exit_code == 0
     text = " ".join(result.output.split())
-    for name in (*SURROGATES, *ACQUISITIONS):
+    for name in (*SURROGATES, *ACQUISITIONS, *FAILURE_MODELS):
         assert name in text, name
 
 
