@@ -78,7 +78,7 @@ class SpaceExhaustedError(BojaxError, RuntimeError):
 
 
 class ObjectiveError(BojaxError, RuntimeError):
-    """Too many evaluations of the objective failed for the run to continue."""
+    """No evaluation of the objective succeeded, so a run has no result to return."""
 
 
 class JournalError(BojaxError, ValueError):

@@ -257,3 +257,34 @@ def test_a_resumed_run_with_failures_is_bit_identical(tmp_path):
 def test_bad_failure_settings_are_typed_errors(kwargs, error):
     with pytest.raises(error):
         bojax.minimize(FORRESTER, FORRESTER.space, iterations=1, **kwargs, **QUIET)
+
+
+@pytest.mark.slow
+def test_plot_shows_where_a_run_failed(tmp_path):
+    """A 2-D run with a failing region: the figures mark the failures, the 2-D slice gets
+    a P(success) panel, and P(success) is lower where evaluations failed."""
+    from bojax.bo.loop import success_predictor
+    from bojax.bo.runs import load_run
+    from bojax.reports.run_figures import _state, plot_run
+
+    branin = get_problem("branin")
+
+    def disc(point):
+        if math.hypot(point["x1"] - 2.5, point["x2"] - 9.0) < 5.3:
+            raise RuntimeError("training diverged")
+        return branin(point)
+
+    bojax.minimize(disc, branin.space, iterations=8, initial=5, seed=0, out=tmp_path, **QUIET)
+    run = load_run(tmp_path)
+    assert run.failures
+    paths = plot_run(run, tmp_path / "figures")
+    assert {p.name for p in paths} == {
+        "progress.png",
+        "parameters.png",
+        "slices.png",
+        "slice2d.png",
+    }
+    probability = success_predictor(_state(run))
+    p = probability(np.array([r["u"] for r in run.records]))
+    failed = np.array([r["status"] != "ok" for r in run.records])
+    assert p[failed].mean() < p[~failed].mean()

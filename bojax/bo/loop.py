@@ -512,6 +512,22 @@ def predictor(state: BOState) -> Callable[[np.ndarray], tuple[np.ndarray, np.nda
     return posterior
 
 
+def success_predictor(state: BOState) -> Callable[[np.ndarray], np.ndarray] | None:
+    """``u -> P(success | u)`` at unit points ``u`` (M, d) from the failure classifier,
+    fitted once to every evaluation as the next :func:`ask` would fit it; None while
+    nothing failed or failures are not modelled."""
+    if not _models_failures(state):
+        return None
+    state = fit_classifier(state)
+    classifier = state.settings.make_failure_model()
+
+    def probability(u: np.ndarray) -> np.ndarray:
+        u = jnp.asarray(u, dtype=jnp.float64).reshape(-1, state.space.dim)
+        return np.asarray(classifier.probability(state.classifier, u))
+
+    return probability
+
+
 def predict(state: BOState, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``predictor(state)(u)``: one fit, then the posterior mean and sd at ``u``."""
     return predictor(state)(u)

@@ -3,10 +3,13 @@
 * ``progress.png``: every evaluation's value and the best so far (failures marked on the
   axis), the initial design shaded;
 * ``parameters.png``: each parameter against the evaluation number (gaps where a
-  conditional parameter did not exist), the best evaluation marked;
+  conditional parameter did not exist), the best evaluation and the failures marked;
 * ``slices.png``: the surrogate's posterior mean +- 2 sd along each parameter that
-  exists at the best point, the others held at the best point's values;
-* ``slice2d.png``: mean and sd over the two parameters whose 1-D slices vary most.
+  exists at the best point, the others held at the best point's values, failed
+  evaluations' coordinates as red ticks on the axis;
+* ``slice2d.png``: mean and sd over the two parameters whose 1-D slices vary most, with
+  the failed evaluations, and where something failed the failure classifier's
+  P(success) over the same slice (:func:`bojax.bo.loop.success_predictor`).
 
 The surrogate is the run's own (its ``run.json`` settings), refitted to the journal's
 successful evaluations as the run's next ``ask`` would (:func:`bojax.bo.loop.predict`).
@@ -74,8 +77,12 @@ def plot_parameters(run: Run, path: Path) -> None:
     best = run.best()
     plt, fig, axes = _panels(run.space.dim)
     n = np.arange(len(run.records))
+    failed = np.array([r["status"] != "ok" for r in run.records], dtype=bool)
     for ax, p in zip(axes, run.space.parameters, strict=True):
-        ax.plot(n, _values(run, p.name), ".", ms=5)
+        values = _values(run, p.name)
+        ax.plot(n[~failed], values[~failed], ".", ms=5)
+        if failed.any():
+            ax.plot(n[failed], values[failed], "x", ms=5, color="tab:red", label="failed")
         if best is not None and p.name in best["x"]:
             ax.plot(best["iteration"], best["x"][p.name], "*", ms=12, color="tab:orange")
         if p.log:
@@ -107,12 +114,15 @@ def _slice_rows(run: Run, centre: np.ndarray, j: int, grid: np.ndarray) -> np.nd
 def plot_slices(run: Run, slices: Path, slice2d: Path) -> list[Path]:
     """1-D slices through the best point and a 2-D slice over the two liveliest axes
     (when two parameters exist there); returns the paths written."""
-    from bojax.bo.loop import predictor
+    from bojax.bo.loop import predictor, success_predictor
 
     best = run.best()
     if best is None:
         raise ValueError("no successful evaluation: nothing to slice through")
-    predict = predictor(_state(run))  # one fit for every slice
+    state = _state(run)
+    predict = predictor(state)  # one fit for every slice
+    succeeds = success_predictor(state)  # None when nothing failed
+    failures = [r["x"] for r in run.failures]
     centre = run.space.snap(np.asarray(best["u"], dtype=np.float64))
     live = [j for j, p in enumerate(run.space.parameters) if p.name in best["x"]]
     grid = np.linspace(0.0, 1.0, GRID)
@@ -129,6 +139,10 @@ def plot_slices(run: Run, slices: Path, slice2d: Path) -> list[Path]:
         ax.plot(values, mean, color="tab:blue")
         ax.fill_between(values, mean - 2 * sd, mean + 2 * sd, color="tab:blue", alpha=0.2)
         ax.plot(best["x"][p.name], best["y"], "*", ms=12, color="tab:orange")
+        where = [x[p.name] for x in failures if p.name in x]
+        if where:  # failed evaluations' coordinates, as a rug on the axis
+            ax.plot(where, np.zeros(len(where)), "|", ms=10, color="tab:red",
+                    transform=ax.get_xaxis_transform())  # fmt: skip
         if p.log:
             _log_axis(ax, "x")
         ax.set_title(p.name, fontsize=9)
@@ -149,11 +163,18 @@ def plot_slices(run: Run, slices: Path, slice2d: Path) -> list[Path]:
     mean, sd = predict(rows)
     pa, pb = run.space.parameters[a], run.space.parameters[b]
     va, vb = pa.decode(np.clip(rows[:, a], 0, 1)), pb.decode(np.clip(rows[:, b], 0, 1))
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for ax, field, title in zip(axes, (mean, sd), ("posterior mean", "posterior sd"), strict=True):
+    fields = [(mean, "posterior mean"), (sd, "posterior sd")]
+    if succeeds is not None:
+        fields.append((succeeds(rows), "P(success)"))
+    fig, axes = plt.subplots(1, len(fields), figsize=(5 * len(fields), 4), squeeze=False)
+    failed = [x for x in failures if pa.name in x and pb.name in x]
+    for ax, (field, title) in zip(axes[0], fields, strict=True):
         image = ax.tricontourf(va, vb, field, levels=20)
         fig.colorbar(image, ax=ax)
         ax.plot(best["x"][pa.name], best["x"][pb.name], "*", ms=12, color="tab:orange")
+        if failed:
+            ax.plot([x[pa.name] for x in failed], [x[pb.name] for x in failed], "x",
+                    color="tab:red", ms=6)  # fmt: skip
         ax.set_xlabel(pa.name)
         ax.set_ylabel(pb.name)
         ax.set_title(title, fontsize=10)
