@@ -100,3 +100,15 @@ def test_conditioning_benchmark_times_both_arms_and_they_agree(tmp_path):
     assert row["max_abs_difference"] < 1e-10
     saved = json.loads((tmp_path / "conditioning.json").read_text())
     assert saved["rows"] == [row]
+
+
+@pytest.mark.slow
+def test_failure_benchmark_counts_wasted_evaluations_and_keeps_its_runs(tmp_path):
+    failures = load("failures")
+    argv = ["--seeds", "1", "--problems", "branin-disc", "--methods", "bojax drop"]
+    summary = failures.main([*argv, "--out", str(tmp_path)])
+    (row,) = summary["rows"]
+    run = json.loads((tmp_path / "failure_runs" / "branin-disc__bojax_drop__0.json").read_text())
+    assert run["evaluations"] == 30 and 0 <= run["wasted"] <= run["failures"] <= 30
+    assert row["mean_wasted"] == run["wasted"] and row["median_regret"] == run["regret"] >= 0
+    assert failures.main([*argv, "--out", str(tmp_path)])["rows"] == summary["rows"]  # reused

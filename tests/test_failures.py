@@ -177,6 +177,21 @@ def test_a_mostly_failing_space_is_learned_and_the_run_goes_on(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_run_with_failures_compiles_once_per_bucket_not_per_iteration():
+    from bojax.compilation import count_compilations
+
+    with count_compilations() as counts:
+        result = bojax.minimize(
+            _failing_beyond(0.85), FORRESTER.space, iterations=9, initial=3, seed=6, **QUIET
+        )
+    weighted = [r for r in result.history if "success_probability" in r["diagnostics"]]
+    assert len(weighted) >= 4 and len(result.history) <= 16  # one data bucket
+    assert counts.of("_fit_classifier") <= 1
+    assert counts.of("score") <= 4  # the weighted score, for the grid and refined batches
+    assert counts.of("<lambda>") <= 2  # log P(success) on the grid and at the proposal
+
+
+@pytest.mark.slow
 def test_an_initial_design_that_all_fails_still_finds_where_evaluations_succeed():
     def narrow(point):
         if point["x"] < 0.8:

@@ -137,7 +137,7 @@ class GPClassifier:
         latent = np.zeros(size)  # the chain's latents, padded (with the prior mean) to N
         kept = np.asarray(state.latent)[:size]
         latent[: len(kept)] = kept
-        posteriors, position, latent, diagnostics = _fit(
+        posteriors, position, latent, diagnostics = _fit_classifier(
             self, key, state.prior, data, state.position, jnp.asarray(latent), state.fits == 0
         )
         return state._replace(
@@ -203,7 +203,7 @@ def _log_likelihood(data: gp.Data, f) -> jax.Array:
 
 
 @partial(jax.jit, static_argnums=0)
-def _fit(classifier: GPClassifier, key, prior, data, position, latent, first):
+def _fit_classifier(classifier: GPClassifier, key, prior, data, position, latent, first):
     model = classifier.model
     flat_position, unravel = jax.flatten_util.ravel_pytree(position)
     zeros, ones = jnp.zeros_like(latent), jnp.ones_like(latent)
