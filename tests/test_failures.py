@@ -216,6 +216,23 @@ def test_max_failures_ends_the_run_and_says_why():
 
 
 @pytest.mark.slow
+def test_a_resumed_run_at_its_failure_limit_evaluates_nothing_new(tmp_path):
+    calls = []
+
+    def counted(point):
+        calls.append(point)
+        return _failing_beyond(0.2)(point)
+
+    run = {"iterations": 10, "initial": 4, "seed": 0, "max_failures": 3, "out": tmp_path}
+    first = bojax.minimize(counted, FORRESTER.space, **run, **QUIET)
+    assert first.failures == 3
+    before = len(calls)
+    again = bojax.minimize(counted, FORRESTER.space, resume=True, **run, **QUIET)
+    assert len(calls) == before and "max_failures=3" in again.stopped
+    assert again.evaluations == first.evaluations
+
+
+@pytest.mark.slow
 def test_a_run_where_everything_fails_stops_with_a_clear_message(tmp_path):
     def broken(point):
         raise ValueError("CUDA out of memory")

@@ -353,6 +353,9 @@ class _Run:
         self.next_proposal = max(proposals, default=-1) + 1
 
     def loop(self, state: BOState, queued: list[Flight], total: int) -> BOState:
+        failures = int(np.sum(~np.isfinite(state.y)))
+        if failures >= (self.max_failures or math.inf):  # a resumed run at its limit already
+            self.stopped = f"{failures} evaluations failed (max_failures={self.max_failures})"
         self.next_proposal = max([f.proposal + 1 for f in queued] + [self.next_proposal])
         with _Progress(self.progress, total, len(self.history)) as bar:
             while True:
