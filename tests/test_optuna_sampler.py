@@ -126,3 +126,19 @@ def test_inside_optuna_bojax_proposes_exactly_what_its_own_loop_does():
         inside.append(u)
         study.tell(trial, value(u))
     np.testing.assert_array_equal(np.array(inside), np.array(native))
+
+
+def test_after_failed_trials_only_bojax_proposes_away_from_them():
+    """Failed trials are modelled: with nothing but failures at x <= 0.5 the sampler still
+    proposes, where success is likeliest, instead of waiting for successes."""
+    sampler = BojaxSampler(seed=0, n_startup_trials=3, **FAST)
+    study = optuna.create_study(sampler=sampler)
+    space = {"x": optuna.distributions.FloatDistribution(0.0, 1.0)}
+    for x in (0.1, 0.3, 0.5):
+        failed = optuna.trial.create_trial(
+            params={"x": x}, distributions=space, state=optuna.trial.TrialState.FAIL
+        )
+        study.add_trial(failed)
+    asking = optuna.trial.create_trial(params={}, distributions={}, value=0.0)
+    proposal = sampler.sample_relative(study, asking, space)
+    assert proposal and proposal["x"] > 0.7

@@ -13,12 +13,14 @@ Everything else (categorical parameters, the first ``n_startup_trials`` trials, 
 multi-objective study) goes to ``independent_sampler`` (Optuna's ``RandomSampler`` by
 default), as Optuna's own GP sampler does.
 
-Completed trials are observations; failed trials enter as failed evaluations (bojax
-records them, as its own loop does); pruned trials are left out, since their value is
-not the objective's. Trials still running are pending points, conditioned on as
-fantasies, so parallel workers do not propose the same place. The surrogate's chain
-state is kept between trials of one sampler, so each trial continues the chain instead
-of burning in again; a resumed study (a new sampler on old storage) burns in once.
+Completed trials are observations; failed trials enter as failed evaluations, which
+bojax's failure classifier learns from (its acquisition is weighted by the probability
+of success, and while every trial has failed it proposes where success is likeliest);
+pruned trials are left out, since their value is not the objective's. Trials still
+running are pending points, conditioned on as fantasies, so parallel workers do not
+propose the same place. The chain states of the surrogate and the classifier are kept
+between trials of one sampler, so each trial continues them instead of burning in
+again; a resumed study (a new sampler on old storage) burns in once.
 """
 
 from __future__ import annotations
@@ -116,14 +118,13 @@ class BojaxSampler(BaseSampler):
             return {}
         from dataclasses import replace
 
-        from bojax.bo.loop import ask_batch, init, tell
+        from bojax.bo.loop import ask_batch, init, model_based, tell
 
         space = _space(search_space)
         names = space.names
         finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
         observed = [t for t in finished if all(n in t.params for n in names)]
-        successes = [t for t in observed if t.state == TrialState.COMPLETE]
-        if len(successes) < self._settings.initial:
+        if len(observed) < self._settings.initial:
             return {}
         settings = replace(self._settings, maximize=study.direction == StudyDirection.MAXIMIZE)
         state = init(space, settings)
@@ -135,6 +136,8 @@ class BojaxSampler(BaseSampler):
             value = t.value if t.state == TrialState.COMPLETE else math.nan
             point = {n: t.params[n] for n in names}
             state = tell(state, space.to_unit(point), math.nan if value is None else value)
+        if not model_based(state):  # bojax's own rule: e.g. only failures, not modelled
+            return {}
         running = [
             space.to_unit({n: t.params[n] for n in names})
             for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
