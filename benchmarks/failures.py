@@ -15,7 +15,9 @@ more-than-half stop), and Optuna's TPE with failed trials (``catch``). Wasted
 evaluations are failures after the initial design; regret is the best successful value
 minus the optimum. Each (problem, method, seed) run is kept in ``<out>/failure_runs/``
 as it finishes and reused, so the benchmark resumes, and processes given different
-``--problems`` can share the work. Prints medians and ratios and writes ``failures.json``.
+``--problems`` can share the work. ``--surrogate`` and ``--acquisition`` run the bojax
+arms with another surrogate (their runs are kept apart). Prints medians and ratios and
+writes ``failures.json``.
 
     uv run python benchmarks/failures.py [--quick] [--problems ...] [--methods ...]
 """
@@ -71,7 +73,7 @@ PROBLEMS = {
 }
 
 
-def run_bojax(problem: str, method: str, seed: int) -> list[dict]:
+def run_bojax(problem: str, method: str, seed: int, surrogate: dict) -> list[dict]:
     objective, base, initial, total = PROBLEMS[problem]
     spec = get_problem(base)
     result = bojax.minimize(
@@ -82,11 +84,12 @@ def run_bojax(problem: str, method: str, seed: int) -> list[dict]:
         seed=seed,
         failure_model="gp-probit" if method == "bojax gp-probit" else "none",
         progress=False,
+        **surrogate,
     )
     return [{"y": r["y"], "failed": r["status"] != "ok"} for r in result.history]
 
 
-def run_optuna(problem: str, method: str, seed: int) -> list[dict]:
+def run_optuna(problem: str, method: str, seed: int, surrogate: dict) -> list[dict]:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -105,13 +108,17 @@ def run_optuna(problem: str, method: str, seed: int) -> list[dict]:
     ]
 
 
-def run(problem: str, method: str, seed: int, folder: Path) -> dict:
-    path = folder / f"{problem}__{method.replace(' ', '_')}__{seed}.json"
+def run(problem: str, method: str, seed: int, folder: Path, surrogate: dict | None = None) -> dict:
+    """One (problem, method, seed) run, read from ``folder`` if kept there. ``surrogate``
+    (bojax arms: ``surrogate`` and ``acquisition`` names) keeps its runs apart."""
+    surrogate = surrogate or {}
+    tag = "".join(f"__{v}" for v in surrogate.values()) if "bojax" in method else ""
+    path = folder / f"{problem}__{method.replace(' ', '_')}{tag}__{seed}.json"
     if path.exists():
         return json.loads(path.read_text())
     tick = time.perf_counter()
     runner = run_optuna if method == "Optuna TPE" else run_bojax
-    history = runner(problem, method, seed)
+    history = runner(problem, method, seed, surrogate)
     _, base, initial, _ = PROBLEMS[problem]
     values = [h["y"] for h in history if not h["failed"]]
     record = {
@@ -135,6 +142,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seeds", type=int, default=None)
     parser.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=list(PROBLEMS))
     parser.add_argument("--methods", nargs="+", default=METHODS)
+    parser.add_argument("--surrogate", default=None, help="bojax arms' surrogate [gp-slice]")
+    parser.add_argument("--acquisition", default=None, help="bojax arms' acquisition [log_ei]")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args(argv)
     console = Console()
@@ -146,12 +155,15 @@ def main(argv: list[str] | None = None) -> dict:
         console.print("[yellow]Optuna is not installed: its arm is skipped[/yellow]")
     seeds = args.seeds or (3 if args.quick else 20)
     folder = args.out / "failure_runs"
+    surrogate = {
+        k: v for k, v in (("surrogate", args.surrogate), ("acquisition", args.acquisition)) if v
+    }
     rows = {}
     for problem in args.problems:
         for method in names:
             records = []
             for seed in range(seeds):
-                records.append(run(problem, method, seed, folder))
+                records.append(run(problem, method, seed, folder, surrogate))
                 done = records[-1]
                 console.print(
                     f"{problem} {method} seed {seed}: wasted {done['wasted']}, "
@@ -166,7 +178,8 @@ def main(argv: list[str] | None = None) -> dict:
                 "seconds": float(np.mean([r["seconds"] for r in records])),
                 "seeds": len(records),
             }
-    table = Table(title=f"Failure regions, {seeds} seeds (medians over seeds)")
+    arms = ", ".join(surrogate.values()) or "gp-slice, log_ei"
+    table = Table(title=f"Failure regions, {seeds} seeds (medians over seeds); bojax: {arms}")
     for column in ("problem", "method", "wasted (median)", "wasted (mean)", "regret (median)"):
         table.add_column(column, justify="left" if column in ("problem", "method") else "right")
     table.add_column(f"wasted vs {BASELINE}", justify="right")
@@ -190,11 +203,13 @@ def main(argv: list[str] | None = None) -> dict:
     console.print(table)
     summary = {
         "seeds": seeds,
+        "bojax": surrogate,
         "machine": methods.machine(),
         "rows": [{"problem": p, "method": m, **row} for (p, m), row in rows.items()],
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / ("failures_quick.json" if args.quick else "failures.json")).write_text(
+    name = "failures" + "".join(f"_{v}" for v in surrogate.values())
+    (args.out / (name + ("_quick" if args.quick else "") + ".json")).write_text(
         json.dumps(summary, indent=2)
     )
     return summary
