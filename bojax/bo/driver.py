@@ -352,10 +352,19 @@ class _Run:
         proposals = [r.get("proposal", r["iteration"]) for r in history]
         self.next_proposal = max(proposals, default=-1) + 1
 
-    def loop(self, state: BOState, queued: list[Flight], total: int) -> BOState:
+    def _check_failures(self, state: BOState, last_error: str | None = None) -> None:
+        """Stop issuing points once ``max_failures`` evaluations have failed (also for a
+        resumed run that reached it before)."""
         failures = int(np.sum(~np.isfinite(state.y)))
-        if failures >= (self.max_failures or math.inf):  # a resumed run at its limit already
-            self.stopped = f"{failures} evaluations failed (max_failures={self.max_failures})"
+        if self.stopped is None and failures >= (self.max_failures or math.inf):
+            last = f"; last: {last_error}" if last_error else ""
+            self.stopped = (
+                f"{failures} of {len(state.y)} evaluations failed "
+                f"(max_failures={self.max_failures}){last}"
+            )
+
+    def loop(self, state: BOState, queued: list[Flight], total: int) -> BOState:
+        self._check_failures(state)
         self.next_proposal = max([f.proposal + 1 for f in queued] + [self.next_proposal])
         with _Progress(self.progress, total, len(self.history)) as bar:
             while True:
@@ -447,12 +456,8 @@ class _Run:
             self.journal.append(record)
             self._save_pending(queued)
         bar.update(state, record)
-        failures = int(np.sum(~np.isfinite(state.y)))
-        if error and self.stopped is None and failures >= (self.max_failures or math.inf):
-            self.stopped = (
-                f"{failures} of {n + 1} evaluations failed (max_failures={self.max_failures}); "
-                f"last: {error}"
-            )
+        if error:
+            self._check_failures(state, error)
         return state
 
     def _retry(self, flight: Flight, lost: Exception, queued: list[Flight]) -> str | None:

@@ -155,7 +155,7 @@ def prior_mean(model: GP, params: Params, data: Data) -> Float[Array, " N"]:
 
 def _factorise(model: GP, params: Params, data: Data) -> tuple[CholeskyResult, Array]:
     chol = training_factor(model, params, data)
-    residual = jnp.where(data.mask, data.y - _prior_mean(model, params, data.x, data), 0.0)
+    residual = jnp.where(data.mask, data.y, 0.0) - prior_mean(model, params, data)
     return chol, residual
 
 
@@ -168,7 +168,7 @@ def solved(
     if inverse is None:
         eye = jnp.eye(chol.factor.shape[0], dtype=chol.factor.dtype)
         inverse = solve_triangular(chol.factor, eye, lower=True)
-    residual = jnp.where(data.mask, data.y - _prior_mean(model, params, data.x, data), 0.0)
+    residual = jnp.where(data.mask, data.y, 0.0) - prior_mean(model, params, data)
     half = solve_triangular(chol.factor, residual, lower=True)
     alpha = solve_triangular(chol.factor.T, half, lower=False)
     return Posterior(params, data, chol.factor, alpha, chol.jitter, chol.ok, inverse)
