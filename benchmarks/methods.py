@@ -38,6 +38,8 @@ BOJAX_ARMS = {
     "bojax gp-hmc": ("gp-hmc", "ei"),
     "bojax gp-map": ("gp-map", "ei"),
     "bojax bnn-hmc": ("bnn-hmc", "lcb"),
+    "bojax bnn-hmc-logei": ("bnn-hmc", "log_ei"),
+    "bojax bnn-report": ("bnn-report", "lcb"),
 }
 
 

@@ -4,9 +4,9 @@ Six test functions (Forrester, Branin, Six-Hump Camel, McCormick, Rosenbrock, Ha
 each method started from the same 2d + 1 scrambled Sobol points per seed, 30
 evaluations in all (60 for Hartmann-6), 20 seeds (3 with ``--quick``). Simple regret
 after k evaluations is ``min(y_1..y_k) - f*``. Methods (see ``methods.py``): bojax
-``gp-slice`` + EI, ``gp-map`` + EI, ``bnn-hmc`` + LCB, BoTorch ``SingleTaskGP`` +
-LogEI, Optuna TPE and ``GPSampler``, random search; peers that are not installed are
-skipped with a note.
+``gp-slice`` + LogEI, ``gp-map`` + EI, ``bnn-hmc`` + LCB and + LogEI, the BNN report's
+set-up ``bnn-report`` + LCB, BoTorch ``SingleTaskGP`` + LogEI, Optuna TPE and
+``GPSampler``, random search; peers that are not installed are skipped with a note.
 
 Each (function, method, seed) run is kept in ``<out>/regret_runs/`` as it finishes and
 reused when present, so an interrupted benchmark continues, and processes given
@@ -45,6 +45,8 @@ ALL_METHODS = [
     "bojax gp-slice",
     "bojax gp-map",
     "bojax bnn-hmc",
+    "bojax bnn-hmc-logei",
+    "bojax bnn-report",
     "BoTorch GP",
     "Optuna TPE",
     "Optuna GP",

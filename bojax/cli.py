@@ -176,6 +176,10 @@ def optimize(
         float | None,
         typer.Option(help="stop once P(success) is below this everywhere the optimiser looks"),
     ] = None,
+    warping: Annotated[
+        str | None,
+        typer.Option(help="outputs the surrogate sees: standardise or rank [the surrogate's]"),
+    ] = None,
 ) -> None:
     """Run BO on a built-in problem or your own objective, journalling every evaluation to
     --out; with --workers or --scheduler, evaluations run in parallel on Dask, refilled as
@@ -210,6 +214,7 @@ def optimize(
                 failure_model=failure_model,
                 max_failures=max_failures,
                 min_success_probability=min_success_probability,
+                warping=warping,
                 executor=client,
                 q=q,
                 retries=retries,

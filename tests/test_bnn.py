@@ -40,32 +40,64 @@ def numpy_forward(net: bnn.Network, theta, x):
     return (h @ layers[-1]["kernel"] + layers[-1]["bias"])[:, 0]
 
 
-def numpy_log_joint(net, theta, tau_p, tau_n, x, y, hyper):
-    f = numpy_forward(net, theta, x)
+def numpy_log_joint(precision, theta, tau_p, tau_n, f, y, hyper):
     return (
-        stats.norm.logpdf(theta, scale=tau_p**-0.5).sum()
+        stats.norm.logpdf(theta, scale=precision**-0.5).sum()
         + stats.norm.logpdf(y, loc=f, scale=tau_n**-0.5).sum()
-        + stats.gamma.logpdf(tau_p, hyper.weight_shape, scale=1 / hyper.weight_rate)
+        + stats.gamma.logpdf(tau_p, hyper.weight_shape, scale=1 / hyper.weight_rate).sum()
         + stats.gamma.logpdf(tau_n, hyper.noise_shape, scale=1 / hyper.noise_rate)
     )
 
 
-def test_log_joint_and_energy_gradient_match_a_direct_computation():
+def numpy_groups(net, theta, gain, bias_sd):
+    """Group and scale of every parameter, by walking flax's tree in NumPy."""
+    params = jax.tree.map(np.asarray, net.unravel(jnp.asarray(theta)))["params"]
+    last = len(params) - 1
+    index, scale = {}, {}
+    for i in range(len(params)):
+        kernel = params[f"Dense_{i}"]["kernel"]
+        fan_in = kernel.shape[0] / (1.0 if i == last else gain**2)
+        index[f"Dense_{i}"] = {
+            "bias": np.full(kernel.shape[1], 2 * i + 1),
+            "kernel": np.full(kernel.shape, 2 * i),
+        }
+        scale[f"Dense_{i}"] = {
+            "bias": np.full(kernel.shape[1], bias_sd**-2),
+            "kernel": np.full(kernel.shape, fan_in),
+        }
+    flat = lambda tree: np.concatenate([np.ravel(a) for a in jax.tree.leaves(tree)])  # noqa: E731
+    return flat(index).astype(int), flat(scale)
+
+
+@pytest.mark.parametrize("structure", ["layerwise", "shared"])
+def test_log_joint_and_energy_gradient_match_a_direct_computation(structure):
     data, x, y = toy_data()  # 7 points padded to a bucket: padding must not count
     assert data.x.shape[0] > 7
     net, theta = bnn.network((4, 3), 2, jax.random.key(3))
     theta = theta + 0.3 * jax.random.normal(jax.random.key(4), theta.shape)
-    got = float(bnn.log_joint(net, theta, 1.7, 9.0, data, HYPER))
-    want = numpy_log_joint(net, np.asarray(theta), 1.7, 9.0, x, y, HYPER)
+    groups = bnn.precision_groups(net, theta, structure, gain=1.5, bias_sd=0.5)
+    if structure == "layerwise":
+        index, scale = numpy_groups(net, theta, 1.5, 0.5)
+        np.testing.assert_array_equal(groups.index, index)
+        np.testing.assert_allclose(groups.scale, scale)
+        tau = np.array([1.7, 0.4, 2.2, 3.0, 0.8, 1.1])
+    else:
+        index, scale, tau = np.zeros(theta.shape[0], int), np.ones(theta.shape[0]), np.array([1.7])
+    precision = tau[index] * scale
+    t0 = np.asarray(theta)
+    got = float(bnn.log_joint(net, theta, tau, 9.0, data, HYPER, groups))
+    want = numpy_log_joint(precision, t0, tau, 9.0, numpy_forward(net, t0, x), y, HYPER)
     np.testing.assert_allclose(got, want, rtol=1e-12)
 
     def numpy_energy(t):
-        return 0.5 * 1.7 * np.sum(t**2) + 0.5 * 9.0 * np.sum((y - numpy_forward(net, t, x)) ** 2)
+        return 0.5 * np.sum(precision * t**2) + 0.5 * 9.0 * np.sum(
+            (y - numpy_forward(net, t, x)) ** 2
+        )
 
-    np.testing.assert_allclose(float(bnn.energy(net, theta, 1.7, 9.0, data)), numpy_energy(theta))
-    grad = np.asarray(jax.grad(bnn.energy, argnums=1)(net, theta, 1.7, 9.0, data))
+    energy = bnn.energy(net, theta, groups.precision(tau), 9.0, data)
+    np.testing.assert_allclose(float(energy), numpy_energy(t0))
+    grad = np.asarray(jax.grad(bnn.energy, argnums=1)(net, theta, groups.precision(tau), 9.0, data))
     eye, h = np.eye(theta.shape[0]), 1e-6
-    t0 = np.asarray(theta)
     numeric = [(numpy_energy(t0 + h * e) - numpy_energy(t0 - h * e)) / (2 * h) for e in eye]
     np.testing.assert_allclose(grad, numeric, rtol=1e-6, atol=1e-7)
 
@@ -73,20 +105,36 @@ def test_log_joint_and_energy_gradient_match_a_direct_computation():
 def test_gibbs_conditionals_are_the_closed_form_gammas():
     data, x, y = toy_data()
     net, theta = bnn.network((4, 3), 2, jax.random.key(5))
-    (a_p, b_p), (a_n, b_n) = bnn.precision_conditionals(net, theta, data, HYPER)
+    groups = bnn.precision_groups(net, theta, "layerwise", gain=1.5, bias_sd=0.5)
+    index, scale = numpy_groups(net, theta, 1.5, 0.5)
+    (a_p, b_p), (a_n, b_n) = bnn.precision_conditionals(net, theta, data, HYPER, groups)
     t = np.asarray(theta)
     sse = np.sum((y - numpy_forward(net, t, x)) ** 2)
-    np.testing.assert_allclose([a_p, b_p], [2.0 + t.size / 2, 0.5 + np.sum(t**2) / 2])
+    for g in range(6):
+        members = index == g
+        want = [2.0 + members.sum() / 2, 0.5 + np.sum(scale[members] * t[members] ** 2) / 2]
+        np.testing.assert_allclose([a_p[g], b_p[g]], want)
     np.testing.assert_allclose([a_n, b_n], [1.5 + 7 / 2, 0.1 + sse / 2])
     # They are the conditionals: log joint minus the Gamma log density is flat in tau.
     taus = np.array([0.3, 1.0, 4.0, 20.0])
+    base = np.full(6, 2.0)
     weight = [
-        float(bnn.log_joint(net, theta, tau, 2.0, data, HYPER))
-        - stats.gamma.logpdf(tau, float(a_p), scale=1 / float(b_p))
+        float(
+            bnn.log_joint(
+                net,
+                theta,
+                base.copy().__setitem__(2, tau) or _set(base, 2, tau),
+                2.0,
+                data,
+                HYPER,
+                groups,
+            )
+        )
+        - stats.gamma.logpdf(tau, float(a_p[2]), scale=1 / float(b_p[2]))
         for tau in taus
     ]
     noise = [
-        float(bnn.log_joint(net, theta, 2.0, tau, data, HYPER))
+        float(bnn.log_joint(net, theta, base, tau, data, HYPER, groups))
         - stats.gamma.logpdf(tau, float(a_n), scale=1 / float(b_n))
         for tau in taus
     ]
@@ -94,35 +142,45 @@ def test_gibbs_conditionals_are_the_closed_form_gammas():
     np.testing.assert_allclose(noise, noise[0], atol=1e-9)
     # And the draws follow them.
     keys = jax.random.split(jax.random.key(0), 4000)
-    draws = jax.vmap(lambda k: bnn.gibbs_precisions(k, net, theta, data, HYPER))(keys)
-    for sample, (a, b) in zip(draws, [(a_p, b_p), (a_n, b_n)], strict=True):
+    tau_p, tau_n = jax.vmap(lambda k: bnn.gibbs_precisions(k, net, theta, data, HYPER, groups))(
+        keys
+    )
+    for sample, (a, b) in [(tau_p[:, 2], (a_p[2], b_p[2])), (tau_n, (a_n, b_n))]:
         mean, sd = float(a / b), float(np.sqrt(a) / b)
         assert abs(float(np.mean(sample)) - mean) < 4.5 * sd / np.sqrt(4000)
         assert abs(float(np.std(sample)) / sd - 1) < 0.08
 
 
-def test_hmc_recovers_a_bayesian_linear_regression_posterior():
+def _set(array, i, value):
+    out = np.array(array, dtype=float)
+    out[i] = value
+    return out
+
+
+@pytest.mark.parametrize(
+    "adaptation, mass",
+    [(bnn.StepAdaptation(), "unit"), (bnn.DualAveraging(), "prior")],
+    ids=["report-rule-unit-mass", "dual-averaging-prior-mass"],
+)
+def test_hmc_recovers_a_bayesian_linear_regression_posterior(adaptation, mass):
     """No hidden layer: f = x w + b is linear in theta, so with the precisions held the
-    posterior is N(mu, Sigma), Sigma = (tau_p I + tau_n Phi^T Phi)^-1, mu = tau_n Sigma Phi^T y."""
+    posterior is N(mu, Sigma), Sigma = (P + tau_n Phi^T Phi)^-1, mu = tau_n Sigma Phi^T y
+    with P the prior precisions (layerwise: the weights' fan-in scaled, the bias its own)."""
     data, x, y = toy_data(n=12, d=2, seed=1)
     net, theta0 = bnn.network((), 2)
-    tau_p, tau_n = 0.5, 4.0
+    groups = bnn.precision_groups(net, theta0, "layerwise", bias_sd=0.5)
+    tau_p, tau_n = jnp.array([0.5, 0.8]), 4.0
+    prior = np.asarray(groups.precision(tau_p))
     phi = np.stack([numpy_forward(net, e, x) for e in np.eye(theta0.shape[0])], axis=1)
-    cov = np.linalg.inv(tau_p * np.eye(3) + tau_n * phi.T @ phi)
+    cov = np.linalg.inv(np.diag(prior) + tau_n * phi.T @ phi)
     mean = tau_n * cov @ phi.T @ y
-    state = bnn.SamplerState(theta0, jnp.asarray(tau_p), jnp.asarray(tau_n), 0.05, 0.8)
+    state = bnn.SamplerState(theta0, tau_p, jnp.asarray(tau_n), jnp.asarray(0.05))
     run = jax.jit(
         lambda key: bnn.sample(
-            key,
-            net,
-            state,
-            data,
-            num_samples=3000,
-            burn_in=300,
-            leapfrog_steps=10,
-            update_precisions=False,
+            key, net, state, data, num_samples=3000, burn_in=300, leapfrog_steps=10,
+            adaptation=adaptation, groups=groups, mass=mass, update_precisions=False,
         )
-    )
+    )  # fmt: skip
     started = time.perf_counter()
     draws = run(jax.random.key(2))
     theta = np.asarray(draws.theta)
@@ -136,13 +194,48 @@ def test_hmc_recovers_a_bayesian_linear_regression_posterior():
     assert 0.3 < float(draws.diagnostics["acceptance"]) <= 1.0
 
 
-def test_step_size_rule_moves_toward_the_target_acceptance():
+def test_step_size_rules_move_toward_the_target_acceptance():
     rule = bnn.StepAdaptation(target=0.8)
-    up, avg_up = rule.update(0.1, 0.8, 1.0)
-    down, avg_down = rule.update(0.1, 0.8, 0.0)
+    up, avg_up = rule.update((0.1, 0.8), 1.0)
+    down, avg_down = rule.update((0.1, 0.8), 0.0)
     assert float(up) == pytest.approx(0.102) and float(avg_up) == pytest.approx(0.82)
     assert float(down) == pytest.approx(0.098) and float(avg_down) == pytest.approx(0.72)
-    assert float(rule.update(1e-9, 0.0, 0.0)[0]) == rule.min_step
+    assert float(rule.update((1e-9, 0.0), 0.0)[0]) == rule.min_step
+    # Dual averaging: acceptance always above target drives the step up, below it down;
+    # the frozen step is the averaged iterate.
+    averaging = bnn.DualAveraging(target=0.75)
+    for acceptance, direction in [(1.0, 1), (0.0, -1)]:
+        state = averaging.init(0.1)
+        for _ in range(50):
+            state = averaging.update(state, acceptance)
+        assert np.sign(np.log(float(averaging.final(state)) / 0.1)) == direction
+
+
+def test_the_layerwise_prior_has_the_function_scale_of_its_closed_form():
+    """One hidden layer of H tanh units: f(x) = sum_j v_j tanh(w_j . x + b_j) + c with
+    v_j ~ N(0, 1 / H), w_j ~ N(0, gain^2 / d I), b_j, c ~ N(0, bias_sd^2), so
+    Var f(x) = bias_sd^2 + E tanh(z)^2, z ~ N(0, gain^2 |x|^2 / d + bias_sd^2), for any H.
+    The expectation by quadrature against networks drawn from the library's prior."""
+    from scipy import integrate
+
+    gain, bias_sd, d = 5 / 3, 0.5, 3
+    surrogate = bnn.BNNSurrogate(hidden=(20,), gain=gain, bias_sd=bias_sd)
+    net, theta = bnn.network((20,), d)
+    groups = surrogate.groups(d)
+    precision = groups.precision(jnp.ones(groups.count))
+    x = jnp.array([[0.0, 0.0, 0.0], [1.0, -0.5, 0.2], [1.7, 1.7, -1.7]])
+    draws = 20000
+    thetas = jax.random.normal(jax.random.key(0), (draws, theta.shape[0])) / jnp.sqrt(precision)
+    f = np.asarray(jax.vmap(net, in_axes=(0, None))(thetas, x))
+    for k, point in enumerate(np.asarray(x)):
+        z_sd = np.sqrt(gain**2 * point @ point / d + bias_sd**2)
+        e_tanh2 = integrate.quad(
+            lambda z, sd=z_sd: np.tanh(z) ** 2 * stats.norm.pdf(z, scale=sd), -12 * z_sd, 12 * z_sd
+        )[0]
+        want = bias_sd**2 + e_tanh2
+        # sd of a sample variance: sqrt((m4 - var^2) / draws), m4 estimated from the draws.
+        spread = np.sqrt((np.mean(f[:, k] ** 4) - want**2) / draws)
+        assert abs(np.var(f[:, k]) - want) < 4 * spread, (k, np.var(f[:, k]), want)
 
 
 def test_predictive_is_the_sample_mean_and_spread():
@@ -199,11 +292,11 @@ def test_bnn_through_minimize_on_forrester_compiles_once_and_resumes(tmp_path):
 
 def test_the_fitted_bnn_explains_its_data_within_its_own_spread():
     """Over eight chains, not one. At the points it saw, every chain's predictive (the
-    networks' spread plus their noise, 1 / tau_n) covers the outputs within 3 sd; most
-    chains' mean explains most of the variance; the latent sd is larger far from the data
-    than at it. One chain's fit is not asserted: with Gibbs-sampled precisions some chains
-    explain a noise-free function partly as noise (R^2 from 0.19 to 0.997 over 16 seeds at
-    this burn-in), so a single-seed check fails on another device's rounding."""
+    networks' spread plus their noise, 1 / tau_n) covers the outputs within 3 sd; every
+    fit's mean explains at least half the variance and the median fit nearly all of it;
+    the latent sd is larger far from the data than at it. Over 16 seeds R^2 ran from 0.81
+    to 0.998 (the report's set-up at these settings: 0.19 to 0.997), so the bounds hold
+    over seeds, not only on this device's rounding of one chain."""
     surrogate = SMALL
     problem = get_problem("forrester")
     u = np.array([[0.05], [0.2], [0.3], [0.42], [0.55], [0.6]])
@@ -220,7 +313,7 @@ def test_the_fitted_bnn_explains_its_data_within_its_own_spread():
         r2.append(1 - np.mean((mean - y) ** 2) / np.var(y))
         wider.append(float(surrogate.predict(state, far)[1][0, 0]) > np.median(var))
     assert max(worst_z) < 3.0, worst_z
-    assert np.median(r2) > 0.6, r2
+    assert min(r2) > 0.5 and np.median(r2) > 0.9, r2
     assert sum(wider) >= 6, wider
 
 
@@ -248,10 +341,38 @@ def test_every_acquisition_and_policy_takes_the_bnn(acquisition):
 
 def test_settings_reach_the_bnn_and_bad_ones_are_typed():
     surrogate = bojax.Settings(surrogate="bnn-hmc", samples=7, burn_in=30).make_surrogate()
-    assert (surrogate.num_samples, surrogate.burn_in) == (7, 30)
-    for bad in [dict(hidden=()), dict(num_samples=0), dict(burn_in=-1), dict(start_noise=0.0)]:
+    assert (surrogate.chains * surrogate.num_samples, surrogate.burn_in) == (8, 30)
+    bad_settings = [
+        dict(hidden=()), dict(num_samples=0), dict(chains=0), dict(burn_in=-1),
+        dict(start_noise=0.0), dict(prior="flat"), dict(mass="full"), dict(warm_start="none"),
+    ]  # fmt: skip
+    for bad in bad_settings:
         with pytest.raises(ValueError):
             bnn.BNNSurrogate(**bad)
     saved = SMALL.pack(SMALL.init(2))
     with pytest.raises(ValueError, match="parameters"):
         SMALL.unpack(1, saved)  # a journal from a 2-D run read by a 1-D one
+    with pytest.raises(ValueError, match="chains"):
+        bnn.REPORT_BNN.unpack(2, saved)  # the improved set-up's chains read by the report's
+
+
+def test_the_report_set_up_is_kept_by_name():
+    report = bojax.surrogates.get_surrogate("bnn-report")
+    assert report is bnn.REPORT_BNN
+    assert (report.prior, report.mass, report.warm_start, report.warping) == (
+        "shared",
+        "unit",
+        "held",
+        "standardise",
+    )
+    assert isinstance(report.adaptation, bnn.StepAdaptation) and report.chains == 1
+    assert report.hyper == bnn.Hyperprior(1.0, 1.0, 1.0, 0.01)
+    assert report.groups(2).count == 1 and bnn.BNNSurrogate().groups(2).count == 8
+
+
+def test_refits_burn_in_longer_when_the_outputs_moved():
+    s = bnn.BNNSurrogate(burn_in=400, burn_in_later=50, rescale_tolerance=0.25)
+    y = np.array([0.1, -0.5, 1.2])
+    assert s.refit_burn_in(None, y) == 50
+    assert s.refit_burn_in(y[:2], y) == 50  # a new point, the old ones where they were
+    assert s.refit_burn_in(y[:2] + np.array([0.0, 0.3]), y) == 100

@@ -11,7 +11,8 @@ from bojax.reports import bnn_surrogate
 
 REDUCED = [
     "--quick", "--samples", "40", "--burn-in", "40", "--repeats", "1", "--iterations", "2",
-    "--candidates", "64", "--problems", "forrester", "mccormick", "--arms", "bnn-hmc", "gp-map",
+    "--candidates", "64", "--problems", "forrester", "mccormick",
+    "--arms", "bnn-hmc", "bnn-report", "gp-map",
 ]  # fmt: skip
 FIGURES = [
     "figure6_traces.png", "figure7_histogram.png", "figure8_samples.png", "figure9_fit.png",
@@ -33,7 +34,7 @@ def test_reduced_run_writes_every_figure_and_a_summary(tmp_path, experiment_scri
     assert "Figure 11" in capsys.readouterr().out
     for problem, n0 in (("forrester", 2), ("mccormick", 5)):
         entry = summary["comparison"][problem]
-        assert entry["initial"] == n0 and set(entry["arms"]) == {"bnn-hmc", "gp-map"}
+        assert entry["initial"] == n0 and set(entry["arms"]) == {"bnn-hmc", "bnn-report", "gp-map"}
         run = json.loads((out / "runs" / problem / "bnn-hmc" / "seed0.json").read_text())
         assert len(run["y"]) == n0 + 2
         assert run["running_min"] == list(np.minimum.accumulate(run["y"]))

@@ -3,6 +3,7 @@
 * :mod:`bojax.bo.acquisition`: EI, log-EI, PI, LCB, max-variance, integrated over samples.
 * :mod:`bojax.bo.policies`: exploration policies (hybrid, variable threshold), early stop.
 * :mod:`bojax.bo.optimize`: acquisition maximisers (random search, Sobol grid + gradient).
+* :mod:`bojax.bo.warping`: what the surrogate sees of the outputs (standardised, ranks).
 * :mod:`bojax.bo.loop`: ``init`` / ``ask`` / ``ask_batch`` / ``tell`` and :class:`Settings`.
 * :mod:`bojax.bo.driver`: :func:`minimize`, sequential or over an executor.
 * :mod:`bojax.bo.journal`: the crash-safe run journal.

@@ -225,6 +225,7 @@ def minimize(
     failure_model: str = "gp-probit",
     max_failures: int | None = None,
     min_success_probability: float | None = None,
+    warping: str | None = None,
     executor: Any = None,
     q: int | None = None,
     retries: int = 1,
@@ -243,7 +244,9 @@ def minimize(
     probability of success. The run stops early, saying why in ``Result.stopped``, after
     ``max_failures`` failed evaluations or once the probability of success is below
     ``min_success_probability`` everywhere the optimiser looked; if nothing succeeded at
-    all, :class:`ObjectiveError` says so. ``samples`` overrides the surrogate's
+    all, :class:`ObjectiveError` says so. ``warping`` (``"standardise"``, ``"rank"``;
+    :mod:`bojax.bo.warping`) overrides what the surrogate sees of the outputs (None: its
+    own preference; the BNN ranks, the GPs standardise). ``samples`` overrides the surrogate's
     number of hyperparameter draws per fit, and ``burn_in`` its burn-in on the first fit.
     ``policy`` (``"hybrid"``, ``"variable-threshold"``) sometimes evaluates the most
     uncertain point instead of the acquisition maximiser, with threshold ``tau`` and, for
@@ -280,6 +283,7 @@ def minimize(
         fantasy=fantasy,
         fantasies=fantasies,
         failure_model=failure_model,
+        warping=warping,
     )
     if not is_count(retries):
         raise SettingsError(f"retries must be a non-negative integer, got {retries!r}")

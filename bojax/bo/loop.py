@@ -2,7 +2,7 @@
 
 Proposals are numbered in the order they are issued, ``k = 0, 1, ...``. The first
 ``initial`` take points of a scrambled Sobol design; later ones fit the surrogate to the
-successful evaluations so far (outputs standardised, negated when maximising) and
+successful evaluations so far (outputs warped, :mod:`bojax.bo.warping`) and
 maximise the acquisition, with points still being evaluated as fantasies
 (:mod:`bojax.gp.fantasies`). All randomness derives from ``fold_in(key(seed), k)``, and
 the chain states of the surrogate and the failure classifier are the only things carried
@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bojax import gp
-from bojax.bo import policies
+from bojax.bo import policies, warping
 from bojax.bo.acquisition import get_acquisition, weighted_by_success
 from bojax.bo.optimize import candidate_grid, propose
 from bojax.compilation import use_persistent_cache
@@ -75,6 +75,7 @@ class Settings:
     fantasy: str = "integrated"  # pending points: "integrated" (Snoek 2012) or "believer"
     fantasies: int | None = None  # integrated: fantasies per hyperparameter sample
     failure_model: str = "gp-probit"  # learns where evaluations fail; "none": drop failures
+    warping: str | None = None  # outputs the surrogate sees (bojax.bo.warping); None: its own
 
     def __post_init__(self) -> None:
         for name in ("iterations", "initial", "seed", "num_candidates"):
@@ -114,6 +115,10 @@ class Settings:
         policies.check(self.policy, self.tau, self.scaling)
         get_surrogate(self.surrogate), get_acquisition(self.acquisition)  # typed errors if unknown
         get_failure_model(self.failure_model)
+        if self.warping is not None and self.warping not in warping.WARPINGS:
+            raise SettingsError(
+                f"warping must be one of {warping.WARPINGS} or None, got {self.warping!r}"
+            )
 
     def make_surrogate(self) -> Surrogate:
         """The named surrogate, with ``samples`` draws per fit and ``burn_in`` if set."""
@@ -146,6 +151,7 @@ _OPTIONAL = {
     "fantasy": "integrated",
     "fantasies": None,
     "failure_model": "gp-probit",
+    "warping": None,
 }
 
 
@@ -181,20 +187,12 @@ def _iteration_key(settings: Settings, n: int) -> jax.Array:
     return jax.random.fold_in(jax.random.split(jax.random.key(settings.seed))[1], n)
 
 
-def _standardisation(settings: Settings, y: np.ndarray) -> tuple[float, float, float]:
-    """``(sign, shift, scale)`` with ``(sign y - shift) / scale`` the outputs the surrogate
-    sees: negated to minimise if maximising, centred and scaled. A constant or single
-    output keeps scale 1, so no division by zero."""
-    sign = -1.0 if settings.maximize else 1.0
-    shift, scale = float(np.mean(sign * y)), float(np.std(sign * y))
-    if not scale > 1e-12 * max(1.0, abs(shift)):
-        scale = 1.0
-    return sign, shift, scale
-
-
-def _standardised(settings: Settings, y: np.ndarray) -> np.ndarray:
-    sign, shift, scale = _standardisation(settings, y)
-    return (sign * y - shift) / scale
+def output_warping(state: BOState) -> warping.Warping:
+    """The warping fitted to the successful outputs (:mod:`bojax.bo.warping`):
+    ``settings.warping``, or the surrogate's own preference where that is None."""
+    settings = state.settings
+    kind = settings.warping or getattr(settings.make_surrogate(), "warping", "standardise")
+    return warping.fit(kind, state.y[np.isfinite(state.y)], settings.maximize)
 
 
 def model_based(state: BOState) -> bool:
@@ -243,11 +241,11 @@ def fit_models(state: BOState) -> BOState:
 
 def fit_surrogate(state: BOState) -> tuple[Surrogate, Any, tuple[np.ndarray, np.ndarray]]:
     """The surrogate fitted to the successful evaluations, and those (unit points,
-    standardised outputs)."""
+    warped outputs)."""
     settings, n = state.settings, len(state.y)
     surrogate = settings.make_surrogate()
     ok = np.isfinite(state.y)
-    x, y = state.u[ok], _standardised(settings, state.y[ok])
+    x, y = state.u[ok], output_warping(state).forward(state.y[ok])
     previous = state.surrogate if state.surrogate is not None else surrogate.init(state.space.dim)
     fitted = surrogate.fit(_keys(settings, n)[0], previous, gp.make_data(x, y))
     return surrogate, fitted, (x, y)
@@ -496,18 +494,20 @@ def predictor(state: BOState) -> Callable[[np.ndarray], tuple[np.ndarray, np.nda
 
     The surrogate is fitted once, afresh (as the next :func:`ask` would), and the
     samples' Gaussians are pooled: ``mean = E_s[mu_s]``, ``sd^2 = E_s[sigma_s^2] +
-    Var_s[mu_s]``.
+    Var_s[mu_s]``; both are then taken back through the output warping
+    (:meth:`bojax.bo.warping.Warping.inverse` and ``inverse_sd``).
     """
     if not model_based(state):
         raise DataError("predict() needs the initial design evaluated and one success")
     surrogate, fitted, _ = fit_surrogate(state)
-    sign, shift, scale = _standardisation(state.settings, state.y[np.isfinite(state.y)])
+    warp = output_warping(state)
 
     def posterior(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         u = jnp.asarray(u, dtype=jnp.float64).reshape(-1, state.space.dim)
         mean, var = (np.asarray(a) for a in surrogate.predict(fitted, u))
+        pooled_mean = mean.mean(axis=0)
         pooled_sd = np.sqrt(var.mean(axis=0) + mean.var(axis=0))
-        return sign * (mean.mean(axis=0) * scale + shift), pooled_sd * scale
+        return warp.inverse(pooled_mean), warp.inverse_sd(pooled_mean, pooled_sd)
 
     return posterior
 

@@ -2,7 +2,8 @@
 
 ``predict(state, x: (M, d)) -> (mean: (S, M), var: (S, M))`` with ``S`` the sample axis
 (hyperparameter draws; 1 for MAP or for a surrogate that returns one Gaussian). Outputs
-are in whatever units the data were given (the BO loop standardises them). The loop's
+are in whatever units the data were given (the BO loop warps them, by default
+standardising). The loop's
 jitted acquisition reads the same prediction as a pure function,
 ``predictive(conditioned(state), x)``, and a run journal stores ``pack(state)``.
 """
@@ -40,3 +41,6 @@ class Surrogate(Protocol):
     def pack(self, state: Any) -> dict[str, Any]: ...  # JSON-ready chain position
 
     def unpack(self, dim: int, saved: dict[str, Any]) -> Any: ...
+
+    # Optional, so not declared: an attribute ``warping`` names the output warping the
+    # loop applies unless the settings name one (bojax.bo.warping; "standardise" without).

@@ -1,0 +1,62 @@
+"""Output warpings: normal scores against SciPy, exact inverses at the data, the loop's
+use of them (settings, predictions back in the objective's units)."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import bojax
+from bojax.bo import warping
+from bojax.errors import SettingsError
+
+
+def test_rank_warping_is_the_normal_scores_of_the_ranks():
+    y = np.array([3.0, 1e6, -2.0, 3.0, 0.5, 40.0])
+    warp = warping.fit("rank", y)
+    ranks = np.array([3.5, 6, 1, 3.5, 2, 5])  # ties share their average rank
+    np.testing.assert_allclose(warp.forward(y), stats.norm.ppf((ranks - 0.5) / 6), rtol=1e-12)
+    # Maximising ranks the negated outputs: the largest output gets the lowest score.
+    assert np.argmin(warping.fit("rank", y, maximize=True).forward(y)) == 1
+
+
+@pytest.mark.parametrize("kind", warping.WARPINGS)
+@pytest.mark.parametrize("maximize", [False, True])
+def test_inverse_takes_warped_values_back_and_is_increasing(kind, maximize):
+    y = np.random.default_rng(0).lognormal(size=15) * 10
+    warp = warping.fit(kind, y, maximize)
+    np.testing.assert_allclose(warp.inverse(warp.forward(y)), y, rtol=1e-10)
+    z = np.linspace(-4, 4, 200)  # past both ends of the data's scores too
+    values = warp.sign * warp.inverse(z)
+    assert np.all(np.diff(values) > 0)
+    if kind == "standardise":
+        v = warp.sign * y
+        np.testing.assert_allclose(warp.forward(y), (v - v.mean()) / v.std(), rtol=1e-12)
+        np.testing.assert_allclose(warp.inverse_sd(z, 0.5 + 0 * z), 0.5 * v.std(), rtol=1e-12)
+
+
+def test_single_and_constant_outputs_keep_a_finite_warping():
+    for y in (np.array([2.5]), np.array([4.0, 4.0, 4.0])):
+        for kind in warping.WARPINGS:
+            warp = warping.fit(kind, y)
+            z = warp.forward(y)
+            assert np.all(np.isfinite(z)) and np.all(np.isfinite(warp.inverse(z + 1)))
+            np.testing.assert_allclose(warp.inverse(z), y)
+
+
+def test_settings_choose_the_warping_and_reject_unknown_ones():
+    with pytest.raises(SettingsError, match="warping"):
+        bojax.Settings(warping="log")
+    space = bojax.Space([bojax.Real("x", 0, 1)])
+    y = np.array([0.1, 5.0, 100.0, 2.0])
+    state = bojax.init(space, bojax.Settings(surrogate="gp-map"))
+    for k, value in enumerate(y):
+        state = bojax.tell(state, np.array([k / 4]), value)
+    assert bojax.bo.loop.output_warping(state).kind == "standardise"  # the GP's own
+    ranked = state._replace(settings=bojax.Settings(surrogate="gp-map", warping="rank"))
+    assert bojax.bo.loop.output_warping(ranked).kind == "rank"
+    assert (
+        bojax.bo.loop.output_warping(
+            ranked._replace(settings=bojax.Settings(surrogate="bnn-hmc"))
+        ).kind
+        == "rank"
+    )
