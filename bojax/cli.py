@@ -21,7 +21,7 @@ app = typer.Typer(
 # them equal to bojax.surrogates.SURROGATES and bojax.bo.acquisition.ACQUISITIONS).
 SURROGATE_NAMES = (
     "gp-slice", "gp-ess", "gp-hmc", "gp-map", "gp-slice-exploration", "gp-slice-arc",
-    "gp-slice-filled", "gp-map-se", "gp-fixed-se", "gp-slice-se", "bnn-hmc",
+    "gp-slice-filled", "gp-map-se", "gp-fixed-se", "gp-slice-se", "bnn-hmc", "bnn-report",
 )  # fmt: skip
 ACQUISITION_NAMES = ("log_ei", "ei", "pi", "lcb", "max_variance")
 FAILURE_MODEL_NAMES = ("gp-probit", "none")

@@ -213,13 +213,14 @@ def test_step_size_rules_move_toward_the_target_acceptance():
 
 def test_the_layerwise_prior_has_the_function_scale_of_its_closed_form():
     """One hidden layer of H tanh units: f(x) = sum_j v_j tanh(w_j . x + b_j) + c with
-    v_j ~ N(0, 1 / H), w_j ~ N(0, gain^2 / d I), b_j, c ~ N(0, bias_sd^2), so
-    Var f(x) = bias_sd^2 + E tanh(z)^2, z ~ N(0, gain^2 |x|^2 / d + bias_sd^2), for any H.
+    v_j ~ N(0, output_gain^2 / H), w_j ~ N(0, gain^2 / d I), b_j, c ~ N(0, bias_sd^2), so
+    Var f(x) = bias_sd^2 + output_gain^2 E tanh(z)^2, z ~ N(0, gain^2 |x|^2 / d +
+    bias_sd^2), for any H.
     The expectation by quadrature against networks drawn from the library's prior."""
     from scipy import integrate
 
-    gain, bias_sd, d = 5 / 3, 0.5, 3
-    surrogate = bnn.BNNSurrogate(hidden=(20,), gain=gain, bias_sd=bias_sd)
+    gain, bias_sd, output_gain, d = 5 / 3, 0.5, 2.0, 3
+    surrogate = bnn.BNNSurrogate(hidden=(20,), gain=gain, bias_sd=bias_sd, output_gain=output_gain)
     net, theta = bnn.network((20,), d)
     groups = surrogate.groups(d)
     precision = groups.precision(jnp.ones(groups.count))
@@ -232,7 +233,7 @@ def test_the_layerwise_prior_has_the_function_scale_of_its_closed_form():
         e_tanh2 = integrate.quad(
             lambda z, sd=z_sd: np.tanh(z) ** 2 * stats.norm.pdf(z, scale=sd), -12 * z_sd, 12 * z_sd
         )[0]
-        want = bias_sd**2 + e_tanh2
+        want = bias_sd**2 + output_gain**2 * e_tanh2
         # sd of a sample variance: sqrt((m4 - var^2) / draws), m4 estimated from the draws.
         spread = np.sqrt((np.mean(f[:, k] ** 4) - want**2) / draws)
         assert abs(np.var(f[:, k]) - want) < 4 * spread, (k, np.var(f[:, k]), want)
