@@ -266,6 +266,7 @@ def test_lcb_gradient_through_the_sample_average_matches_finite_differences():
     np.testing.assert_allclose(grad, numeric, rtol=1e-5)
 
 
+@pytest.mark.slow  # three minimize runs through the BNN (36 s); the fast tier runs it once below
 def test_bnn_through_minimize_on_forrester_compiles_once_and_resumes(tmp_path):
     problem = get_problem("forrester")
     bojax.surrogates.SURROGATES["bnn-test"] = SMALL
