@@ -622,6 +622,7 @@ def _fit(surrogate: BNNSurrogate, first: bool, key, chains: SamplerState, data: 
     precisions), then sampling. The kept networks of all chains are pooled, and the
     effective sample size (min, median over data points) of their outputs comes with them."""
     dim = data.x.shape[1]
+    net, _ = network(surrogate.hidden, dim)
     groups = surrogate.groups(dim)
     data = data._replace(x=_scaled(data.x))
     settings = dict(
@@ -633,7 +634,7 @@ def _fit(surrogate: BNNSurrogate, first: bool, key, chains: SamplerState, data: 
     )
 
     def run(key, chain: SamplerState) -> Draws:
-        net, theta = network(surrogate.hidden, dim, jax.random.fold_in(key, 1))
+        _, theta = network(surrogate.hidden, dim, jax.random.fold_in(key, 1))  # flax's init
         start_key, key = jax.random.split(key)
         count = burn_in
         if first and surrogate.warm_start == "held":
@@ -662,7 +663,6 @@ def _fit(surrogate: BNNSurrogate, first: bool, key, chains: SamplerState, data: 
         )  # fmt: skip
 
     draws = jax.vmap(run)(jax.random.split(key, surrogate.chains), chains)
-    net, _ = network(surrogate.hidden, dim)
     outputs = jax.vmap(jax.vmap(net, in_axes=(0, None)), in_axes=(0, None))(draws.theta, data.x)
     ess = blackjax.diagnostics.effective_sample_size(outputs, chain_axis=0, sample_axis=1)
     ess = jnp.where(data.mask, ess, jnp.nan)
