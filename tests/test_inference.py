@@ -333,3 +333,34 @@ def test_chain_counts_are_checked_and_sample_requests_divide_among_chains():
         20,
     )
     assert engine.configured(samples=128).chains == 16
+
+
+def test_small_noise_prior_set_matches_scipy_and_is_the_engine_default():
+    """Half-Cauchy(1) on amplitude and length-scales, Gamma(1.1, rate 30) on the noise
+    variance; the log prior in sampler coordinates adds log|dT/dz| = z for each log."""
+    from scipy import stats
+
+    from bojax import surrogates
+
+    model = GPSurrogate().model
+    prior = priors.get_prior("small-noise")(model, 3)
+    params = {
+        "kernel": {"amplitude": 0.8, "lengthscales": np.array([0.1, 0.5, 2.0])},
+        "mean": {"value": 0.3},
+        "noise": 0.004,
+    }
+    z = priors.to_unconstrained(prior, jax.tree.map(jnp.asarray, params))
+    positive = [0.8, 0.1, 0.5, 2.0]
+    reference = (
+        sum(stats.halfcauchy.logpdf(v) + np.log(v) for v in positive)
+        + stats.gamma.logpdf(0.004, a=1.1, scale=1 / 30) + np.log(0.004)
+        + stats.norm.logpdf(0.3)
+    )  # fmt: skip
+    assert float(priors.log_prior_unconstrained(prior, z)) == pytest.approx(reference, rel=1e-12)
+    # The elliptical reference of log(noise): the log-Gamma law's mean and sd.
+    draws = np.log(stats.gamma.rvs(a=1.1, scale=1 / 30, size=400_000, random_state=0))
+    mean, sd = priors.gaussian_reference(prior, z)
+    assert float(mean["noise"]) == pytest.approx(np.mean(draws), abs=0.01)
+    assert float(sd["noise"]) == pytest.approx(np.std(draws), rel=0.01)
+    assert surrogates.SURROGATES["gp-slice"].prior == "small-noise"
+    assert surrogates.SURROGATES["gp-slice-exploration"].prior == "half-cauchy"

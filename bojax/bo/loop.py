@@ -47,6 +47,7 @@ from bojax.gp import fantasies
 from bojax.gp.fantasies import STRATEGIES
 from bojax.spaces import Space, repeated_mask
 from bojax.surrogates import GPClassifier, Surrogate, get_failure_model, get_surrogate
+from bojax.threads import with_blas_threads
 
 Objective = Callable[[dict[str, Any]], float]
 
@@ -230,6 +231,7 @@ def fit_classifier(state: BOState) -> BOState:
     return state._replace(classifier=classifier.fit(key, previous, state.u, np.isfinite(state.y)))
 
 
+@with_blas_threads
 def fit_models(state: BOState) -> BOState:
     """The state with everything the next proposal fits: the failure classifier (once
     something failed) and the surrogate (once something succeeded)."""
@@ -319,6 +321,7 @@ def ask(
     return points[0], state, infos[0]
 
 
+@with_blas_threads
 def ask_batch(
     state: BOState, q: int, pending: np.ndarray | None = None
 ) -> tuple[np.ndarray, BOState, list[dict[str, Any]]]:
@@ -488,6 +491,7 @@ def _apply_policy(state: BOState, surrogate: Surrogate, classifier, args, u, val
     }
 
 
+@with_blas_threads
 def predictor(state: BOState) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """``u -> (mean, sd)``: the posterior of the objective at unit points ``u`` (M, d), in
     the objective's own units, given every successful evaluation in ``state``.

@@ -41,8 +41,8 @@ DEFAULT_TOTAL = 128  # integrated: at least this many conditioned GPs (S J) in a
 
 def per_sample(strategy: str, samples: int, fantasies: int | None) -> int:
     """Fantasies per hyperparameter sample: 1 for the believer; for the integrated
-    treatment ``fantasies`` if given, else enough for ``S J >= 128`` (one per sample for a
-    128-draw slice chain, 128 for a MAP point estimate)."""
+    treatment ``fantasies`` if given, else enough for ``S J >= 128`` (8 per sample for the
+    default 16-draw slice chain, 128 for a MAP point estimate)."""
     if strategy == "believer":
         return 1
     return fantasies if fantasies is not None else max(1, math.ceil(DEFAULT_TOTAL / samples))

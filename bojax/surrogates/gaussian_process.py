@@ -57,9 +57,10 @@ class GPSurrogate:
     The samplers run ``chains`` chains side by side (vmapped, one program); each burns in
     for ``burn_in`` steps on the run's first fit and continues from where it stopped on
     every later fit, taking ``thin`` steps per kept draw and keeping ``num_samples /
-    chains`` draws. One chain keeping 128 consecutive sweeps is Spearmint's set-up (the
-    reports' and the default ``"gp-slice"``); 16 elliptical chains keeping 4 draws each
-    is ``"gp-ess"`` (:data:`bojax.surrogates.SURROGATES`).
+    chains`` draws. One chain keeping 128 consecutive sweeps is the reports' Spearmint
+    set-up (``"gp-slice-exploration"``, ``"gp-slice-arc"``, ...); one keeping 16 under the
+    ``small-noise`` prior set is the engine's default ``"gp-slice"``; 16 elliptical chains
+    keeping 4 draws each is ``"gp-ess"`` (:data:`bojax.surrogates.SURROGATES`).
     """
 
     model: gp.GP = field(default_factory=gp.GP)

@@ -1,0 +1,62 @@
+"""BLAS threads inside the BO loop: limited to BOJAX_BLAS_THREADS (default 1), left alone
+with ``off``, restored afterwards, and a bad setting is a clear error."""
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info
+
+import bojax
+from bojax import threads
+from bojax.bo import loop
+
+
+def blas_thread_counts() -> list[int]:
+    return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+
+@pytest.mark.parametrize(
+    "setting,expected", [(None, 1), ("3", 3), ("off", None), ("0", None), (" 2 ", 2)]
+)
+def test_the_variable_sets_the_thread_count(monkeypatch, setting, expected):
+    if setting is None:
+        monkeypatch.delenv(threads.THREADS_VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(threads.THREADS_VARIABLE, setting)
+    assert threads.configured_threads() == expected
+
+
+@pytest.mark.parametrize("setting", ["-1", "many", "1.5"])
+def test_a_bad_setting_names_the_variable(monkeypatch, setting):
+    monkeypatch.setenv(threads.THREADS_VARIABLE, setting)
+    with pytest.raises(ValueError, match=threads.THREADS_VARIABLE):
+        threads.configured_threads()
+
+
+class Seen(Exception):
+    pass
+
+
+@pytest.mark.parametrize("setting", [None, "off"])
+def test_ask_fits_and_proposes_with_one_blas_thread_and_restores_them(monkeypatch, setting):
+    if not blas_thread_counts():
+        pytest.skip("no BLAS library loaded that threadpoolctl can see")
+    if setting is None:
+        monkeypatch.delenv(threads.THREADS_VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(threads.THREADS_VARIABLE, setting)
+    before = blas_thread_counts()
+    seen = []
+
+    def spy(state):
+        seen.append(blas_thread_counts())
+        raise Seen
+
+    monkeypatch.setattr(loop, "fit_surrogate", spy)
+    space = bojax.Space([bojax.Real("x", 0.0, 1.0)])
+    state = loop.init(space, bojax.Settings(initial=2, seed=0))
+    for x in (0.2, 0.7):
+        state = loop.tell(state, np.array([x]), x**2)
+    with pytest.raises(Seen):
+        loop.ask(state)
+    assert seen == [[1] * len(before) if setting is None else before]
+    assert blas_thread_counts() == before
