@@ -28,8 +28,17 @@ def test_speed_times_bojax_without_recompiling_in_steady_iterations(tmp_path):
     assert 0 < row["steady"] and 0 < row["first"] and row["compile"] >= 0
     saved = json.loads((tmp_path / "speed.json").read_text())
     assert saved["rows"][0]["steady_all"] == row["steady_all"]
-    assert saved["machine"]["versions"]["jax"]
+    assert saved["machine"]["versions"]["jax"] and saved["machine"]["cholesky_128_us"] > 0
     assert (tmp_path / "speed.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_chains_measure_effective_samples_per_second(tmp_path):
+    chains = load("chains")
+    chains.main(["--quick", "--configs", "gp-slice, 16 sweeps", "--out", str(tmp_path)])
+    (row,) = json.loads((tmp_path / "chains_quick.json").read_text())["rows"]
+    assert row["config"] == "gp-slice, 16 sweeps" and row["draws"] == 8 * 16
+    assert 0 < row["ess"] <= row["draws"] * 1.5 and row["ess_per_s"] > 0
 
 
 @pytest.mark.slow
