@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import TypeVar
 
 THREADS_VARIABLE = "BOJAX_BLAS_THREADS"
@@ -46,8 +46,7 @@ def blas_threads() -> Iterator[None]:
     """Limit BLAS libraries to :func:`configured_threads` threads inside the block."""
     threads = configured_threads()
     if threads is None:
-        with nullcontext():
-            yield
+        yield
         return
     from threadpoolctl import threadpool_limits
 

@@ -96,9 +96,9 @@ def small_noise_prior(model: GP, dim: int) -> Prior:
     ``Gamma(1.1, rate 30)`` on the noise variance of the standardised outputs (Optuna's
     ``GPSampler``: mode 0.003, mean 0.037). Half-Cauchy(1) on the noise variance puts half
     its mass above the outputs' whole variance; with this prior the likelihood still
-    raises the noise where the data are noisy (a variance of 0.3 costs 9 nats), and the
-    engine's default found lower regret on all six benchmark functions
-    (``benchmarks/README.md``, engine v2 part 3)."""
+    raises the noise where the data are noisy (a variance of 0.3 costs 9 nats). With it
+    the default chain's median regret was lower than with Half-Cauchy noise on all six
+    benchmark functions, same seeds (``benchmarks/README.md``, engine v2 part 3)."""
     noise = dist.Gamma(1.1, 30.0)
     return _prior_by_name(
         model, dim, lambda name: noise if name == "noise" else dist.HalfCauchy(1.0)
@@ -166,8 +166,8 @@ def gaussian_reference(prior: Prior, like) -> tuple[Any, Any]:
     sampling. Exact where the prior is Gaussian there (Normal; LogNormal under ``log``);
     moment-matched otherwise: Half-Cauchy(s) under ``log`` is the hyperbolic secant law
     centred at ``log s`` with sd ``pi / 2``, Gamma(a, b) under ``log`` has mean
-    ``digamma(a) - log b`` and sd ``sqrt(trigamma(a))``, Uniform(a, b) under the logit its logistic
-    law with sd ``pi / sqrt 3``; any other prior gets N(0, 2^2)."""
+    ``digamma(a) - log b`` and sd ``sqrt(trigamma(a))``, Uniform(a, b) under the logit
+    its logistic law with sd ``pi / sqrt 3``; any other prior gets N(0, 2^2)."""
 
     def moments(d, p):
         shape = jnp.shape(p)
