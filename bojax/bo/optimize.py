@@ -64,7 +64,8 @@ def _refine(score: Score, args, starts: np.ndarray, max_iterations: int, toleran
     from scipy.optimize import minimize
 
     def objective(flat):
-        value, grad = _negated_total(score, args, jnp.asarray(flat), starts.shape)
+        # The NumPy array goes in as it is: jnp.asarray first cost ~0.2 of the ~2 ms a call.
+        value, grad = _negated_total(score, args, flat, starts.shape)
         return float(value), np.asarray(grad, dtype=np.float64)
 
     result = minimize(
