@@ -10,6 +10,14 @@ from bojax import threads
 from bojax.bo import loop
 
 
+def use_setting(monkeypatch, setting: str | None) -> None:
+    """BOJAX_BLAS_THREADS set to ``setting``, or unset for None."""
+    if setting is None:
+        monkeypatch.delenv(threads.THREADS_VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(threads.THREADS_VARIABLE, setting)
+
+
 def blas_thread_counts() -> list[int]:
     return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
 
@@ -18,10 +26,7 @@ def blas_thread_counts() -> list[int]:
     "setting,expected", [(None, 1), ("3", 3), ("off", None), ("0", None), (" 2 ", 2)]
 )
 def test_the_variable_sets_the_thread_count(monkeypatch, setting, expected):
-    if setting is None:
-        monkeypatch.delenv(threads.THREADS_VARIABLE, raising=False)
-    else:
-        monkeypatch.setenv(threads.THREADS_VARIABLE, setting)
+    use_setting(monkeypatch, setting)
     assert threads.configured_threads() == expected
 
 
@@ -40,10 +45,7 @@ class Seen(Exception):
 def test_ask_fits_and_proposes_with_one_blas_thread_and_restores_them(monkeypatch, setting):
     if not blas_thread_counts():
         pytest.skip("no BLAS library loaded that threadpoolctl can see")
-    if setting is None:
-        monkeypatch.delenv(threads.THREADS_VARIABLE, raising=False)
-    else:
-        monkeypatch.setenv(threads.THREADS_VARIABLE, setting)
+    use_setting(monkeypatch, setting)
     before = blas_thread_counts()
     seen = []
 
