@@ -44,15 +44,22 @@ def _padded(points: np.ndarray, dim: int) -> np.ndarray:
 
 @partial(jax.jit, static_argnums=(0, 3))
 def _negated_total(score: Score, args, flat, shape):
-    """``-sum score(x)`` over a batch of starts and its gradient; a non-finite score
-    counts as a large finite loss with no gradient, so the line search backs off."""
+    """``-sum score(x)`` over a batch of starts, its gradient, and the scores themselves;
+    a non-finite score counts as a large finite loss with no gradient, so the line search
+    backs off. The scores let :func:`propose` compare refined points through this one
+    program instead of compiling ``score`` for a second batch shape."""
 
     def loss(flat):
         values = score(flat.reshape(shape), args)
-        return -jnp.sum(jnp.where(jnp.isfinite(values), values, -1e10))
+        return -jnp.sum(jnp.where(jnp.isfinite(values), values, -1e10)), values
 
-    value, grad = jax.value_and_grad(loss)(flat)
-    return value, jnp.where(jnp.isfinite(grad), grad, 0.0)
+    (value, values), grad = jax.value_and_grad(loss, has_aux=True)(flat)
+    return value, jnp.where(jnp.isfinite(grad), grad, 0.0), values
+
+
+def _scores(score: Score, args, points: np.ndarray) -> np.ndarray:
+    """``score`` at a batch of points shaped like the refinement's starts."""
+    return np.asarray(_negated_total(score, args, points.ravel(), points.shape)[2])
 
 
 def _refine(score: Score, args, starts: np.ndarray, max_iterations: int, tolerance: float):
@@ -65,7 +72,7 @@ def _refine(score: Score, args, starts: np.ndarray, max_iterations: int, toleran
 
     def objective(flat):
         # The NumPy array goes in as it is: jnp.asarray first cost ~0.2 of the ~2 ms a call.
-        value, grad = _negated_total(score, args, flat, starts.shape)
+        value, grad, _ = _negated_total(score, args, flat, starts.shape)
         return float(value), np.asarray(grad, dtype=np.float64)
 
     result = minimize(
@@ -157,10 +164,12 @@ def propose(
         refined = space.snap(_refine(score, args, starts, refine_iterations, refine_tolerance))
         if grid_score is score:
             candidates = np.concatenate([candidates, refined])
-            values = np.concatenate([values, np.asarray(score(jnp.asarray(refined), args))])
+            values = np.concatenate([values, _scores(score, args, refined)])
         else:
             pool = np.concatenate([starts, refined])
-            pool_values = np.asarray(score(jnp.asarray(pool), args))
+            pool_values = np.concatenate(
+                [_scores(score, args, starts), _scores(score, args, refined)]
+            )
             best = _best_new(pool, pool_values, taken)
             if best is not None:
                 return pool[best], float(pool_values[best])

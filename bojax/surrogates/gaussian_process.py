@@ -289,6 +289,11 @@ def _fit(surrogate: GPSurrogate, warmup, key, prior, data, position, widths, fir
                 thin=surrogate.thin, burn=first,
             )  # fmt: skip
             chain = chain._replace(tuning=widths)
+        elif chains == 1:
+            # Spearmint's one chain runs as it is and gains its chain axis after: a vmap
+            # over one chain gives the same draws but ~0.2 s more tracing in every run.
+            alone = jax.tree.map(lambda a: a[0], (keys, position, widths))
+            chain = jax.tree.map(lambda a: a[None], one_chain(*alone))
         else:
             chain = jax.vmap(one_chain)(keys, position, widths)
         positions = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), chain.positions)
