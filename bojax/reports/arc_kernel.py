@@ -43,6 +43,7 @@ from bojax.compilation import count_compilations
 from bojax.errors import SettingsError
 from bojax.objectives.deepnet import DeepNetObjective, Training, deepnet_space, depth, digits
 from bojax.reports import CachedObjective, override, pyplot
+from bojax.reports.provenance import stamp
 from bojax.spaces import IRRELEVANT, Integer, fill_irrelevant
 from bojax.surrogates import GPSurrogate
 
@@ -164,6 +165,7 @@ def run(cfg: Config, out: str | Path, *, fresh: bool = False, progress: bool = T
         },
         "figures": {k: v.name for k, v in files.items()},
     }
+    summary = stamp(summary, started, cfg, config(cfg.quick))
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
 

@@ -50,6 +50,7 @@ from bojax.objectives.archnet import (
     train_recorded,
 )
 from bojax.reports import CachedObjective, override, pyplot
+from bojax.reports.provenance import stamp
 from bojax.spaces import Real, Space
 
 SURROGATE_OF = {"fixed": "gp-fixed-se", "sampled": "gp-slice-se"}
@@ -371,6 +372,7 @@ def run(cfg: Config, out: str | Path, *, progress: bool = True) -> dict[str, Any
         "runs": runs,
         "seconds": time.perf_counter() - started,
     }
+    summary = stamp(summary, started, cfg, config(cfg.quick))
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 

@@ -39,6 +39,7 @@ from bojax.bo.driver import as_executor
 from bojax.bo.loop import Settings, ask, init, predict, tell
 from bojax.objectives.problems import get_problem, sin_cos
 from bojax.reports import override, pyplot
+from bojax.reports.provenance import stamp
 from bojax.surrogates.bnn import REPORT_BNN, mixture_log_likelihood
 
 PROBLEMS = ("forrester", "rosenbrock", "mccormick", "six_hump_camel")
@@ -428,6 +429,7 @@ def run(
         "figures": [p.name for p in figures],
         "wall_seconds": time.perf_counter() - started,
     }
+    summary = stamp(summary, started, cfg, config(cfg.quick))
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 

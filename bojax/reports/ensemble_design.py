@@ -30,6 +30,7 @@ from bojax.errors import SettingsError
 from bojax.objectives.datasets import Regression, get_dataset
 from bojax.objectives.ensemble import EnsembleObjective, Training, design_space
 from bojax.reports import CachedObjective, override, pyplot
+from bojax.reports.provenance import stamp
 
 # The report's best designs (Figures 4 and 7 captions), for comparison on our data.
 REPORT_BEST = {
@@ -178,6 +179,7 @@ def run(
         },
         "figures": {k: v.name for k, v in files.items()},
     }
+    summary = stamp(summary, started, cfg, config(cfg.experiment, cfg.quick))
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
 

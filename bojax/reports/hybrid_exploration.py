@@ -37,6 +37,7 @@ from bojax.bo.loop import Settings, ask, init, predict, tell
 from bojax.objectives.forest import ForestObjective, credit_data, tree_space
 from bojax.objectives.problems import sinc
 from bojax.reports import CachedObjective, override, pyplot
+from bojax.reports.provenance import stamp
 from bojax.spaces import Real, Space
 
 # label -> (policy, scaling)
@@ -353,6 +354,7 @@ def run(cfg: Config, out: str | Path, *, progress: bool = True) -> dict[str, Any
         "seconds": {"toy": toy_seconds, "total": time.perf_counter() - started},
         "figures": [p.name for p in figures],
     }
+    summary = stamp(summary, started, cfg, config(cfg.quick))
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=_plain))
     return summary
 
