@@ -60,6 +60,8 @@ def test_reduced_run_writes_figures_table_and_summary_then_replots(
     saved = json.loads((folder / "summary.json").read_text())
     assert saved == json.loads(json.dumps(summary))
     assert set(saved["table1"]) == set(arc_kernel.MODELS)
+    assert saved["provenance"]["overrides"]["seeds"] == saved["config"]["seeds"]
+    assert len(arc_kernel.claims(saved)) == 3
     for model, cells in saved["table1"].items():
         for output in ("raw", "log"):
             mean, se = cells[output]

@@ -29,6 +29,8 @@ def test_reduced_run_writes_every_figure_and_a_summary(tmp_path, experiment_scri
         assert (out / name).stat().st_size > 0
     saved = json.loads((out / "summary.json").read_text())
     assert saved["config"]["max_units"] == 6
+    assert saved["provenance"]["overrides"]["max_units"] == 6
+    assert len(architecture_search.claims(saved)) == 2
     assert "Figure 8" in capsys.readouterr().out
     for method in ("fixed", "sampled"):
         (rows,) = summary["runs"][method]

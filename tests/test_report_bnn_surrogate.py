@@ -31,6 +31,8 @@ def test_reduced_run_writes_every_figure_and_a_summary(tmp_path, experiment_scri
     assert saved["verification"]["samples"] == 40
     assert saved["verification"]["parameters"] == 5251  # 3 x 50 tanh, one input
     assert 0 < saved["verification"]["acceptance"] <= 1
+    assert saved["provenance"]["wall_seconds"] > 0 and saved["provenance"]["git_commit"]
+    assert len(bnn_surrogate.claims(saved)) == 2  # Forrester and McCormick
     assert "Figure 11" in capsys.readouterr().out
     for problem, n0 in (("forrester", 2), ("mccormick", 5)):
         entry = summary["comparison"][problem]

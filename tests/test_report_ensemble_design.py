@@ -44,6 +44,8 @@ def test_reduced_run_writes_figures_and_summary_then_replots_on_rerun(
     saved = json.loads((folder / "summary.json").read_text())
     assert saved == json.loads(json.dumps(summary))
     assert saved["evaluations"] == 4 and len(saved["iterations"]) == 4
+    assert saved["provenance"]["overrides"]["iterations"] == 2
+    assert len(ensemble_design.claims(saved)) == 2
     assert saved["compilations_in_this_process"]["ensemble_training"] == 1
     losses = [row["test_loss"] for row in saved["iterations"]]
     assert saved["best"]["test_loss"] == min(losses)

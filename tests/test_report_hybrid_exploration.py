@@ -22,7 +22,9 @@ def test_reduced_run_writes_figures_and_a_summary(tmp_path, experiment_script, c
     out = tmp_path / "full"
     for name in ("figure1_ei.png", "figure2_hybrid.png", "figure3_forest.png", "summary.json"):
         assert (out / name).stat().st_size > 0
-    assert json.loads((out / "summary.json").read_text())["config"]["toy_seeds"] == 2
+    saved = json.loads((out / "summary.json").read_text())
+    assert saved["config"]["toy_seeds"] == 2 and saved["provenance"]["overrides"]["toy_seeds"] == 2
+    assert len(hybrid_exploration.claims(saved)) == 3
     printed = capsys.readouterr().out
     assert "Table 2" in printed and "variable (prose)" in printed
 

@@ -50,6 +50,7 @@ from bojax.objectives.archnet import (
     train_recorded,
 )
 from bojax.reports import CachedObjective, override, pyplot
+from bojax.reports.claims import Claim, verdict
 from bojax.reports.provenance import stamp
 from bojax.spaces import Real, Space
 
@@ -375,6 +376,44 @@ def run(cfg: Config, out: str | Path, *, progress: bool = True) -> dict[str, Any
     summary = stamp(summary, started, cfg, config(cfg.quick))
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def claims(summary: dict[str, Any]) -> list[Claim]:
+    """The over-fitting and search claims, judged from ``summary``."""
+    large, cfg = summary["networks"]["large"], summary["config"]
+    overfits = large["min_validation_epoch"] < cfg["figure_epochs"] * 0.9 and (
+        large["final_validation_cost"] > large["min_validation_cost"] * 1.05
+    )
+    gains = {}
+    for surrogate, runs in summary["runs"].items():
+        gains[surrogate] = [
+            max(r["validation_accuracy"] for r in run)
+            - max(r["validation_accuracy"] for r in run[: cfg["initial"]])
+            for run in runs
+        ]
+    improved = sum(g > 0 for gs in gains.values() for g in gs)
+    total = sum(len(gs) for gs in gains.values())
+    return [
+        Claim(
+            "architecture search",
+            "Figures 3-4: the large network over-fits, its validation cost turns up",
+            verdict(overfits),
+            f"large network: validation cost lowest at epoch {large['min_validation_epoch']} "
+            f"({large['min_validation_cost']:.4f}), {large['final_validation_cost']:.4f} at "
+            f"epoch {cfg['figure_epochs']}",
+            "reproduced if the minimum comes before 90 % of the epochs and the final cost is "
+            "5 % above it",
+        ),
+        Claim(
+            "architecture search",
+            "BO finds a better design than its initial ones",
+            verdict(improved == total, improved > 0),
+            f"runs improving on their {cfg['initial']} initial designs: {improved} of {total}; "
+            + "; ".join(f"{s}: +{', +'.join(f'{g:.3f}' for g in gs)}" for s, gs in gains.items()),
+            "reproduced if every run improves on its initial designs' best validation "
+            "accuracy; partly if some do",
+        ),
+    ]
 
 
 def format_summary(summary: dict) -> str:

@@ -30,6 +30,7 @@ from bojax.errors import SettingsError
 from bojax.objectives.datasets import Regression, get_dataset
 from bojax.objectives.ensemble import EnsembleObjective, Training, design_space
 from bojax.reports import CachedObjective, override, pyplot
+from bojax.reports.claims import Claim, verdict
 from bojax.reports.provenance import stamp
 
 # The report's best designs (Figures 4 and 7 captions), for comparison on our data.
@@ -182,6 +183,42 @@ def run(
     summary = stamp(summary, started, cfg, config(cfg.experiment, cfg.quick))
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary
+
+
+def claims(summary: dict[str, Any]) -> list[Claim]:
+    """One experiment's claims, judged from its ``summary``."""
+    experiment, rows = summary["experiment"], summary["iterations"]
+    initial = summary["config"]["initial"]
+    floor = summary["dataset"]["test_loss_of_truth"]
+    start = min(r["test_loss"] for r in rows[:initial] if r["status"] == "ok")
+    early = min(r["test_loss"] for r in rows[: initial + 3] if r["status"] == "ok")
+    ours, theirs = summary["best"], summary["report_best_design_on_our_data"]
+
+    def design(row: dict[str, Any]) -> str:
+        d = row["design"]
+        return f"({d['layers']}, {d['width']}, {d['members']}, {d['keep']:.3f})"
+
+    name = f"ensemble design, Exp. {experiment}"
+    return [
+        Claim(
+            name,
+            "BO leaves the poor initial designs within a few steps",
+            verdict(early - floor <= 0.5 * (start - floor)),
+            f"best test loss of the {initial} initial designs {start:.2f}; after 3 BO "
+            f"steps {early:.2f}; noise floor {floor:.2f}",
+            "reproduced if 3 BO steps close half the gap between the initial designs' best "
+            "and the noise floor (the true mean's test loss)",
+        ),
+        Claim(
+            name,
+            "BO finds a design as good as the report's best (by best observed test loss)",
+            verdict(ours["test_loss"] <= theirs["test_loss"]),
+            f"ours {design(ours)}: {ours['test_loss']:.2f}; the report's {design(theirs)} on "
+            f"our data: {theirs['test_loss']:.2f}; noise floor {floor:.2f}",
+            "reproduced if our best observed test loss is at most the report's design's "
+            "(one training seed each)",
+        ),
+    ]
 
 
 def _iterations(history: list[dict], objective: CachedObjective) -> list[dict[str, Any]]:

@@ -37,6 +37,7 @@ from bojax.bo.loop import Settings, ask, init, predict, tell
 from bojax.objectives.forest import ForestObjective, credit_data, tree_space
 from bojax.objectives.problems import sinc
 from bojax.reports import CachedObjective, override, pyplot
+from bojax.reports.claims import Claim, verdict
 from bojax.reports.provenance import stamp
 from bojax.spaces import Real, Space
 
@@ -363,6 +364,52 @@ def _plain(value):
     if isinstance(value, np.generic):
         return value.item()
     raise TypeError(f"not serialisable: {type(value).__name__}")
+
+
+def claims(summary: dict[str, Any]) -> list[Claim]:
+    """The toy problem's and Table 2's claims, judged from ``summary``."""
+    toy = summary["toy"]["fractions"]["report's start"]
+    table = summary["forest"]["table"]
+    ei, hybrid = toy["EI"], toy["hybrid"]
+    seeds = len(summary["toy"]["runs"]["report's start"]["EI"])
+    variable = table["variable (pseudo-code)"]
+    stopped = variable["stopped"] / variable["runs"]
+    iterations = variable["iterations_to_convergence"]["average"]
+    trees = {name: float(np.mean(row["trees"])) for name, row in table.items()}
+    accuracy = {name: row["accuracy_percent"]["average"] for name, row in table.items()}
+    return [
+        Claim(
+            "hybrid exploration",
+            "Toy problem: EI stops on the side lobe, the hybrid finds the global maximum",
+            verdict(hybrid["global_within_1pct"] >= 0.9 and ei["global_within_1pct"] <= 0.1),
+            f"within 1 % of the maximum from the report's start: EI "
+            f"{ei['global_within_1pct']:.2f}, hybrid {hybrid['global_within_1pct']:.2f} "
+            f"of {seeds} seeds",
+            "reproduced if the hybrid gets there in 90 % of seeds and EI in at most 10 %",
+        ),
+        Claim(
+            "hybrid exploration",
+            "Table 2: the variable threshold converges, in 7-12 iterations",
+            verdict(stopped >= 0.5 and iterations <= 12, stopped > 0),
+            f"variable threshold (pseudo-code) stopped in {variable['stopped']} of "
+            f"{variable['runs']} runs, average {iterations:.1f} iterations; EI stopped in "
+            f"{table['EI']['stopped']} of {table['EI']['runs']}",
+            "reproduced if it stops in half the runs within 12 iterations on average; partly "
+            "if it ever stops",
+        ),
+        Claim(
+            "hybrid exploration",
+            "Table 2: the variable threshold picks fewer trees than EI at the same accuracy",
+            verdict(
+                trees["variable (pseudo-code)"] < trees["EI"]
+                and abs(accuracy["variable (pseudo-code)"] - accuracy["EI"]) <= 0.5,
+                trees["variable (pseudo-code)"] < trees["EI"],
+            ),
+            f"mean trees {trees['variable (pseudo-code)']:.1f} (variable) vs {trees['EI']:.1f} "
+            f"(EI); accuracy {accuracy['variable (pseudo-code)']:.2f} % vs {accuracy['EI']:.2f} %",
+            "reproduced if fewer trees on average with accuracy within 0.5 points",
+        ),
+    ]
 
 
 def format_tables(summary: dict) -> str:

@@ -5,6 +5,7 @@ Every report's ``run`` stamps its ``summary.json`` with :func:`stamp`; the
 ``provenance`` block reads::
 
     {"bojax": "0.1.0", "git_commit": "d98165c...", "git_dirty": false,
+     "code_fingerprint": "3f0c2a9e81b4",
      "python": "3.11.7", "jax": "0.9.0", "jaxlib": "0.9.0", "blackjax": "1.2.5",
      "numpyro": "0.19.0", "device": "cpu (cpu)", "device_count": 1, "cpu_count": 2,
      "started": "2026-11-23T19:40:02+00:00", "wall_seconds": 512.3,
@@ -15,12 +16,15 @@ defaults for its mode, so ``tests/test_provenance.py`` can tell a committed summ
 with deliberate overrides from one whose defaults have since changed. ``git_commit`` is
 that of the checkout bojax was imported from (None when installed from a wheel), and
 ``git_dirty`` says whether tracked files differed from it: then the commit alone does
-not name the code that ran.
+not name the code that ran; ``code_fingerprint`` (a hash of bojax's sources) always
+does, and ``experiments/all.py`` uses it to tell a current summary from a stale one.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 import json
 import os
 import platform
@@ -62,6 +66,19 @@ def git_state(folder: Path | None = None) -> tuple[str | None, bool | None]:
     return commit, dirty
 
 
+@functools.cache
+def code_fingerprint() -> str:
+    """The first 12 hex digits of a SHA-256 over bojax's Python sources (paths and
+    contents): two runs with the same fingerprint ran the same library code, whatever
+    else changed in the checkout (docs, tests, figures), and with or without git."""
+    package = Path(bojax.__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(path.relative_to(package).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def device() -> tuple[str, int]:
     """The default JAX device as ``"platform (kind)"`` and how many there are."""
     import jax
@@ -95,6 +112,7 @@ def provenance(started: float, cfg: Any = None, defaults: Any = None) -> dict[st
         "bojax": bojax.__version__,
         "git_commit": commit,
         "git_dirty": dirty,
+        "code_fingerprint": code_fingerprint(),
         "python": platform.python_version(),
         **{library: _version(library) for library in LIBRARIES},
         "device": name,

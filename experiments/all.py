@@ -1,0 +1,162 @@
+"""Regenerate every report's figures and tables, then judge the reports' claims.
+
+    uv run python experiments/all.py [--quick] [--only NAME ...] [--redo] [--workers N]
+
+Runs the report scripts one after another (each in its own process, its output shown
+as it goes), then prints one table of every report's claims with a verdict
+(reproduced / partly / not reproduced) and the numbers behind it, and writes it to
+``paper_figures/claims.md`` (``claims-quick.md`` with ``--quick``).
+
+Resumable: a report whose ``summary.json`` was made by the current bojax code (the same
+``code_fingerprint``, see ``bojax.reports.provenance``) is not run again unless
+``--redo`` is given, and each script keeps its own finished runs (BO journals, Figure 11
+repeats), so an interrupted regeneration continues where it stopped. ``--workers N``
+runs the BNN report's Figure 11 repeats on N local Dask processes. The arc-kernel
+report runs Optuna's TPE beside bojax when Optuna is installed (``uv sync --group
+bench``); ``--quick`` runs every script's few-minute mode into its ``quick`` folders.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FIGURES = ROOT / "paper_figures"
+
+
+@dataclass(frozen=True)
+class Report:
+    name: str
+    module: str  # bojax.reports.<module> holds its claims()
+    script: str  # experiments/<script>
+    folder: str  # paper_figures/<folder>/ ("{mode}" is "full" or "quick")
+    arguments: tuple[str, ...] = ()
+
+    def summary_path(self, quick: bool) -> Path:
+        mode = "quick" if quick else "full"
+        folder = self.folder.format(mode=mode, suffix="-quick" if quick else "")
+        return FIGURES / folder / "summary.json"
+
+
+REPORTS = (
+    Report("ensemble design 1", "ensemble_design", "ensemble_design.py",
+           "ensemble_design/experiment1{suffix}", ("--experiment", "1")),
+    Report("ensemble design 2", "ensemble_design", "ensemble_design.py",
+           "ensemble_design/experiment2{suffix}", ("--experiment", "2")),
+    Report("arc kernel", "arc_kernel", "arc_kernel.py", "arc_kernel/{mode}"),
+    Report("hybrid exploration", "hybrid_exploration", "hybrid_exploration.py",
+           "hybrid_exploration/{mode}"),
+    Report("architecture search", "architecture_search", "architecture_search.py",
+           "architecture_search/{mode}"),
+    Report("BNN surrogate", "bnn_surrogate", "bnn_surrogate.py", "bnn_surrogate/{mode}"),
+)  # fmt: skip
+
+
+def is_current(path: Path, fingerprint: str) -> bool:
+    """Whether ``path`` is a summary made by the bojax code with ``fingerprint``."""
+    try:
+        block = json.loads(path.read_text()).get("provenance") or {}
+    except (OSError, json.JSONDecodeError):
+        return False
+    return block.get("code_fingerprint") == fingerprint
+
+
+def command(report: Report, quick: bool, workers: int | None) -> list[str]:
+    arguments = [sys.executable, str(ROOT / "experiments" / report.script), *report.arguments]
+    if quick:
+        arguments.append("--quick")
+    if report.module == "arc_kernel" and importlib.util.find_spec("optuna") is not None:
+        arguments += ["--peers", "tpe"]
+    if report.module == "bnn_surrogate" and workers:
+        arguments += ["--workers", str(workers)]
+    return arguments
+
+
+def judge(reports: list[Report], quick: bool) -> list:
+    """Every claim of the reports whose summaries exist."""
+    found = []
+    for report in reports:
+        path = report.summary_path(quick)
+        if path.exists():
+            module = importlib.import_module(f"bojax.reports.{report.module}")
+            found += module.claims(json.loads(path.read_text()))
+    return found
+
+
+def print_claims(claims: list) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="The reports' claims", show_lines=True)
+    for column in ("report", "claim", "verdict", "evidence"):
+        table.add_column(column, overflow="fold")
+    colour = {"reproduced": "green", "partly": "yellow", "not reproduced": "red"}
+    for c in claims:
+        table.add_row(c.report, c.claim, f"[{colour[c.verdict]}]{c.verdict}[/]", c.evidence)
+    Console().print(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="every script's few-minute mode")
+    parser.add_argument(
+        "--only", nargs="+", choices=[r.name for r in REPORTS], metavar="NAME",
+        help="these reports only (names as in the table: 'arc kernel', ...)",
+    )  # fmt: skip
+    parser.add_argument("--redo", action="store_true", help="rerun current summaries too")
+    parser.add_argument("--workers", type=int, help="Dask processes for Figure 11's repeats")
+    parser.add_argument("--judge-only", action="store_true", help="run nothing, judge claims")
+    args = parser.parse_args(argv)
+
+    sys.path.insert(0, str(ROOT))
+    from bojax.reports.claims import markdown
+    from bojax.reports.provenance import code_fingerprint
+
+    fingerprint = code_fingerprint()
+    chosen = [r for r in REPORTS if args.only is None or r.name in args.only]
+    failed = []
+    started = time.perf_counter()
+    for index, report in enumerate(chosen, 1):
+        heading = f"[{index}/{len(chosen)}] {report.name}"
+        if args.judge_only:
+            continue
+        if not args.redo and is_current(report.summary_path(args.quick), fingerprint):
+            print(f"{heading}: current (code {fingerprint}), skipped", flush=True)
+            continue
+        elapsed = time.perf_counter() - started
+        print(f"\n{heading}: running ({elapsed / 60:.1f} min so far)", flush=True)
+        tick = time.perf_counter()
+        code = subprocess.call(command(report, args.quick, args.workers), cwd=ROOT)
+        status = "done" if code == 0 else f"FAILED (exit {code})"
+        print(f"{heading}: {status} in {(time.perf_counter() - tick) / 60:.1f} min", flush=True)
+        if code != 0:
+            failed.append(report.name)
+
+    claims = judge(chosen, args.quick)
+    print()
+    print_claims(claims)
+    out = FIGURES / ("claims-quick.md" if args.quick else "claims.md")
+    header = (
+        "# The reports' claims\n\nWritten by `experiments/all.py"
+        + (" --quick" if args.quick else "")
+        + "` from each report's `summary.json`; each verdict follows from the numbers by"
+        " the rule in its row.\n\n"
+    )
+    if args.only is None:
+        out.write_text(header + markdown(claims))
+        print(f"wrote {out}")
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""The reports' claims as judged from summaries, and ``experiments/all.py``'s bookkeeping."""
+
+import copy
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from bojax.reports import bnn_surrogate, ensemble_design, hybrid_exploration
+from bojax.reports.claims import VERDICTS, Claim, markdown, verdict
+from bojax.reports.provenance import code_fingerprint
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("experiments_all", ROOT / "experiments" / "all.py")
+everything = importlib.util.module_from_spec(spec)
+sys.modules["experiments_all"] = everything
+spec.loader.exec_module(everything)
+
+
+def committed(report) -> dict:
+    return json.loads(report.summary_path(False).read_text())
+
+
+def test_verdicts_follow_the_rule_and_a_bad_one_is_refused():
+    assert verdict(True) == "reproduced"
+    assert verdict(False, True) == "partly"
+    assert verdict(False) == "not reproduced"
+    with pytest.raises(ValueError, match="verdict"):
+        Claim("r", "c", "maybe", "e", "rule")
+    table = markdown([Claim("r", "a | b", "partly", "1", "rule")])
+    assert "a / b" in table and "**partly**" in table
+
+
+@pytest.mark.parametrize("report", everything.REPORTS, ids=lambda r: r.name)
+def test_every_committed_summary_is_judged(report):
+    module = importlib.import_module(f"bojax.reports.{report.module}")
+    claims = module.claims(committed(report))
+    assert len(claims) >= 2
+    assert all(c.verdict in VERDICTS and c.evidence and c.rule for c in claims)
+
+
+def test_a_verdict_moves_with_the_numbers():
+    """Figure 11's McCormick claim: reproduced while the GP finds the minimum and the BNN
+    mostly does not; not reproduced once the BNN finds it as often as the GP."""
+    summary = copy.deepcopy(committed(everything.REPORTS[-1]))
+    arms = summary["comparison"]["mccormick"]["arms"]
+    arms["bnn-report"]["found_fraction_final"] = 0.1
+    arms["gp-map"]["found_fraction_final"] = 1.0
+    arms["bnn-report"]["final_quartiles"][1] = -1.5
+    judged = {c.claim: c.verdict for c in bnn_surrogate.claims(summary)}
+    assert judged["McCormick: the BNN ends slightly above the minimum, the GP finds it"] == (
+        "reproduced"
+    )
+    arms["bnn-report"]["found_fraction_final"] = 1.0
+    judged = {c.claim: c.verdict for c in bnn_surrogate.claims(summary)}
+    assert judged["McCormick: the BNN ends slightly above the minimum, the GP finds it"] == (
+        "not reproduced"
+    )
+
+
+def test_table_2_convergence_needs_the_variable_threshold_to_stop():
+    summary = copy.deepcopy(committed(everything.REPORTS[3]))
+    row = summary["forest"]["table"]["variable (pseudo-code)"]
+    row["stopped"], row["iterations_to_convergence"]["average"] = row["runs"], 9.0
+    claim = hybrid_exploration.claims(summary)[1]
+    assert claim.verdict == "reproduced"
+    row["stopped"] = 0
+    assert hybrid_exploration.claims(summary)[1].verdict == "not reproduced"
+
+
+def test_leaving_the_initial_designs_is_measured_against_the_noise_floor():
+    summary = copy.deepcopy(committed(everything.REPORTS[0]))
+    floor = summary["dataset"]["test_loss_of_truth"]
+    for row in summary["iterations"]:
+        row["test_loss"] = floor + 100.0
+    assert ensemble_design.claims(summary)[0].verdict == "not reproduced"
+    summary["iterations"][4]["test_loss"] = floor + 10.0
+    assert ensemble_design.claims(summary)[0].verdict == "reproduced"
+
+
+def test_a_summary_is_current_only_for_the_code_that_made_it(tmp_path):
+    path = tmp_path / "summary.json"
+    assert not everything.is_current(path, code_fingerprint())
+    path.write_text("{not json")
+    assert not everything.is_current(path, code_fingerprint())
+    path.write_text(json.dumps({"provenance": {"code_fingerprint": "0" * 12}}))
+    assert not everything.is_current(path, code_fingerprint())
+    path.write_text(json.dumps({"provenance": {"code_fingerprint": code_fingerprint()}}))
+    assert everything.is_current(path, code_fingerprint())
+
+
+def test_the_commands_run_each_script_in_its_mode():
+    bnn = everything.command(everything.REPORTS[-1], quick=True, workers=2)
+    assert bnn[1].endswith("bnn_surrogate.py") and "--quick" in bnn
+    assert bnn[-2:] == ["--workers", "2"]
+    first = everything.command(everything.REPORTS[0], quick=False, workers=None)
+    assert first[2:] == ["--experiment", "1"]
+    quick_path = everything.REPORTS[0].summary_path(True)
+    assert quick_path.parent.name == "experiment1-quick"
