@@ -91,6 +91,28 @@ def judge(reports: list[Report], quick: bool) -> list:
     return found
 
 
+def provenance_table(reports: list[Report], quick: bool) -> str:
+    """Which code, libraries and device made each report's summary, as Markdown."""
+    lines = [
+        "| report | commit | code | started | wall | device | JAX | overrides |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for report in reports:
+        path = report.summary_path(quick)
+        block = json.loads(path.read_text()).get("provenance") if path.exists() else None
+        if block is None:
+            lines.append(f"| {report.name} | (not recorded) | | | | | | |")
+            continue
+        commit = (block["git_commit"] or "?")[:10] + (" (dirty)" if block["git_dirty"] else "")
+        overrides = ", ".join(f"{k}={v}" for k, v in block.get("overrides", {}).items())
+        lines.append(
+            f"| {report.name} | {commit} | {block['code_fingerprint']} | {block['started']} "
+            f"| {block['wall_seconds'] / 60:.1f} min | {block['device']} | {block['jax']} "
+            f"| {overrides or '-'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def print_claims(claims: list) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -151,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         " the rule in its row.\n\n"
     )
     if args.only is None:
-        out.write_text(header + markdown(claims))
+        made = "\n## What made them\n\n" + provenance_table(chosen, args.quick)
+        out.write_text(header + markdown(claims) + made)
         print(f"wrote {out}")
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)

@@ -99,3 +99,10 @@ def test_the_commands_run_each_script_in_its_mode():
     assert first[2:] == ["--experiment", "1"]
     quick_path = everything.REPORTS[0].summary_path(True)
     assert quick_path.parent.name == "experiment1-quick"
+
+
+def test_the_provenance_table_has_a_row_per_report():
+    table = everything.provenance_table(list(everything.REPORTS), quick=False)
+    rows = table.strip().split("\n")
+    assert len(rows) == 2 + len(everything.REPORTS)
+    assert all(row.count("|") == 9 for row in rows)
