@@ -48,9 +48,12 @@ def _version(package: str) -> str | None:
 
 
 def git_state(folder: Path | None = None) -> tuple[str | None, bool | None]:
-    """``(commit, dirty)`` of the git checkout holding ``folder`` (bojax's own by
-    default); ``(None, None)`` outside a checkout or without git."""
+    """``(commit, dirty)`` of the git checkout whose root is ``folder`` (bojax's own by
+    default); ``(None, None)`` elsewhere or without git. Only a root counts: bojax
+    installed in a project's ``.venv`` must not report that project's commit."""
     folder = folder or Path(__file__).resolve().parents[2]
+    if not (folder / ".git").exists():
+        return None, None
 
     def git(*args: str) -> str:
         return subprocess.run(
