@@ -11,9 +11,9 @@ Resumable: a report whose ``summary.json`` was made by the current bojax code (t
 ``code_fingerprint``, see ``bojax.reports.provenance``) is not run again unless
 ``--redo`` is given, and each script keeps its own finished runs (BO journals, Figure 11
 repeats), so an interrupted regeneration continues where it stopped. ``--workers N``
-runs the BNN report's Figure 11 repeats on N local Dask processes. The arc-kernel
-report runs Optuna's TPE beside bojax when Optuna is installed (``uv sync --group
-bench``); ``--quick`` runs every script's few-minute mode into its ``quick`` folders.
+runs the BNN report's Figure 11 repeats and the arc-kernel report's BO runs on N local
+Dask processes. The arc-kernel report runs Optuna's TPE and SMAC3 beside bojax where
+they are installed (``uv sync --group bench``); ``--quick`` runs every script's few-minute mode into its ``quick`` folders.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FIGURES = ROOT / "paper_figures"
+PEERS = {"tpe": "optuna", "smac": "smac"}  # the arc-kernel report's peers, where installed
 
 
 @dataclass(frozen=True)
@@ -73,9 +74,10 @@ def command(report: Report, quick: bool, workers: int | None) -> list[str]:
     arguments = [sys.executable, str(ROOT / "experiments" / report.script), *report.arguments]
     if quick:
         arguments.append("--quick")
-    if report.module == "arc_kernel" and importlib.util.find_spec("optuna") is not None:
-        arguments += ["--peers", "tpe"]
-    if report.module == "bnn_surrogate" and workers:
+    if report.module == "arc_kernel":
+        peers = [p for p, package in PEERS.items() if importlib.util.find_spec(package)]
+        arguments += ["--peers", *peers] if peers else []
+    if report.module in ("bnn_surrogate", "arc_kernel") and workers:
         arguments += ["--workers", str(workers)]
     return arguments
 
@@ -134,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         help="these reports only (names as in the table: 'arc kernel', ...)",
     )  # fmt: skip
     parser.add_argument("--redo", action="store_true", help="rerun current summaries too")
-    parser.add_argument("--workers", type=int, help="Dask processes for Figure 11's repeats")
+    parser.add_argument("--workers", type=int, help="Dask processes for the BNN and arc-kernel runs")
     parser.add_argument("--judge-only", action="store_true", help="run nothing, judge claims")
     args = parser.parse_args(argv)
 

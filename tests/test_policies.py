@@ -10,11 +10,12 @@ from scipy.stats import norm
 import bojax
 from bojax import gp
 from bojax.bo.acquisition import expected_improvement, max_variance, probability_of_improvement
-from bojax.bo.policies import Proposals, decide
+from bojax.bo.policies import Proposals, decide, sd_threshold
 from bojax.compilation import count_compilations
 from bojax.errors import SettingsError, UnknownNameError
 from bojax.objectives.problems import get_problem
 from bojax.spaces import Real, Space
+from bojax.surrogates import get_surrogate
 
 QUIET = {"progress": False}
 
@@ -124,6 +125,52 @@ def test_stopping_rule(hand_built):
     ).converged
 
 
+def test_noise_relative_stop_raises_the_sd_threshold_only_when_the_noise_is_known(hand_built):
+    proposals = hand_built[0]._replace(sd=0.3, acquisition=1e-6)
+    key, tol = jax.random.key(3), 1e-3
+    assert not decide(key, "hybrid", proposals, stop_tolerance=tol, stop_noise=1.0).converged
+    noisy = proposals._replace(noise_sd=0.4)  # sd 0.3 < 1.0 x 0.4
+    assert decide(key, "hybrid", noisy, stop_tolerance=tol, stop_noise=1.0).converged
+    assert not decide(key, "hybrid", noisy, stop_tolerance=tol, stop_noise=0.5).converged
+    assert not decide(key, "hybrid", noisy, stop_tolerance=tol).converged  # absolute 0.1 only
+    # the absolute threshold still applies when the noise is small
+    quiet = proposals._replace(sd=0.05, noise_sd=1e-3)
+    assert decide(key, "hybrid", quiet, stop_tolerance=tol, stop_noise=1.0).converged
+    assert sd_threshold(0.4, 0.1, 2.0) == pytest.approx(0.8)
+    assert sd_threshold(float("nan"), 0.1, 2.0) == 0.1
+
+
+def test_gp_surrogates_report_their_fitted_noise_to_the_stopping_rule():
+    """On data with noise sd 0.5 around a smooth curve, the MAP GP's noise_sd is near the
+    standardised noise, and a run with a generous noise-relative rule stops early."""
+    space = Space([Real("x", 0.0, 1.0)])
+    rng = np.random.default_rng(0)
+
+    def noisy(point):
+        return float(np.sin(6 * point["x"]) + 0.5 * rng.standard_normal())
+
+    x = np.linspace(0, 1, 12)
+    y = np.array([noisy({"x": v}) for v in x])
+    surrogate = get_surrogate("gp-map-se")
+    data = gp.make_data(x[:, None], (y - y.mean()) / y.std())
+    fitted = surrogate.fit(jax.random.key(0), surrogate.init(1), data)
+    noise_sd = surrogate.noise_sd(surrogate.conditioned(fitted))
+    assert 0.2 < noise_sd < 1.0  # standardised units: 0.5 / sd(y) ~ 0.6
+    run = bojax.minimize(
+        noisy,
+        space,
+        surrogate="gp-map-se",
+        policy="hybrid",
+        initial=8,
+        iterations=10,
+        seed=0,
+        stop_tolerance=1.0,
+        stop_noise=3.0,
+        **QUIET,
+    )
+    assert run.evaluations < 18 and "converged" in run.stopped
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error"),
     [
@@ -134,6 +181,7 @@ def test_stopping_rule(hand_built):
         ({"policy": "variable-threshold", "scaling": "backwards"}, SettingsError),
         ({"stop_tolerance": 0.0}, SettingsError),
         ({"stop_sd": float("nan")}, SettingsError),
+        ({"stop_noise": -1.0}, SettingsError),
     ],
 )
 def test_bad_policy_settings_are_typed_errors(kwargs, error):
@@ -143,7 +191,7 @@ def test_bad_policy_settings_are_typed_errors(kwargs, error):
 
 def test_default_settings_keep_older_journal_identities():
     identity = bojax.Settings().identity()
-    for name in ("policy", "tau", "scaling", "stop_tolerance", "stop_sd"):
+    for name in ("policy", "tau", "scaling", "stop_tolerance", "stop_sd", "stop_noise"):
         assert name not in identity
     assert bojax.Settings(policy="hybrid").identity()["policy"] == "hybrid"
 

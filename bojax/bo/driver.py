@@ -220,6 +220,7 @@ def minimize(
     scaling: str = "pseudocode",
     stop_tolerance: float | None = None,
     stop_sd: float | None = None,
+    stop_noise: float | None = None,
     fantasy: str = "integrated",
     fantasies: int | None = None,
     failure_model: str = "gp-probit",
@@ -251,7 +252,7 @@ def minimize(
     ``policy`` (``"hybrid"``, ``"variable-threshold"``) sometimes evaluates the most
     uncertain point instead of the acquisition maximiser, with threshold ``tau`` and, for
     the variable threshold, the ``scaling`` direction; ``stop_tolerance`` (and
-    ``stop_sd``) end the run early once nothing is expected to improve (see
+    ``stop_sd``, ``stop_noise``) end the run early once nothing is expected to improve (see
     :mod:`bojax.bo.policies`).
 
     ``executor`` (see the module docstring) evaluates up to ``q`` points at once (default:
@@ -280,6 +281,7 @@ def minimize(
         scaling=scaling,
         stop_tolerance=stop_tolerance,
         stop_sd=stop_sd,
+        stop_noise=stop_noise,
         fantasy=fantasy,
         fantasies=fantasies,
         failure_model=failure_model,

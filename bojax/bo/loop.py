@@ -73,6 +73,7 @@ class Settings:
     scaling: str = "pseudocode"  # variable threshold: the report's pseudo-code or prose
     stop_tolerance: float | None = None  # early stop when the acquisition falls below
     stop_sd: float | None = None  # ... and, for exploring policies, the largest sd too
+    stop_noise: float | None = None  # ... or that sd below stop_noise x the fitted noise sd
     fantasy: str = "integrated"  # pending points: "integrated" (Snoek 2012) or "believer"
     fantasies: int | None = None  # integrated: fantasies per hyperparameter sample
     failure_model: str = "gp-probit"  # learns where evaluations fail; "none": drop failures
@@ -101,7 +102,7 @@ class Settings:
             raise SettingsError(
                 f"burn_in must be a non-negative integer or None, got {self.burn_in!r}"
             )
-        for name in ("stop_tolerance", "stop_sd"):
+        for name in ("stop_tolerance", "stop_sd", "stop_noise"):
             value = getattr(self, name)
             if value is not None and not (
                 isinstance(value, numbers.Real) and not isinstance(value, bool) and value > 0
@@ -149,6 +150,7 @@ _OPTIONAL = {
     "scaling": "pseudocode",
     "stop_tolerance": None,
     "stop_sd": None,
+    "stop_noise": None,
     "fantasy": "integrated",
     "fantasies": None,
     "failure_model": "gp-probit",
@@ -476,11 +478,12 @@ def _apply_policy(state: BOState, surrogate: Surrogate, classifier, args, u, val
     decision = policies.decide(
         draw_key,
         settings.policy,
-        policies.Proposals(u, value, explore, sd, pi),
+        policies.Proposals(u, value, explore, sd, pi, _noise_sd(surrogate, args[0])),
         tau=settings.tau,
         scaling=settings.scaling,
         stop_tolerance=settings.stop_tolerance,
         stop_sd=settings.stop_sd,
+        stop_noise=settings.stop_noise,
     )
     return decision.u, {
         "explored": float(decision.explored),
@@ -489,6 +492,12 @@ def _apply_policy(state: BOState, surrogate: Surrogate, classifier, args, u, val
         "explore_pi": pi,
         "converged": float(decision.converged),
     }
+
+
+def _noise_sd(surrogate: Surrogate, conditioned) -> float:
+    """The surrogate's fitted noise sd in the loop's output units, NaN where it has none."""
+    noise_sd = getattr(surrogate, "noise_sd", None)
+    return math.nan if noise_sd is None else float(noise_sd(conditioned))
 
 
 @with_blas_threads

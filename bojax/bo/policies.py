@@ -24,7 +24,12 @@ Early stop (the report's convergence, optional): the plain loop stops when the b
 acquisition value falls below ``stop_tolerance`` (no candidate is expected to improve);
 a policy that may explore stops only when, in addition, the largest posterior standard
 deviation is below ``stop_sd`` (the function is mapped out). Both are in the loop's
-standardised output units.
+standardised output units. On a noisy objective the latent sd need not fall below a fixed
+``stop_sd`` within any budget that matters, so ``stop_noise`` makes the sd criterion
+relative to the fitted noise: the policy stops once ``sd < max(stop_sd, stop_noise *
+sigma_n)``, i.e. no point's function value is more uncertain than ``stop_noise``
+observations' worth of noise (``sigma_n``: the surrogate's fitted noise sd, averaged over
+hyperparameter samples).
 
 Adding a policy is one function ``(proposals, tau, scaling) -> p`` and one line in
 :data:`POLICIES`.
@@ -52,6 +57,7 @@ class Proposals(NamedTuple):
     explore: np.ndarray  # (d,) point of largest posterior standard deviation
     sd: float  # posterior standard deviation there (mean over samples)
     pi: float  # probability of improvement there, the report's nu
+    noise_sd: float = float("nan")  # the fitted noise sd (NaN: the surrogate has none)
 
 
 class Decision(NamedTuple):
@@ -106,6 +112,15 @@ def check(policy: str, tau: float | None, scaling: str) -> None:
             raise SettingsError(f"tau for policy {policy!r} must lie in [0, {upper}], got {tau!r}")
 
 
+def sd_threshold(noise_sd: float, stop_sd: float | None, stop_noise: float | None) -> float:
+    """The posterior sd below which an exploring policy may stop: ``stop_sd`` (default
+    0.1), raised to ``stop_noise * noise_sd`` when that is larger and the noise is known."""
+    limit = DEFAULT_STOP_SD if stop_sd is None else stop_sd
+    if stop_noise is not None and np.isfinite(noise_sd):
+        limit = max(limit, stop_noise * noise_sd)
+    return float(limit)
+
+
 def decide(
     key: jax.Array,
     policy: str,
@@ -115,6 +130,7 @@ def decide(
     scaling: str = "pseudocode",
     stop_tolerance: float | None = None,
     stop_sd: float | None = None,
+    stop_noise: float | None = None,
 ) -> Decision:
     """Apply ``policy`` to ``proposals`` with the draw ``rho = U(key)``; deterministic in key."""
     check(policy, tau, scaling)
@@ -124,6 +140,6 @@ def decide(
     explored = not rho < p
     converged = stop_tolerance is not None and proposals.acquisition < stop_tolerance
     if converged and explores(policy):
-        converged = proposals.sd < (DEFAULT_STOP_SD if stop_sd is None else stop_sd)
+        converged = proposals.sd < sd_threshold(proposals.noise_sd, stop_sd, stop_noise)
     u = proposals.explore if explored else proposals.exploit
     return Decision(np.asarray(u), explored, p, rho, bool(converged))

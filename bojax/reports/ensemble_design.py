@@ -57,6 +57,11 @@ class Config:
     samples: int  # slice-sampled hyperparameter draws per fit (the report: 5000)
     candidates: int  # random designs scored per acquisition maximisation
     acquisition: str = "ei"
+    # Choosing the final design (beyond the report, which takes the best observed loss):
+    # the best observed designs re-trained with fresh training seeds, and the design the
+    # final GP's posterior mean ranks best.
+    reevaluate_top: int = 3  # best observed designs re-trained (plus the posterior pick)
+    reevaluation_seeds: int = 5  # fresh training seeds per re-trained design
 
 
 def config(experiment: int, quick: bool = False, seed: int = 0, **overrides: Any) -> Config:
@@ -81,11 +86,16 @@ def config(experiment: int, quick: bool = False, seed: int = 0, **overrides: Any
         iterations=12 if quick else iterations,
         samples=512 if quick else 5000,
         candidates=candidates,
+        reevaluate_top=1 if quick else 3,
+        reevaluation_seeds=2 if quick else 5,
     )
     epochs = {k: overrides.pop(k) for k in ("min_epochs", "max_epochs") if k in overrides}
     if epochs:
         cfg = replace(cfg, training=replace(cfg.training, **epochs))
-    return override(cfg, overrides)
+    cfg = override(cfg, overrides)
+    if cfg.reevaluate_top < 1 or cfg.reevaluation_seeds < 1:
+        raise SettingsError("reevaluate_top and reevaluation_seeds must be at least 1")
+    return cfg
 
 
 def run(
@@ -134,8 +144,9 @@ def run(
         # Evaluations a resumed run did not keep are recomputed (deterministic per design).
         rows = _iterations(result.history, objective)
         reference = objective.evaluate(REPORT_BEST[cfg.experiment]["design"])
+        best = min((r for r in rows if r["status"] == "ok"), key=lambda r: r["test_loss"])
+        selection = select(cfg, space, data, result.history, rows, reference, progress)
     seconds = time.perf_counter() - started
-    best = min((row for row in rows if row["status"] == "ok"), key=lambda row: row["test_loss"])
     shown = [row for row in rows[:3] if row["status"] == "ok"]
     fits = [*shown, best] if best not in shown else shown
     data_fig, fits_fig, exploration_fig = FIGURES[cfg.experiment]
@@ -165,6 +176,7 @@ def run(
             "report_iteration": REPORT_BEST[cfg.experiment]["iteration"],
             **_public(reference),
         },
+        "selection": selection,
         "iterations": [_public(row) for row in rows],
         "evaluations": result.evaluations,
         "failures": result.failures,
@@ -185,6 +197,75 @@ def run(
     return summary
 
 
+def select(cfg: Config, space, data: Regression, history, rows, reference, progress: bool):
+    """Three ways to name the final design, and what each pick is worth on retraining.
+
+    * ``best_observed``: the lowest test loss seen (the report's choice). With one
+      training seed per design, this minimum over ~30 noisy losses is biased low (the
+      winner's curse), so its re-trained loss is the fairer number.
+    * ``posterior_mean``: the evaluated design whose GP posterior mean (one fresh fit of
+      the run's surrogate to all its evaluations) is lowest: it discounts a lucky seed
+      where neighbouring designs disagree.
+    * ``reevaluated``: among the ``reevaluate_top`` best observed designs and the
+      posterior pick, the lowest mean test loss over ``reevaluation_seeds`` fresh training
+      seeds (seeds ``seed + 1 ...``, never the run's own).
+
+    The report's best design is re-trained with the same seeds, so the comparison with it
+    is paired.
+    """
+    from bojax.bo.loop import Settings, init, predictor, tell
+
+    ok = [(record, row) for record, row in zip(history, rows, strict=True) if row["status"] == "ok"]
+    settings = Settings(
+        surrogate="gp-slice-exploration", seed=cfg.seed, initial=cfg.initial, samples=cfg.samples
+    )
+    state = init(space, settings)
+    for record in history:
+        state = tell(state, record["u"], record["y"] if record["status"] == "ok" else np.nan)
+    u = np.array([record["u"] for record, _ in ok])
+    mean, sd = predictor(state)(u)
+    pick = int(np.argmin(mean))
+    by_mean = ok[pick][1]
+    ranked = sorted((row for _, row in ok), key=lambda r: r["test_loss"])
+    chosen: list[dict] = []
+    for row in [*ranked[: cfg.reevaluate_top], by_mean]:
+        if all(row["design"] != c["design"] for c in chosen):
+            chosen.append(row)
+    designs = [c["design"] for c in chosen] + [reference["design"]]
+    seeds = [cfg.seed + 1 + j for j in range(cfg.reevaluation_seeds)]
+    losses = np.empty((len(designs), len(seeds)))
+    for j, seed in enumerate(seeds):
+        retrained = EnsembleObjective(space, data.arrays, cfg.training, seed=seed)
+        if progress:
+            print(f"  re-training {len(designs)} designs with training seed {seed}")
+        losses[:, j] = [r["test_loss"] for r in retrained.evaluate_batch(designs)]
+    means = losses.mean(axis=1)
+    winner = int(np.argmin(means[:-1]))
+
+    def entry(index: int, row: dict) -> dict[str, Any]:
+        return {
+            "design": row["design"],
+            "iteration": row.get("iteration"),
+            "observed_test_loss": row["test_loss"],
+            "retrained_test_losses": losses[index].tolist(),
+            "retrained_mean": float(means[index]),
+            "retrained_sd": float(losses[index].std(ddof=1)) if len(seeds) > 1 else 0.0,
+        }
+
+    def index_of(row: dict) -> int:
+        return next(i for i, c in enumerate(chosen) if c["design"] == row["design"])
+
+    return {
+        "training_seeds": seeds,
+        "best_observed": entry(index_of(ranked[0]), ranked[0]),
+        "posterior_mean": entry(index_of(by_mean), by_mean)
+        | {"posterior_mean": float(mean[pick]), "posterior_sd": float(sd[pick])},
+        "reevaluated": entry(winner, chosen[winner]),
+        "report_design": entry(len(designs) - 1, reference),
+        "candidates": [entry(i, c) for i, c in enumerate(chosen)],
+    }
+
+
 def claims(summary: dict[str, Any]) -> list[Claim]:
     """One experiment's claims, judged from its ``summary``."""
     experiment, rows = summary["experiment"], summary["iterations"]
@@ -199,7 +280,7 @@ def claims(summary: dict[str, Any]) -> list[Claim]:
         return f"({d['layers']}, {d['width']}, {d['members']}, {d['keep']:.3f})"
 
     name = f"ensemble design, Exp. {experiment}"
-    return [
+    claims = [
         Claim(
             name,
             "BO leaves the poor initial designs within a few steps",
@@ -216,9 +297,38 @@ def claims(summary: dict[str, Any]) -> list[Claim]:
             f"ours {design(ours)}: {ours['test_loss']:.2f}; the report's {design(theirs)} on "
             f"our data: {theirs['test_loss']:.2f}; noise floor {floor:.2f}",
             "reproduced if our best observed test loss is at most the report's design's "
-            "(one training seed each)",
+            "(one training seed each: the report's own way of choosing)",
         ),
     ]
+    if "selection" in summary:
+        claims.append(_retrained_claim(name, summary["selection"], design))
+    return claims
+
+
+def _retrained_claim(name: str, selection: dict[str, Any], design) -> Claim:
+    """The same claim with the final design chosen as a user should: by re-training the
+    best candidates with fresh seeds, compared with the report's design on those seeds."""
+    picked, theirs = selection["reevaluated"], selection["report_design"]
+    observed, by_mean = selection["best_observed"], selection["posterior_mean"]
+    seeds = len(selection["training_seeds"])
+    differences = np.subtract(picked["retrained_test_losses"], theirs["retrained_test_losses"])
+    return Claim(
+        name,
+        "BO finds a design as good as the report's best (re-trained with fresh seeds)",
+        verdict(
+            picked["retrained_mean"] <= theirs["retrained_mean"],
+            observed["retrained_mean"] <= theirs["retrained_mean"] + theirs["retrained_sd"],
+        ),
+        f"mean test loss over {seeds} fresh training seeds: re-evaluated pick "
+        f"{design(picked)} {picked['retrained_mean']:.2f} (sd {picked['retrained_sd']:.2f}); "
+        f"best observed {design(observed)} {observed['retrained_mean']:.2f} (it scored "
+        f"{observed['observed_test_loss']:.2f} when found); posterior-mean pick "
+        f"{design(by_mean)} {by_mean['retrained_mean']:.2f}; the report's "
+        f"{design(theirs)} {theirs['retrained_mean']:.2f} (sd {theirs['retrained_sd']:.2f}); "
+        f"paired difference pick - report {differences.mean():+.2f}",
+        "reproduced if the re-evaluated pick's mean is at most the report design's; partly "
+        "if the best observed design's mean is within one sd of the report design's",
+    )
 
 
 def _iterations(history: list[dict], objective: CachedObjective) -> list[dict[str, Any]]:

@@ -160,6 +160,10 @@ class GPSurrogate:
             raise RuntimeError("predict() before fit(): the surrogate has no data yet")
         return state.posteriors
 
+    def noise_sd(self, posteriors: gp.Posterior) -> float:
+        """The fitted noise standard deviation, ``E_s[sqrt(sigma_n^2)]`` over the draws."""
+        return float(jnp.mean(jnp.sqrt(posteriors.params["noise"])))
+
     def predictive(self, posteriors: gp.Posterior, x: jax.Array):
         """``predict`` as a pure function of the conditioned GPs (traced by the loop)."""
         # Chunks of the sample axis bound memory (S N M floats at once would be 2.6 GB for

@@ -44,3 +44,5 @@ class Surrogate(Protocol):
 
     # Optional, so not declared: an attribute ``warping`` names the output warping the
     # loop applies unless the settings name one (bojax.bo.warping; "standardise" without).
+    # A method ``noise_sd(conditioned) -> float`` gives the fitted noise sd, which the
+    # noise-relative stopping rule reads (bojax.bo.policies; without it that rule is off).
