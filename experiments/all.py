@@ -136,7 +136,9 @@ def main(argv: list[str] | None = None) -> int:
         help="these reports only (names as in the table: 'arc kernel', ...)",
     )  # fmt: skip
     parser.add_argument("--redo", action="store_true", help="rerun current summaries too")
-    parser.add_argument("--workers", type=int, help="Dask processes for the BNN and arc-kernel runs")
+    parser.add_argument(
+        "--workers", type=int, help="Dask processes for the BNN and arc-kernel runs"
+    )
     parser.add_argument("--judge-only", action="store_true", help="run nothing, judge claims")
     args = parser.parse_args(argv)
 

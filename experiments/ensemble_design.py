@@ -58,6 +58,18 @@ def main(argv: list[str] | None = None) -> dict:
         f"report's best design {ref['design']}: test loss {ref['test_loss']:.2f} "
         f"(MSE {ref['test_mse']:.2f})"
     )
+    chosen = summary["selection"]
+    for label, key in (
+        ("best observed", "best_observed"),
+        ("posterior-mean pick", "posterior_mean"),
+        ("re-evaluated pick", "reevaluated"),
+        ("report's design", "report_design"),
+    ):
+        entry = chosen[key]
+        print(
+            f"{label:<20} {entry['design']}: mean test loss {entry['retrained_mean']:.2f} "
+            f"(sd {entry['retrained_sd']:.2f}) over training seeds {chosen['training_seeds']}"
+        )
     print(
         f"noise floor (true mean function): test loss "
         f"{summary['dataset']['test_loss_of_truth']:.2f}"

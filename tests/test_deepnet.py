@@ -101,3 +101,24 @@ def test_digits_split_is_disjoint_and_complete():
     )
     assert 0.0 <= rows.min() and rows.max() <= 1.0
     assert set(np.unique(data.y_valid)) == set(range(10))
+
+
+def test_mnist1d_is_made_locally_reproducibly_and_leaves_global_random_state_alone():
+    np.random.seed(123)
+    before = np.random.random()
+    np.random.seed(123)
+    data = deepnet.mnist1d(seed=0)
+    assert np.random.random() == before  # the generator's global seeding was undone
+    sizes = len(data.y_train), len(data.y_valid), len(data.y_test)
+    assert sizes == (3000, 1000, 1000) and data.x_train.shape[1] == 40
+    assert set(np.unique(data.y_train)) == set(range(10))
+    again, other = deepnet.mnist1d(seed=0), deepnet.mnist1d(seed=1)
+    np.testing.assert_array_equal(again.x_valid, data.x_valid)
+    np.testing.assert_array_equal(other.x_test, data.x_test)  # the package's test split
+    assert not np.array_equal(other.x_valid, data.x_valid)  # another validation draw
+    # Train and validation are a split of the package's 4,000 training examples.
+    rows = np.concatenate([data.x_train, data.x_valid])
+    np.testing.assert_allclose(
+        np.sort(rows.sum(axis=1)),
+        np.sort(np.concatenate([other.x_train, other.x_valid]).sum(axis=1)),
+    )

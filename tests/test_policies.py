@@ -141,21 +141,21 @@ def test_noise_relative_stop_raises_the_sd_threshold_only_when_the_noise_is_know
 
 
 def test_gp_surrogates_report_their_fitted_noise_to_the_stopping_rule():
-    """On data with noise sd 0.5 around a smooth curve, the MAP GP's noise_sd is near the
-    standardised noise, and a run with a generous noise-relative rule stops early."""
+    """On 25 points with noise sd 0.5 around a smooth curve, the MAP GP's noise_sd is near
+    the standardised noise, and a run with a generous noise-relative rule stops early."""
     space = Space([Real("x", 0.0, 1.0)])
     rng = np.random.default_rng(0)
 
     def noisy(point):
         return float(np.sin(6 * point["x"]) + 0.5 * rng.standard_normal())
 
-    x = np.linspace(0, 1, 12)
+    x = np.linspace(0, 1, 25)
     y = np.array([noisy({"x": v}) for v in x])
     surrogate = get_surrogate("gp-map-se")
     data = gp.make_data(x[:, None], (y - y.mean()) / y.std())
     fitted = surrogate.fit(jax.random.key(0), surrogate.init(1), data)
     noise_sd = surrogate.noise_sd(surrogate.conditioned(fitted))
-    assert 0.2 < noise_sd < 1.0  # standardised units: 0.5 / sd(y) ~ 0.6
+    assert 0.3 < noise_sd < 1.0  # standardised units: 0.5 / sd(y) = 0.62 (12 points: 0.13)
     run = bojax.minimize(
         noisy,
         space,

@@ -18,14 +18,19 @@ REDUCED += ["--table-samples", "4", "--max-layers", "1", "--epochs", "2", "--no-
 
 def test_settings():
     full, quick = arc_kernel.config(), arc_kernel.config(quick=True)
-    assert full.folds == 10 and full.max_layers == 5 and full.training.max_layers == 5
+    assert full.folds == 5 and full.max_layers == 5 and full.training.max_layers == 5
+    assert full.seeds == 10 and full.dataset == "mnist1d"
     assert quick.seeds < full.seeds and quick.iterations < full.iterations
     small = arc_kernel.config(max_layers=2, epochs=4)
     assert small.training.max_layers == 2 and small.training.epochs == 4
     with pytest.raises(SettingsError):
         arc_kernel.config(folds=1)
     with pytest.raises(SettingsError):
-        arc_kernel.config(peers=["smac"])
+        arc_kernel.config(peers=["hyperopt"])
+    with pytest.raises(SettingsError):
+        arc_kernel.config(dataset="cifar10")
+    with pytest.raises(SettingsError):
+        arc_kernel.config(table_points=5)
     with pytest.raises(SettingsError):
         arc_kernel.config(trees=3)
 
@@ -33,7 +38,7 @@ def test_settings():
 def test_table_scores_an_exactly_linear_response_as_zero_for_linear_models():
     """NMSE plumbing: a response linear in each architecture's relevant coordinates is
     fitted exactly by the separate linear model, and held-out NMSE is then ~0."""
-    cfg = arc_kernel.config(quick=True, max_layers=2, folds=3)
+    cfg = arc_kernel.config(quick=True, max_layers=2, folds=3, table_points=90)
     space = deepnet_space(2, cfg.training.max_units)
     u = space.sample(jax.random.key(0), 90)
     rows = []
@@ -46,6 +51,65 @@ def test_table_scores_an_exactly_linear_response_as_zero_for_linear_models():
     assert table["separate linear"]["raw"][0] < 1e-8
     assert table["separate linear"]["log"][0] > 1e-4  # log of a linear response is not linear
     assert table["linear"]["raw"][0] > 1e-3  # random fill breaks the joint linear model
+
+
+def test_table_draws_at_most_table_points_distinct_evaluations():
+    cfg = arc_kernel.config(quick=True, max_layers=1, folds=2, table_points=20)
+    space = deepnet_space(1, cfg.training.max_units)
+    points = space.from_unit(space.sample(jax.random.key(1), 30))
+    rows = [
+        {"point": p, "validation_error": 0.5 + 0.01 * i, "log_error": np.log(0.5 + 0.01 * i)}
+        for i, p in enumerate(points)
+    ]
+    _, info = arc_kernel.regression_table(cfg, [rows, rows[:5]], models=("linear",))
+    assert info["points_available"] == 30 and info["points"] == 20
+
+
+def test_figure2_statistics_match_scipy_and_a_direct_bootstrap():
+    """Paired by seed: the Wilcoxon p-value is scipy's on the non-zero differences, the
+    counts add up, and the band contains the median of the seeds."""
+    from scipy.stats import wilcoxon
+
+    cfg = arc_kernel.config(quick=True, seeds=6, bootstrap=500)
+    rng = np.random.default_rng(0)
+    finals = {"arc": rng.uniform(0.3, 0.4, 6), "baseline": rng.uniform(0.35, 0.45, 6)}
+    finals["baseline"][2] = finals["arc"][2]  # a tie
+    runs = {
+        m: [[{"validation_error": 0.9}, {"validation_error": float(f)}] for f in values]
+        for m, values in finals.items()
+    }
+    stats = arc_kernel.figure2_statistics(cfg, runs)["arc_vs_baseline"]
+    diff = finals["arc"] - finals["baseline"]
+    assert stats["wilcoxon_p"] == pytest.approx(wilcoxon(diff[diff != 0]).pvalue)
+    assert stats["mean_difference"] == pytest.approx(diff.mean())
+    assert stats["ties"] == 1 and stats["arc_wins"] + stats["arc_loses"] == 5
+    low, high = stats["interval_95"]
+    assert low <= diff.mean() <= high
+    curves = np.array([[0.9, f] for f in finals["arc"]])
+    median, lo, hi = arc_kernel.median_band(cfg, curves)
+    assert median[-1] == pytest.approx(np.median(finals["arc"]))
+    assert lo[-1] <= median[-1] <= hi[-1] and finals["arc"].min() <= lo[-1]
+
+
+def test_runs_kept_for_other_settings_are_discarded_not_resumed(tmp_path, monkeypatch):
+    """A run folder made for another data set (or budget) is wiped before its run, so an
+    old journal is never continued as if it belonged to the new objective."""
+    cfg = arc_kernel.config(quick=True, seeds=1)
+    stale = tmp_path / "arc-seed0"
+    stale.mkdir()
+    (stale / "task.json").write_text(json.dumps({"dataset": "digits"}))
+    (stale / "journal.jsonl").write_text("old")
+    calls = []
+
+    def fake(cfg, method, seed, folder, progress):
+        calls.append((method, seed, sorted(p.name for p in folder.iterdir())))
+        return [{"validation_error": 0.5}] * (cfg.initial + cfg.iterations)
+
+    monkeypatch.setattr(arc_kernel, "bo_run_rows", fake)
+    arc_kernel.bo_runs(cfg, ("arc",), tmp_path, progress=False)
+    assert calls == [("arc", 0, ["task.json"])]
+    kept = json.loads((stale / "task.json").read_text())
+    assert kept == arc_kernel._task_identity(cfg, "arc", 0)
 
 
 @pytest.mark.slow

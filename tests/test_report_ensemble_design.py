@@ -45,7 +45,17 @@ def test_reduced_run_writes_figures_and_summary_then_replots_on_rerun(
     assert saved == json.loads(json.dumps(summary))
     assert saved["evaluations"] == 4 and len(saved["iterations"]) == 4
     assert saved["provenance"]["overrides"]["iterations"] == 2
-    assert len(ensemble_design.claims(saved)) == 2
+    assert len(ensemble_design.claims(saved)) == 3
+    selection = saved["selection"]
+    assert selection["training_seeds"] == [1, 2]  # fresh seeds, never the run's own 0
+    assert selection["best_observed"]["design"] == saved["best"]["design"]
+    assert selection["best_observed"]["observed_test_loss"] == saved["best"]["test_loss"]
+    picked = selection["reevaluated"]
+    assert picked["retrained_mean"] == min(c["retrained_mean"] for c in selection["candidates"])
+    for entry in (*selection["candidates"], selection["report_design"]):
+        losses = entry["retrained_test_losses"]
+        assert len(losses) == 2 and entry["retrained_mean"] == pytest.approx(np.mean(losses))
+    assert selection["report_design"]["design"]["members"] == 23
     assert saved["compilations_in_this_process"]["ensemble_training"] == 1
     losses = [row["test_loss"] for row in saved["iterations"]]
     assert saved["best"]["test_loss"] == min(losses)
