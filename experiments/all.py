@@ -13,7 +13,8 @@ Resumable: a report whose ``summary.json`` was made by the current bojax code (t
 repeats), so an interrupted regeneration continues where it stopped. ``--workers N``
 runs the BNN report's Figure 11 repeats and the arc-kernel report's BO runs on N local
 Dask processes. The arc-kernel report runs Optuna's TPE and SMAC3 beside bojax where
-they are installed (``uv sync --group bench``); ``--quick`` runs every script's few-minute mode into its ``quick`` folders.
+they are installed (``uv sync --group bench``); ``--quick`` runs every script's
+few-minute mode into its ``quick`` folders.
 """
 
 from __future__ import annotations

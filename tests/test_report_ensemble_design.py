@@ -3,6 +3,7 @@
 
 import json
 
+import numpy as np
 import pytest
 from PIL import Image
 
