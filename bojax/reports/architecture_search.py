@@ -58,6 +58,7 @@ SURROGATE_OF = {"fixed": "gp-fixed-se", "sampled": "gp-slice-se"}
 LABELS = {
     "fixed": "SE GP, fixed alpha, sigma, ell (report)",
     "sampled": "SE GP, slice-sampled hyperparameters",
+    "random": "random search (same initial designs)",
 }
 SMALL_NET = (6, 8, 9, 7)
 LARGE_NET = (60, 82, 95, 70, 44, 23, 50, 45, 44, 72)
@@ -79,8 +80,11 @@ class Config:
     samples: int = 64
     burn_in: int = 128
     max_layers: int = 4
-    max_units: int = 20
-    batch_size: int = 10
+    # Up to 40 units a layer and per-example SGD (the report's): random designs then range
+    # from chance (0.47) to 0.85 validation accuracy and good ones reach ~0.91. With 20
+    # units and batches of 10 every design plateaued near 0.85, and BO had nothing to find.
+    max_units: int = 40
+    batch_size: int = 1
     figure_epochs: int = 1000
 
 
@@ -263,10 +267,11 @@ def plot_bo_1d(out: Path, cfg: Config, stages=(0, 2, 4, 8)) -> Path:
 
 def search(cfg: Config, data, progress: bool) -> dict[str, list[list[dict]]]:
     space = architecture_space(cfg.max_layers, cfg.max_units)
-    runs: dict[str, list[list[dict]]] = {method: [] for method in SURROGATE_OF}
+    runs: dict[str, list[list[dict]]] = {method: [] for method in (*SURROGATE_OF, "random")}
     for seed in range(cfg.seeds):
         network = ArchitectureObjective(data, cfg.max_layers, cfg.max_units, cfg.batch_size, seed)
         objective = CachedObjective(network.evaluate, "validation_accuracy")
+        initial_designs = None
         for method, surrogate in SURROGATE_OF.items():
             tick = time.perf_counter()
             result = minimize(
@@ -280,6 +285,7 @@ def search(cfg: Config, data, progress: bool) -> dict[str, list[list[dict]]]:
                 for r in result.history
             ]
             runs[method].append(rows)
+            initial_designs = rows[: cfg.initial]
             if progress:
                 best = max(rows, key=lambda r: r["validation_accuracy"])
                 print(
@@ -288,6 +294,12 @@ def search(cfg: Config, data, progress: bool) -> dict[str, list[list[dict]]]:
                     f"E={best['epochs']}, eta={best['learning_rate']:.2f} "
                     f"({time.perf_counter() - tick:.0f} s)"
                 )
+        # Random search: the BO runs' initial designs, then uniform draws (key: the seed).
+        drawn = space.from_unit(space.sample(jax.random.key(seed), cfg.iterations))
+        runs["random"].append(
+            initial_designs
+            + [{**p, **objective.evaluate(p), "hidden": list(hidden_layers(p))} for p in drawn]
+        )
     return runs
 
 
@@ -356,7 +368,7 @@ def run(cfg: Config, out: str | Path, *, progress: bool = True) -> dict[str, Any
     search_summary = _search_summary(cfg, runs)
     figures.append(plot_best_so_far(cfg, runs, out / "best_so_far.png"))
     best = max(
-        (b for s in search_summary.values() for b in s["best"]),
+        (b for method in SURROGATE_OF for b in search_summary[method]["best"]),
         key=lambda b: (b["validation_accuracy"], -sum(b["hidden"])),
     )
     networks["optimised"] = plot_network(
@@ -391,8 +403,11 @@ def claims(summary: dict[str, Any]) -> list[Claim]:
             - max(r["validation_accuracy"] for r in run[: cfg["initial"]])
             for run in runs
         ]
-    improved = sum(g > 0 for gs in gains.values() for g in gs)
-    total = sum(len(gs) for gs in gains.values())
+    bo = {s: g for s, g in gains.items() if s != "random"}
+    improved = sum(g > 0 for gs in bo.values() for g in gs)
+    total = sum(len(gs) for gs in bo.values())
+    medians = {s: summary["search"][s]["median_final_best_validation"] for s in gains}
+    versus = ", ".join(f"{s} {m:.3f}" for s, m in medians.items())
     return [
         Claim(
             "architecture search",
@@ -408,9 +423,11 @@ def claims(summary: dict[str, Any]) -> list[Claim]:
             "architecture search",
             "BO finds a better design than its initial ones",
             verdict(improved == total, improved > 0),
-            f"runs improving on their {cfg['initial']} initial designs: {improved} of {total}; "
-            + "; ".join(f"{s}: +{', +'.join(f'{g:.3f}' for g in gs)}" for s, gs in gains.items()),
-            "reproduced if every run improves on its initial designs' best validation "
+            f"BO runs improving on their {cfg['initial']} initial designs: {improved} of "
+            f"{total}; gains "
+            + "; ".join(f"{s}: +{', +'.join(f'{g:.3f}' for g in gs)}" for s, gs in gains.items())
+            + f"; median final best validation accuracy {versus}",
+            "reproduced if every BO run improves on its initial designs' best validation "
             "accuracy; partly if some do",
         ),
     ]
