@@ -292,6 +292,7 @@ def test_bnn_through_minimize_on_forrester_compiles_once_and_resumes(tmp_path):
         del bojax.surrogates.SURROGATES["bnn-test"]
 
 
+@pytest.mark.slow  # eight sequential HMC fits: 24 s of the fast tier's 5-minute budget
 def test_the_fitted_bnn_explains_its_data_within_its_own_spread():
     """Over eight chains, not one. At the points it saw, every chain's predictive (the
     networks' spread plus their noise, 1 / tau_n) covers the outputs within 3 sd; every

@@ -127,6 +127,7 @@ def test_fill_irrelevant_is_a_fixed_pseudo_random_fill_of_the_sentinels_only():
     assert len(np.unique(values)) == len(values)
 
 
+@pytest.mark.slow  # three runs with a journal and a resume (12 s)
 def test_a_run_on_a_conditional_space_never_passes_irrelevant_values(tmp_path):
     """The objective sees exactly the relevant parameters; journal and resume keep that."""
     space = layered_space(2)

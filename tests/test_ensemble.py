@@ -258,6 +258,7 @@ def test_first_evaluation_compiles_once_and_designs_are_reproducible():
     assert other({"layers": 2, "width": 4, "members": 3, "keep": 0.8}) != a
 
 
+@pytest.mark.slow  # compiles the vmapped trainer, a program no other fast test uses
 def test_a_batch_of_designs_in_one_call_matches_one_at_a_time():
     x, y = toy_data()
     space = E.design_space(3, 6, 4)

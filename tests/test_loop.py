@@ -51,7 +51,9 @@ def test_cli_optimize_forrester_reaches_the_target(tmp_path):
     assert summary["best_value"] <= -5.9 and summary["evaluations"] == 15
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize(
+    "seed", [1, pytest.param(2, marks=pytest.mark.slow), pytest.param(3, marks=pytest.mark.slow)]
+)
 def test_bo_finds_the_forrester_minimum_beyond_the_initial_design(seed):
     result = bojax.minimize(
         FORRESTER, FORRESTER.space, iterations=12, initial=3, seed=seed, **QUIET
@@ -103,6 +105,7 @@ def test_a_bo_run_compiles_once_per_bucket_not_per_iteration():
     assert counts.of("_negated_total") <= 1
 
 
+@pytest.mark.slow  # a slice-sampled run of 14 (test_failures.py models failures fast)
 def test_failures_are_recorded_and_skipped(tmp_path):
     def flaky(point):
         if point["x"] > 0.9:

@@ -136,6 +136,7 @@ def test_help_lists_every_registered_surrogate_and_acquisition():
         assert name in text, name
 
 
+@pytest.mark.slow  # a whole CLI run: it compiles the loop's programs for this file alone
 def test_optimize_runs_your_objective_from_a_file_with_a_space_file(tmp_path):
     objective = write(tmp_path, "train_model.py", OBJECTIVE)
     space = write(
