@@ -10,7 +10,10 @@ as it goes), then prints one table of every report's claims with a verdict
 Resumable: a report whose ``summary.json`` was made by the current bojax code (the same
 ``code_fingerprint``, see ``bojax.reports.provenance``) is not run again unless
 ``--redo`` is given, and each script keeps its own finished runs (BO journals, Figure 11
-repeats), so an interrupted regeneration continues where it stopped. ``--workers N``
+repeats), so an interrupted regeneration continues where it stopped. Kept runs record
+the code that made them; the ones made by other code are reused with a warning, or rerun
+with ``--discard-stale`` (a change to bojax may or may not change a run's path; the
+fingerprint cannot tell). ``--workers N``
 runs the BNN report's Figure 11 repeats and the arc-kernel report's BO runs on N local
 Dask processes. The arc-kernel report runs Optuna's TPE and SMAC3 beside bojax where
 they are installed (``uv sync --group bench``); ``--quick`` runs every script's
@@ -23,6 +26,7 @@ import argparse
 import importlib
 import importlib.util
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -69,6 +73,22 @@ def is_current(path: Path, fingerprint: str) -> bool:
     except (OSError, json.JSONDecodeError):
         return False
     return block.get("code_fingerprint") == fingerprint
+
+
+def stale_runs(report: Report, quick: bool, fingerprint: str) -> tuple[list[Path], int]:
+    """The report's kept runs made by other bojax code (a report module that keeps runs
+    has ``kept_runs(folder)``), and how many kept runs do not record their code."""
+    module = importlib.import_module(f"bojax.reports.{report.module}")
+    if not hasattr(module, "kept_runs"):
+        return [], 0
+    kept = module.kept_runs(report.summary_path(quick).parent)
+    stale = [path for path, made_by in kept if made_by is not None and made_by != fingerprint]
+    return stale, sum(made_by is None for _, made_by in kept)
+
+
+def discard(paths: list[Path]) -> None:
+    for path in paths:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
 def command(report: Report, quick: bool, workers: int | None) -> list[str]:
@@ -141,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
         "--workers", type=int, help="Dask processes for the BNN and arc-kernel runs"
     )
     parser.add_argument("--judge-only", action="store_true", help="run nothing, judge claims")
+    parser.add_argument(
+        "--discard-stale", action="store_true",
+        help="rerun kept runs (BO runs, Figure 11 repeats) made by other bojax code",
+    )  # fmt: skip
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))
@@ -155,6 +179,16 @@ def main(argv: list[str] | None = None) -> int:
         heading = f"[{index}/{len(chosen)}] {report.name}"
         if args.judge_only:
             continue
+        stale, unrecorded = stale_runs(report, args.quick, fingerprint)
+        if stale and args.discard_stale:
+            discard(stale)
+            print(f"{heading}: discarded {len(stale)} kept runs made by other code", flush=True)
+        elif stale or unrecorded:
+            print(
+                f"{heading}: reusing {len(stale)} kept runs made by other bojax code and "
+                f"{unrecorded} that do not record it (--discard-stale reruns the former)",
+                flush=True,
+            )
         if not args.redo and is_current(report.summary_path(args.quick), fingerprint):
             print(f"{heading}: current (code {fingerprint}), skipped", flush=True)
             continue

@@ -106,3 +106,23 @@ def test_the_provenance_table_has_a_row_per_report():
     rows = table.strip().split("\n")
     assert len(rows) == 2 + len(everything.REPORTS)
     assert all(row.count("|") == 9 for row in rows)
+
+
+def test_kept_runs_made_by_other_code_are_found_and_discarded(tmp_path, monkeypatch):
+    """The arc report's run folders: one made by this code, one by other code, one that
+    records nothing; only the second is stale, and --discard-stale removes only it."""
+    arc = next(r for r in everything.REPORTS if r.module == "arc_kernel")
+    monkeypatch.setattr(everything, "FIGURES", tmp_path)
+    runs = tmp_path / "arc_kernel" / "full" / "runs"
+    made = {"arc-seed0": code_fingerprint(), "arc-seed1": "0" * 12, "baseline-seed0": None}
+    for name, fingerprint in made.items():
+        (runs / name).mkdir(parents=True)
+        if fingerprint:
+            kept = {"rows": [], "code_fingerprint": fingerprint}
+            (runs / name / "rows.json").write_text(json.dumps(kept))
+    stale, unrecorded = everything.stale_runs(arc, False, code_fingerprint())
+    assert stale == [runs / "arc-seed1"] and unrecorded == 1
+    everything.discard(stale)
+    assert sorted(p.name for p in runs.iterdir()) == ["arc-seed0", "baseline-seed0"]
+    hybrid = next(r for r in everything.REPORTS if r.module == "hybrid_exploration")
+    assert everything.stale_runs(hybrid, False, code_fingerprint()) == ([], 0)

@@ -32,7 +32,11 @@ def test_reduced_run_writes_every_figure_and_a_summary(tmp_path, experiment_scri
     assert saved["provenance"]["overrides"]["max_units"] == 6
     assert len(architecture_search.claims(saved)) == 2
     assert "Figure 8" in capsys.readouterr().out
-    for method in ("fixed", "sampled"):
+    # Random search starts from the BO runs' initial designs, then draws its own.
+    bo_rows, random_rows = summary["runs"]["fixed"][0], summary["runs"]["random"][0]
+    assert random_rows[:3] == bo_rows[:3] and len(random_rows) == 5
+    assert saved["config"]["batch_size"] == 1  # per-example SGD, as the report trains
+    for method in ("fixed", "sampled", "random"):
         (rows,) = summary["runs"][method]
         assert len(rows) == 5
         for row in rows:  # designs respect the reduced space; n_l = 0 drops the layer

@@ -57,7 +57,7 @@ from bojax.errors import SettingsError
 from bojax.objectives.deepnet import DATASETS, DeepNetObjective, Training, deepnet_space, depth
 from bojax.reports import CachedObjective, override, pyplot
 from bojax.reports.claims import Claim, verdict
-from bojax.reports.provenance import stamp
+from bojax.reports.provenance import code_fingerprint, stamp
 from bojax.spaces import IRRELEVANT, Integer, fill_irrelevant
 from bojax.surrogates import GPSurrogate
 
@@ -237,8 +237,20 @@ def bo_run_rows(cfg: Config, method: str, seed: int, folder: Path, progress: boo
     history = _bo_run(cfg, method, seed, objective, space, folder, progress)
     rows = _rows(history, objective)
     identity = _task_identity(cfg, method, seed)
-    (folder / "rows.json").write_text(json.dumps({"task": identity, "rows": rows}))
+    kept = {"task": identity, "rows": rows, "code_fingerprint": code_fingerprint()}
+    (folder / "rows.json").write_text(json.dumps(kept))
     return rows
+
+
+def kept_runs(out: Path) -> list[tuple[Path, str | None]]:
+    """The BO runs kept under ``out/runs`` (their folders), each with the fingerprint of
+    the code that made it (None: not recorded, or the run has not finished)."""
+    found = []
+    for folder in sorted((Path(out) / "runs").glob("*-seed*")):
+        saved = folder / "rows.json"
+        kept = json.loads(saved.read_text()) if saved.exists() else {}
+        found.append((folder, kept.get("code_fingerprint")))
+    return found
 
 
 def bo_runs(cfg: Config, methods, runs_dir: Path, progress: bool, executor=None) -> dict:

@@ -40,7 +40,7 @@ from bojax.bo.loop import Settings, ask, init, predict, tell
 from bojax.objectives.problems import get_problem, sin_cos
 from bojax.reports import override, pyplot
 from bojax.reports.claims import Claim, verdict
-from bojax.reports.provenance import stamp
+from bojax.reports.provenance import code_fingerprint, stamp
 from bojax.surrogates.bnn import REPORT_BNN, mixture_log_likelihood
 
 PROBLEMS = ("forrester", "rosenbrock", "mccormick", "six_hump_camel")
@@ -292,7 +292,17 @@ def bo_run(cfg: Config, arm: str, problem_name: str, seed: int) -> dict[str, Any
         "y": state.y.tolist(),
         "running_min": np.minimum.accumulate(state.y).tolist(),
         "seconds": time.perf_counter() - tick,
+        "code_fingerprint": code_fingerprint(),
     }
+
+
+def kept_runs(out: Path) -> list[tuple[Path, str | None]]:
+    """The Figure 11 repeats kept under ``out/runs``, each with the fingerprint of the code
+    that made it (None: made before fingerprints were recorded)."""
+    return [
+        (path, json.loads(path.read_text()).get("code_fingerprint"))
+        for path in sorted((Path(out) / "runs").glob("*/*/seed*.json"))
+    ]
 
 
 def _bo_run_on_worker(cfg: Config, arm: str, problem_name: str, seed: int) -> dict[str, Any]:
