@@ -101,7 +101,7 @@ class Config:
     data_seed: int = 0
     peers: tuple[str, ...] = ()
     dataset: str = "mnist1d"
-    table_points: int = 300  # at most this many evaluations per Table 1 data set
+    table_points: int = 200  # at most this many evaluations per Table 1 data set
     bootstrap: int = 2000  # resamples of the seeds for Figure 2's band
 
 
