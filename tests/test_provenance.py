@@ -27,11 +27,6 @@ COMMITTED = {
     "ensemble_design/experiment1": lambda: ensemble_design.config(1),
     "ensemble_design/experiment2": lambda: ensemble_design.config(2),
 }
-# Summaries made before provenance was recorded, with the overrides their commands used
-# (paper_figures/README.md). A summary regenerated since must leave this list.
-BEFORE_PROVENANCE = {
-    "arc_kernel/full": {"peers": ["tpe"]},
-}
 
 
 @dataclass(frozen=True)
@@ -79,14 +74,9 @@ def test_committed_summaries_match_their_scripts_current_settings(name):
     """A committed summary's settings are the script's defaults except where it records
     an override: if a default changes, the figures it made are stale and this fails."""
     summary = json.loads((FIGURES / name / "summary.json").read_text())
-    if name in BEFORE_PROVENANCE:
-        assert "provenance" not in summary, f"{name} has provenance now: drop it from the list"
-        allowed = BEFORE_PROVENANCE[name]
-    else:
-        block = summary["provenance"]
-        assert block["git_commit"] and block["wall_seconds"] > 0
-        allowed = block["overrides"]
-    assert summary["config"] == plain(COMMITTED[name]()) | allowed
+    block = summary["provenance"]
+    assert block["git_commit"] and block["wall_seconds"] > 0
+    assert summary["config"] == plain(COMMITTED[name]()) | block["overrides"]
 
 
 def test_the_figures_readme_names_each_summarys_commit():
