@@ -17,6 +17,38 @@ from typing import Any
 from bojax.errors import SettingsError
 
 
+def _in_float64(function: Callable, *args: Any) -> Any:
+    """``function(*args)`` in a worker process, which has not enabled float64 yet."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    return function(*args)
+
+
+def run_tasks(
+    function: Callable,
+    tasks: Mapping[Any, tuple],
+    keep: Callable[[Any, Any], None],
+    executor: Any = None,
+) -> None:
+    """``keep(key, function(*args))`` for every ``key: args`` of ``tasks``: one after
+    another here, or each as a task on ``executor`` (a ``concurrent.futures`` executor or
+    a Dask client, float64 enabled there) as they finish. Only this process calls
+    ``keep``, so only it writes the results' files."""
+    if executor is None:
+        for key, args in tasks.items():
+            keep(key, function(*args))
+        return
+    import concurrent.futures
+
+    from bojax.bo.driver import as_executor
+
+    pool = as_executor(executor)
+    futures = {pool.submit(_in_float64, function, *args): key for key, args in tasks.items()}
+    for future in concurrent.futures.as_completed(futures):
+        keep(futures[future], future.result())
+
+
 class CachedObjective:
     """An objective whose ``evaluate(point) -> dict`` is deterministic per point, kept by
     point: the loop gets ``record[value]``, and the report reads the whole record again

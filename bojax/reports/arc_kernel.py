@@ -36,7 +36,6 @@ the next (the training sets share most points), so only the first fold burns in.
 
 from __future__ import annotations
 
-import concurrent.futures
 import hashlib
 import json
 import shutil
@@ -50,12 +49,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from bojax import gp
-from bojax.bo.driver import as_executor, minimize
+from bojax.bo.driver import minimize
 from bojax.bo.journal import Journal
 from bojax.compilation import count_compilations
 from bojax.errors import SettingsError
 from bojax.objectives.deepnet import DATASETS, DeepNetObjective, Training, deepnet_space, depth
-from bojax.reports import CachedObjective, override, pyplot
+from bojax.reports import CachedObjective, override, pyplot, run_tasks
 from bojax.reports.claims import Claim, verdict
 from bojax.reports.provenance import code_fingerprint, stamp
 from bojax.spaces import IRRELEVANT, Integer, fill_irrelevant
@@ -231,9 +230,6 @@ def _objective(cfg: Config) -> tuple[CachedObjective, Any]:
 def bo_run_rows(cfg: Config, method: str, seed: int, folder: Path, progress: bool) -> list[dict]:
     """One BO run (continued from its journal if one is kept), as rows with the
     validation and test errors; the rows are kept in ``folder/rows.json``."""
-    import jax
-
-    jax.config.update("jax_enable_x64", True)  # on a worker process too
     objective, space = _objective(cfg)
     history = _bo_run(cfg, method, seed, objective, space, folder, progress)
     rows = _rows(history, objective)
@@ -275,23 +271,17 @@ def bo_runs(cfg: Config, methods, runs_dir: Path, progress: bool, executor=None)
                 rows[method, seed] = done["rows"]
             else:
                 missing.append((method, seed, folder))
-    if executor is None:
-        for method, seed, folder in missing:
-            if progress:
-                print(f"{LABELS[method]}, seed {seed}", flush=True)
-            rows[method, seed] = bo_run_rows(cfg, method, seed, folder, progress)
-    else:
-        pool = as_executor(executor)
-        futures = {
-            pool.submit(bo_run_rows, cfg, method, seed, folder, False): (method, seed)
-            for method, seed, folder in missing
-        }
-        for future in concurrent.futures.as_completed(futures):
-            rows[futures[future]] = future.result()
-            if progress:
-                method, seed = futures[future]
-                best = min(r["validation_error"] for r in rows[method, seed])
-                print(f"  {LABELS[method]}, seed {seed}: best error {best:.4f}", flush=True)
+
+    def keep(task, done) -> None:
+        rows[task] = done
+        if progress:
+            best = min(r["validation_error"] for r in done)
+            print(f"  {LABELS[task[0]]}, seed {task[1]}: best error {best:.4f}", flush=True)
+
+    # A local run shows each run's progress bar; on workers only the summaries print.
+    show = progress and executor is None
+    tasks = {(m, seed): (cfg, m, seed, folder, show) for m, seed, folder in missing}
+    run_tasks(bo_run_rows, tasks, keep, executor)
     return {m: [rows[m, seed] for seed in range(cfg.seeds)] for m in methods}
 
 
@@ -486,16 +476,8 @@ def regression_tables(cfg: Config, sets: dict, folder: Path, progress: bool, exe
             log = {m: table[m]["log"][0] for m in table}
             print(f"  Table 1 on {name}: best (log) {min(log, key=log.get)}", flush=True)
 
-    if executor is None:
-        for name, (runs, _, _) in missing.items():
-            if progress:
-                print(f"Table 1 on {name}'s evaluations", flush=True)
-            keep(name, regression_table(cfg, runs))
-    else:
-        pool = as_executor(executor)
-        futures = {pool.submit(regression_table, cfg, m[0]): n for n, m in missing.items()}
-        for future in concurrent.futures.as_completed(futures):
-            keep(futures[future], future.result())
+    tasks = {name: (cfg, runs) for name, (runs, _, _) in missing.items()}
+    run_tasks(regression_table, tasks, keep, executor)
     return results
 
 
@@ -505,9 +487,6 @@ def regression_table(
     """NMSE (mean, standard error over folds) of each of ``models`` on raw and log outputs,
     and facts about the data: the runs' evaluations, each point once, at most
     ``cfg.table_points`` of them drawn at random."""
-    import jax
-
-    jax.config.update("jax_enable_x64", True)  # on a worker process too
     space = deepnet_space(cfg.max_layers, cfg.training.max_units)
     rows = [row for rows in runs for row in rows]
     # Points evaluated twice (by different runs) are kept once.

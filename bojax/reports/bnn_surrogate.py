@@ -22,7 +22,6 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import time
 from dataclasses import asdict, dataclass, replace
@@ -35,10 +34,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from bojax import gp
-from bojax.bo.driver import as_executor
 from bojax.bo.loop import Settings, ask, init, predict, tell
 from bojax.objectives.problems import get_problem, sin_cos
-from bojax.reports import override, pyplot
+from bojax.reports import override, pyplot, run_tasks
 from bojax.reports.claims import Claim, verdict
 from bojax.reports.provenance import code_fingerprint, stamp
 from bojax.surrogates.bnn import REPORT_BNN, mixture_log_likelihood
@@ -305,12 +303,6 @@ def kept_runs(out: Path) -> list[tuple[Path, str | None]]:
     ]
 
 
-def _bo_run_on_worker(cfg: Config, arm: str, problem_name: str, seed: int) -> dict[str, Any]:
-    """:func:`bo_run` in a worker process, which has not enabled float64 yet."""
-    jax.config.update("jax_enable_x64", True)
-    return bo_run(cfg, arm, problem_name, seed)
-
-
 def comparison(
     cfg: Config, runs_dir: Path, progress: bool, executor: Any = None
 ) -> dict[str, dict[str, list]]:
@@ -343,14 +335,8 @@ def comparison(
                 flush=True,
             )
 
-    if executor is None:
-        for problem, arm, seed in missing:
-            keep((problem, arm, seed), bo_run(cfg, arm, problem, seed))
-    else:
-        pool = as_executor(executor)
-        futures = {pool.submit(_bo_run_on_worker, cfg, t[1], t[0], t[2]): t for t in missing}
-        for future in concurrent.futures.as_completed(futures):
-            keep(futures[future], future.result())
+    tasks = {task: (cfg, task[1], task[0], task[2]) for task in missing}
+    run_tasks(bo_run, tasks, keep, executor)
     results: dict[str, dict[str, list]] = {}
     for (problem, arm, _), path in paths.items():
         results.setdefault(problem, {}).setdefault(arm, []).append(json.loads(path.read_text()))
