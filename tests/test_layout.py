@@ -12,7 +12,14 @@ import bojax
 PACKAGE = Path(bojax.__file__).parent
 # Top to bottom: a module may import its own layer and those listed before it.
 LAYERS = [
-    ("bojax.errors", "bojax.compilation", "bojax.threads", "bojax.spaces", "bojax.user_code"),
+    (
+        "bojax.errors",
+        "bojax.registry",
+        "bojax.compilation",
+        "bojax.threads",
+        "bojax.spaces",
+        "bojax.user_code",
+    ),
     ("bojax.gp",),
     ("bojax.inference",),
     ("bojax.surrogates",),

@@ -1,0 +1,126 @@
+"""Journals of a fixed set of runs, to check that a refactoring changes no result.
+
+Runs five small BO runs that together touch every engine path a restructuring can
+move: Forrester with ``gp-slice`` (the default), Branin with ``gp-map``, a conditional
+space with the arc kernel (``gp-slice-arc``), an objective that fails in a region (the
+failure classifier), and the BNN surrogate (``bnn-hmc``). Each journal is written to
+``<out>/<run>/journal.jsonl``; ``--compare REFERENCE`` then checks every record's
+point, unit coordinates, output, status and diagnostics (everything but wall-clock
+seconds) and the run header (space and settings) for bit-identity against the journals
+in ``REFERENCE``.
+
+    uv run python benchmarks/journal_identity.py --out /tmp/after --compare /tmp/before
+
+Run it once on the commit before a change (``--out /tmp/before``), once after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import bojax  # noqa: E402
+from bojax import Integer, Real, Space  # noqa: E402
+from bojax.objectives.problems import get_problem  # noqa: E402
+
+
+def _conditional_objective(point):
+    """A depth-dependent toy: each present layer's width pulls towards its own optimum."""
+    value = (point["layers"] - 2) ** 2 * 0.3 + (math.log10(point["lr"]) + 2.5) ** 2
+    for k in range(1, 4):
+        if f"units{k}" in point:
+            value += ((point[f"units{k}"] - 10 * k) / 30.0) ** 2
+    return value
+
+
+def _conditional_space():
+    return Space(
+        [
+            Integer("layers", 0, 3),
+            Real("lr", 1e-4, 1e-1, log=True),
+            *[Integer(f"units{k}", 4, 40, condition=("layers", ">=", k)) for k in range(1, 4)],
+        ]
+    )
+
+
+def _failing(point):
+    if math.hypot(point["x1"] - 2.5, point["x2"] - 9.0) < 5.3:
+        raise RuntimeError("training diverged")
+    return get_problem("branin")(point)
+
+
+def runs():
+    """``{name: (objective, space, settings)}`` of the fixed set."""
+    forrester, branin = get_problem("forrester"), get_problem("branin")
+    return {
+        "forrester-gp-slice": (forrester, forrester.space, dict(surrogate="gp-slice")),
+        "branin-gp-map": (branin, branin.space, dict(surrogate="gp-map", iterations=10)),
+        "conditional-arc": (
+            _conditional_objective,
+            _conditional_space(),
+            dict(surrogate="gp-slice-arc", samples=16, burn_in=32, iterations=8),
+        ),
+        "failing-branin": (_failing, branin.space, dict(surrogate="gp-map", iterations=10)),
+        "bnn-forrester": (forrester, forrester.space, dict(surrogate="bnn-hmc", iterations=5)),
+    }
+
+
+def run_all(out: Path, only: list[str] | None = None) -> None:
+    for name, (objective, space, settings) in runs().items():
+        if only and name not in only:
+            continue
+        settings = {"iterations": 8, "initial": 3, "seed": 0, **settings}
+        folder = out / name
+        if folder.exists():
+            for path in folder.iterdir():
+                path.unlink()
+        bojax.minimize(objective, space, **settings, out=folder, progress=False)
+        print(f"ran {name}", flush=True)
+
+
+def _comparable(record: dict) -> dict:
+    return {k: v for k, v in record.items() if k != "seconds"}
+
+
+def compare(out: Path, reference: Path) -> int:
+    """Print one line per run; the number of runs that differ."""
+    differ = 0
+    for name in runs():
+        mine, theirs = out / name / "journal.jsonl", reference / name / "journal.jsonl"
+        if not (mine.exists() and theirs.exists()):
+            print(f"{name}: missing ({mine.exists()=}, {theirs.exists()=})")
+            differ += 1
+            continue
+        a = [_comparable(json.loads(line)) for line in mine.read_text().splitlines()]
+        b = [_comparable(json.loads(line)) for line in theirs.read_text().splitlines()]
+        headers = [json.loads((p.parent / "run.json").read_text()) for p in (mine, theirs)]
+        same = a == b and headers[0] == headers[1]
+        first = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
+        where = "" if same else f" (first difference at record {first}; {len(a)} vs {len(b)})"
+        print(f"{name}: {len(a)} records, {'bit-identical' if same else 'DIFFERENT'}{where}")
+        differ += not same
+    return differ
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--compare", type=Path, help="reference folder of journals")
+    parser.add_argument("--only", nargs="*", help="run only these of the fixed set")
+    parser.add_argument("--no-run", action="store_true", help="only compare")
+    args = parser.parse_args()
+    if not args.no_run:
+        run_all(args.out, args.only)
+    if args.compare is not None:
+        sys.exit(1 if compare(args.out, args.compare) else 0)
+
+
+if __name__ == "__main__":
+    main()
