@@ -22,11 +22,11 @@ import math
 import sys
 from pathlib import Path
 
+import bojax  # before JAX: it quietens XLA's cache-loading log lines
 import jax
 
 jax.config.update("jax_enable_x64", True)
 
-import bojax  # noqa: E402
 from bojax import Integer, Real, Space  # noqa: E402
 from bojax.objectives.problems import get_problem  # noqa: E402
 

@@ -45,8 +45,15 @@ class CompilationCounts:
 
 
 @contextmanager
-def count_compilations() -> Iterator[CompilationCounts]:
-    """Count every XLA compilation that happens inside the ``with`` block."""
+def count_compilations(fresh: bool = False) -> Iterator[CompilationCounts]:
+    """Count every XLA compilation that happens inside the ``with`` block.
+
+    ``fresh=True`` first drops every compiled program of this process
+    (``jax.clear_caches()``), so the counts do not depend on what ran before: a guard
+    such as ``counts.of("_fit") == 1`` then also fails where a function compiles once per
+    iteration and earlier code had happened to compile the same shapes."""
+    if fresh:
+        jax.clear_caches()
     counts = CompilationCounts()
 
     def listener(event: str, duration: float, **kwargs) -> None:
