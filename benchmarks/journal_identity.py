@@ -19,14 +19,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
-import bojax  # before JAX: it quietens XLA's cache-loading log lines
-import jax
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # XLA's cache-loading log lines
+import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
+import bojax  # noqa: E402
 from bojax import Integer, Real, Space  # noqa: E402
 from bojax.objectives.problems import get_problem  # noqa: E402
 
