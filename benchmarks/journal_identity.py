@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # XLA's cache-loading log lines
-import jax  # noqa: E402
+import jax
 
 jax.config.update("jax_enable_x64", True)
 
