@@ -46,7 +46,8 @@ from bojax.spaces import Condition, Integer, Real, Space
 _LAZY_NAMES = {
     "Result": "bojax.bo.driver",
     "minimize": "bojax.bo.driver",
-    **{name: "bojax.bo.loop" for name in ("Settings", "ask", "ask_batch", "init", "tell")},
+    "Settings": "bojax.bo.settings",
+    **{name: "bojax.bo.loop" for name in ("ask", "ask_batch", "init", "tell")},
 }
 # Modules loaded on first access; ``bojax.problems.get_problem(...)`` and
 # ``from bojax import ensemble`` keep working from before the subpackages.
@@ -63,7 +64,16 @@ _LAZY = {
     **{name: f"bojax.surrogates.{name}" for name in ("bnn",)},
     **{
         name: f"bojax.bo.{name}"
-        for name in ("acquisition", "policies", "optimize", "loop", "driver", "journal", "cluster")
+        for name in (
+            "acquisition",
+            "policies",
+            "optimize",
+            "settings",
+            "loop",
+            "driver",
+            "journal",
+            "cluster",
+        )
     },
     **{
         name: f"bojax.objectives.{name}"

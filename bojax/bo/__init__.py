@@ -4,7 +4,9 @@
 * :mod:`bojax.bo.policies`: exploration policies (hybrid, variable threshold), early stop.
 * :mod:`bojax.bo.optimize`: acquisition maximisers (random search, Sobol grid + gradient).
 * :mod:`bojax.bo.warping`: what the surrogate sees of the outputs (standardised, ranks).
-* :mod:`bojax.bo.loop`: ``init`` / ``ask`` / ``ask_batch`` / ``tell`` and :class:`Settings`.
+* :mod:`bojax.bo.settings`: :class:`Settings`, every run setting with its help and check.
+* :mod:`bojax.bo.loop`: ``init`` / ``ask`` / ``ask_batch`` / ``tell``.
+* :mod:`bojax.bo.evaluation`: the one place the objective is called.
 * :mod:`bojax.bo.driver`: :func:`minimize`, sequential or over an executor.
 * :mod:`bojax.bo.journal`: the crash-safe run journal.
 * :mod:`bojax.bo.cluster`: Dask clusters for the driver.
@@ -12,7 +14,8 @@
 
 from bojax.bo import cluster
 from bojax.bo.driver import Result, minimize
-from bojax.bo.loop import BOState, Settings, ask, ask_batch, init, predict, tell
+from bojax.bo.loop import BOState, ask, ask_batch, init, predict, tell
+from bojax.bo.settings import Settings
 
 __all__ = [
     "BOState",

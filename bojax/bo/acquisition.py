@@ -17,7 +17,8 @@ report eqs. 10-11; Snoek et al. 2012):
 * ``lcb``: mean of ``-(mu - kappa sigma)`` (lower confidence bound, to be maximised).
 * ``max_variance``: mean of ``sigma``, pure exploration.
 
-Adding an acquisition is one function and one line in :data:`ACQUISITIONS`.
+Adding an acquisition is one function and one ``ACQUISITIONS.register(AcquisitionRecord(
+name, fn))`` call (:class:`AcquisitionRecord` says what else a record can declare).
 
 Where evaluations can fail, the loop weights the acquisition by the probability of
 success ``P(x)`` from a failure classifier (:func:`weighted_by_success`; constrained EI,
@@ -30,12 +31,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
 from jax.scipy.special import erfc, logsumexp, ndtr
 
-from bojax.errors import UnknownNameError
+from bojax.errors import SettingsError
+from bojax.registry import Registry
 
 # Python floats, not jnp arrays: a module-level jnp constant would be frozen as float32
 # if bojax is imported before float64 is enabled.
@@ -127,49 +130,86 @@ def max_variance(mean, var, best):
 
 Acquisition = Callable[..., jnp.ndarray]
 
-ACQUISITIONS: dict[str, Acquisition] = {
-    "ei": expected_improvement,
-    "log_ei": log_expected_improvement,
-    "pi": probability_of_improvement,
-    "lcb": lower_confidence_bound,
-    "max_variance": max_variance,
-}
 
-
-def _times_success(value, log_p, best):
+def times_success(value, log_p, best):
+    """``a(x) P(x)``: how P(success) weights a non-negative utility (EI, PI, max-variance)."""
     return value * jnp.exp(log_p)
 
 
-def _plus_log_success(value, log_p, best):
+def plus_log_success(value, log_p, best):
+    """``log a(x) + log P(x)``: the same weighting for an acquisition on the log scale."""
     return value + log_p
 
 
-def _optimistic_improvement_times_success(value, log_p, best):
-    # LCB's score kappa sigma - mu changes sign; softplus(best - (mu - kappa sigma)), the
-    # lower bound's improvement on the incumbent made positive, ranks points as LCB does.
+def optimistic_improvement_times_success(value, log_p, best):
+    """``softplus(best - LCB(x)) P(x)``: LCB's score ``kappa sigma - mu`` changes sign, so
+    the lower bound's improvement on the incumbent, made positive, is weighted instead;
+    it ranks points as LCB does."""
     return jax.nn.softplus(jnp.mean(best) + value) * jnp.exp(log_p)
 
 
-# How P(success) enters each acquisition; a name not listed is a non-negative utility
-# (EI, PI, max-variance, most new ones), multiplied by P.
-SUCCESS_WEIGHTING = {
-    "log_ei": _plus_log_success,
-    "lcb": _optimistic_improvement_times_success,
-}
+@dataclass(frozen=True)
+class AcquisitionRecord:
+    """An acquisition and what the loop needs to know about it.
+
+    * ``fn(mean (S, M), var (S, M), best, **options) -> (M,)``, a score to maximise;
+    * ``options``: names of :class:`bojax.bo.settings.Settings` fields passed to ``fn`` as
+      keyword arguments (LCB reads ``kappa``);
+    * ``weighting(value, log_p, best)``: the score weighted by the probability of success
+      ``exp(log_p)`` where evaluations can fail (default ``a(x) P(x)``);
+    * ``outputs``: model outputs it reads; 1 for every acquisition here. One for several
+      objectives declares ``outputs > 1`` and receives ``(S, M, K)`` means and variances.
+
+    Calling the record calls ``fn``. Frozen and hashable: the loop compiles one score per
+    record.
+    """
+
+    name: str
+    fn: Acquisition
+    options: tuple[str, ...] = ()
+    weighting: Callable = times_success
+    outputs: int = 1
+
+    def __call__(self, mean, var, best, **options):
+        return self.fn(mean, var, best, **options)
 
 
-def weighted_by_success(name: str, value, log_p, best):
+def _check_record(record) -> None:
+    if not isinstance(record, AcquisitionRecord):
+        raise SettingsError(f"register an AcquisitionRecord(name, fn, ...), got {record!r}")
+
+
+ACQUISITIONS: Registry[AcquisitionRecord] = Registry("acquisition", _check_record)
+ACQUISITIONS.register(AcquisitionRecord("ei", expected_improvement))
+ACQUISITIONS.register(
+    AcquisitionRecord("log_ei", log_expected_improvement, weighting=plus_log_success)
+)
+PI = ACQUISITIONS.register(AcquisitionRecord("pi", probability_of_improvement))
+ACQUISITIONS.register(
+    AcquisitionRecord(
+        "lcb",
+        lower_confidence_bound,
+        options=("kappa",),
+        weighting=optimistic_improvement_times_success,
+    )
+)
+MAX_VARIANCE = ACQUISITIONS.register(AcquisitionRecord("max_variance", max_variance))
+
+
+def weighted_by_success(acquisition: str | AcquisitionRecord, value, log_p, best):
     """The acquisition ``value`` (M,) weighted by the probability of success ``exp(log_p)``
-    (M,): ``a(x) P(x)`` for non-negative utilities (EI, PI, max-variance), ``log a(x) +
-    log P(x)`` for log-EI, and ``softplus(best - LCB(x)) P(x)`` for the lower confidence
-    bound, whose score changes sign. ``best`` is the incumbent (one per fantasy allowed)."""
-    return SUCCESS_WEIGHTING.get(name, _times_success)(value, log_p, best)
+    (M,), as its record's ``weighting`` says: ``a(x) P(x)`` for non-negative utilities (EI,
+    PI, max-variance), ``log a(x) + log P(x)`` for log-EI, and ``softplus(best - LCB(x))
+    P(x)`` for the lower confidence bound, whose score changes sign. ``best`` is the
+    incumbent (one per fantasy allowed)."""
+    return get_acquisition(acquisition).weighting(value, log_p, best)
 
 
-def get_acquisition(name: str | Acquisition) -> Acquisition:
-    if callable(name):
+def get_acquisition(name: str | AcquisitionRecord | Acquisition) -> AcquisitionRecord:
+    """The registered acquisition ``name``; a record passes through, and a bare function
+    ``fn(mean, var, best)`` becomes an unregistered record of its own."""
+    if isinstance(name, AcquisitionRecord):
         return name
-    try:
-        return ACQUISITIONS[name]
-    except KeyError:
-        raise UnknownNameError("acquisition", name, list(ACQUISITIONS)) from None
+    if callable(name):
+        return AcquisitionRecord(getattr(name, "__name__", "acquisition"), name)
+    return ACQUISITIONS.get(name)

@@ -26,19 +26,26 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import math
-import numbers
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import jax
 import numpy as np
 
+from bojax.bo.evaluation import (
+    Inline,
+    Objective,
+    as_executor,
+    concurrency,
+    evaluate,
+    evaluate_batch,
+)
 from bojax.bo.journal import Journal
-from bojax.bo.loop import BOState, Objective, Settings, ask_batch, fit_models, init, model_based
+from bojax.bo.loop import BOState, ask_batch, fit_models, init, model_based
 from bojax.bo.loop import tell as tell_state
-from bojax.errors import JournalError, ObjectiveError, SettingsError, SpaceExhaustedError, is_count
+from bojax.bo.settings import Settings
+from bojax.errors import JournalError, ObjectiveError, SpaceExhaustedError
 from bojax.spaces import Space
 
 
@@ -53,59 +60,6 @@ class Result:
     failures: int
     seconds: float
     stopped: str | None = None  # why the run ended before its budget, if it did
-
-
-def evaluate(objective: Objective, point: dict[str, Any], attempt: int = 0):
-    """``(y, None)`` or ``(nan, error text)``; never raises for the objective's errors.
-
-    This is what runs on a worker. ``attempt`` only makes a retried submission a task of
-    its own (Dask caches pure tasks by their arguments)."""
-    del attempt
-    try:
-        value = objective(dict(point))
-    except Exception as error:  # the objective is user code: record, don't crash the run
-        return math.nan, f"{type(error).__name__}: {error}"
-    return checked(value)
-
-
-def checked(value: Any) -> tuple[float, str | None]:
-    """An objective's return value as ``(y, None)``, or ``(nan, why it is unusable)``."""
-    if isinstance(value, np.ndarray | jax.Array) and value.size == 1:
-        value = value.reshape(()).item()
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return math.nan, f"objective returned {type(value).__name__} {value!r}, expected a number"
-    if not math.isfinite(value):
-        return math.nan, f"objective returned {value!r}"
-    return float(value), None
-
-
-class _Inline:
-    """Evaluates in the driver's process at ``submit``: the executor of a sequential run."""
-
-    def submit(self, fn, *args):
-        future: cf.Future = cf.Future()
-        future.set_result(fn(*args))
-        return future
-
-
-def as_executor(executor: Any) -> Any:
-    """A ``concurrent.futures``-style executor for ``executor``: a Dask ``Client`` becomes
-    its executor (impure, so a retried task is run again), anything else is used as it is."""
-    if executor is None:
-        return _Inline()
-    if hasattr(executor, "get_executor"):
-        return executor.get_executor(pure=False)
-    if not callable(getattr(executor, "submit", None)):
-        raise SettingsError(f"executor must have a submit(fn, *args) method, got {executor!r}")
-    return executor
-
-
-def concurrency(executor: Any) -> int:
-    """How many evaluations ``executor`` runs at once, where it says; else 1."""
-    client = getattr(executor, "_client", executor)
-    if hasattr(client, "nthreads"):  # Dask: one evaluation per worker thread
-        return max(1, sum(client.nthreads().values()))
-    return max(1, int(getattr(executor, "_max_workers", 1) or 1))
 
 
 class Flight(NamedTuple):
@@ -202,110 +156,38 @@ def _resumed_flights(journal: Journal, history: list[dict], space: Space) -> lis
 def minimize(
     objective: Objective,
     space: Space,
+    settings: Settings | None = None,
     *,
-    surrogate: str = "gp-slice",
-    acquisition: str = "log_ei",
-    optimizer: str = "sobol",
-    iterations: int = 20,
-    initial: int = 5,
-    seed: int = 0,
-    maximize: bool = False,
-    num_candidates: int = 2048,
-    kappa: float = 2.0,
-    incumbent: str = "observed",
-    samples: int | None = None,
-    burn_in: int | None = None,
-    policy: str = "acquisition",
-    tau: float | None = None,
-    scaling: str = "pseudocode",
-    stop_tolerance: float | None = None,
-    stop_sd: float | None = None,
-    stop_noise: float | None = None,
-    fantasy: str = "integrated",
-    fantasies: int | None = None,
-    failure_model: str = "gp-probit",
-    max_failures: int | None = None,
-    min_success_probability: float | None = None,
-    warping: str | None = None,
     executor: Any = None,
-    q: int | None = None,
-    retries: int = 1,
     out: str | Path | None = None,
     resume: bool = False,
     progress: bool = True,
+    **overrides: Any,
 ) -> Result:
     """Minimise (or maximise) ``objective(point: dict) -> float`` over ``space``.
 
-    Runs ``initial`` Sobol points, then ``iterations`` BO steps. With ``out``, every
-    evaluation is journalled there as it finishes; ``resume=True`` continues a killed
-    run without repeating or losing a finished evaluation, and re-issues those that were
-    in flight. A failing objective (raises, returns NaN/inf or a non-number) is recorded
-    and the run goes on; ``failure_model`` (``"gp-probit"``, or ``"none"`` to only drop
-    failures) learns where evaluations fail, and the acquisition is weighted by the
-    probability of success. The run stops early, saying why in ``Result.stopped``, after
-    ``max_failures`` failed evaluations or once the probability of success is below
-    ``min_success_probability`` everywhere the optimiser looked; if nothing succeeded at
-    all, :class:`ObjectiveError` says so. ``warping`` (``"standardise"``, ``"rank"``;
-    :mod:`bojax.bo.warping`) overrides what the surrogate sees of the outputs (None: its
-    own preference; the BNN ranks, the GPs standardise). ``samples`` overrides the surrogate's
-    number of hyperparameter draws per fit, and ``burn_in`` its burn-in on the first fit.
-    ``policy`` (``"hybrid"``, ``"variable-threshold"``) sometimes evaluates the most
-    uncertain point instead of the acquisition maximiser, with threshold ``tau`` and, for
-    the variable threshold, the ``scaling`` direction; ``stop_tolerance`` (and
-    ``stop_sd``, ``stop_noise``) end the run early once nothing is expected to improve (see
-    :mod:`bojax.bo.policies`).
+    ``settings`` (:class:`bojax.bo.settings.Settings`, which lists and checks every
+    setting) with keyword ``overrides`` of its fields, e.g. ``minimize(f, space,
+    iterations=30, surrogate="gp-map")``: ``initial`` Sobol points, then ``iterations`` BO
+    steps. With ``out``, every evaluation is journalled there as it finishes;
+    ``resume=True`` continues a killed run without repeating or losing a finished
+    evaluation, and re-issues those that were in flight. A failing objective (raises,
+    returns NaN/inf or a non-number) is recorded and the run goes on, with the
+    acquisition weighted by the probability of success (``failure_model``); the run stops
+    early, saying why in ``Result.stopped``, at ``max_failures`` failures, once P(success)
+    is below ``min_success_probability`` everywhere the optimiser looked, or when the
+    policy's stopping rule holds. If nothing succeeded at all, :class:`ObjectiveError`.
 
-    ``executor`` (see the module docstring) evaluates up to ``q`` points at once (default:
-    its number of workers; 1 without one), refilled as each finishes; pending points are
-    handled by ``fantasy`` (``"integrated"`` or ``"believer"``, :mod:`bojax.gp.fantasies`),
-    with ``fantasies`` draws per hyperparameter sample. ``retries`` bounds the
-    resubmissions of an evaluation the executor lost. Without an executor, ``q > 1``
-    evaluates batches of ``q`` proposals in turn (in one call if the objective has a
-    ``batch(points) -> list`` method, as :class:`bojax.objectives.ensemble.EnsembleObjective` does).
+    ``executor`` (see the module docstring) evaluates up to ``q`` points at once
+    (default: its number of workers), refilled as each finishes, with pending points as
+    fantasies; ``retries`` bounds the resubmissions of an evaluation it lost. Without an
+    executor, ``q > 1`` evaluates batches of ``q`` proposals in turn (in one call if the
+    objective has a ``batch(points) -> list`` method).
     """
-    settings = Settings(
-        surrogate=surrogate,
-        acquisition=acquisition,
-        optimizer=optimizer,
-        iterations=iterations,
-        initial=initial,
-        seed=seed,
-        maximize=maximize,
-        num_candidates=num_candidates,
-        kappa=kappa,
-        incumbent=incumbent,
-        samples=samples,
-        burn_in=burn_in,
-        policy=policy,
-        tau=tau,
-        scaling=scaling,
-        stop_tolerance=stop_tolerance,
-        stop_sd=stop_sd,
-        stop_noise=stop_noise,
-        fantasy=fantasy,
-        fantasies=fantasies,
-        failure_model=failure_model,
-        warping=warping,
-    )
-    if not is_count(retries):
-        raise SettingsError(f"retries must be a non-negative integer, got {retries!r}")
-    if max_failures is not None and not (is_count(max_failures) and max_failures >= 1):
-        raise SettingsError(
-            f"max_failures must be a positive integer or None, got {max_failures!r}"
-        )
-    if min_success_probability is not None and not (
-        isinstance(min_success_probability, numbers.Real)
-        and not isinstance(min_success_probability, bool)
-        and 0 < min_success_probability < 1
-    ):
-        raise SettingsError(
-            "min_success_probability must lie in (0, 1) or be None, "
-            f"got {min_success_probability!r}"
-        )
+    settings = (Settings() if settings is None else settings).replace(**overrides)
+    initial, iterations = settings.initial, settings.iterations
     pool = as_executor(executor)
-    q = (1 if executor is None else concurrency(pool)) if q is None else q
-    if not is_count(q) or q < 1:
-        raise SettingsError(f"q must be a positive integer, got {q!r}")
+    q = (1 if executor is None else concurrency(pool)) if settings.q is None else settings.q
 
     state = init(space, settings)
     journal = Journal(out) if out is not None else None
@@ -325,8 +207,7 @@ def minimize(
         else:
             journal.start(header)
 
-    limits = (max_failures, min_success_probability)
-    run = _Run(objective, settings, pool, q, retries, journal, history, progress, limits)
+    run = _Run(objective, settings, pool, q, journal, history, progress)
     state = run.loop(state, queued, initial + iterations)
     where = f" Finished evaluations are in {journal.records_path}." if journal else ""
     result = _result(settings, history, time.perf_counter() - run.started, run.stopped, where)
@@ -347,11 +228,12 @@ def minimize(
 class _Run:
     """One run's moving parts: issue, wait, record."""
 
-    def __init__(self, objective, settings, pool, q, retries, journal, history, progress, limits):
+    def __init__(self, objective, settings, pool, q, journal, history, progress):
         self.objective, self.settings, self.pool = objective, settings, pool
-        self.q, self.retries, self.journal, self.history = q, retries, journal, history
+        self.q, self.retries, self.journal, self.history = q, settings.retries, journal, history
         self.progress = progress
-        self.max_failures, self.min_success_probability = limits
+        self.max_failures = settings.max_failures
+        self.min_success_probability = settings.min_success_probability
         self.stopped: str | None = None  # why no more points are issued, once that holds
         self.started = time.perf_counter()
         self.running: dict[cf.Future, Flight] = {}
@@ -418,9 +300,9 @@ class _Run:
             flight = Flight(self.next_proposal, u, state.space.from_unit(u), info, 0, tick)
             self.next_proposal += 1
             flights.append(flight)
-        batch = getattr(self.objective, "batch", None)
-        if isinstance(self.pool, _Inline) and callable(batch) and len(flights) > 1:
-            self._submit_batch(flights, batch)
+        batched = callable(getattr(self.objective, "batch", None))
+        if isinstance(self.pool, Inline) and batched and len(flights) > 1:
+            self._submit_batch(flights)
         else:
             for flight in flights:
                 self._submit(flight)
@@ -431,16 +313,9 @@ class _Run:
         future = self.pool.submit(evaluate, self.objective, flight.point, flight.attempts)
         self.running[future] = flight._replace(attempts=flight.attempts + 1)
 
-    def _submit_batch(self, flights: list[Flight], batch) -> None:
-        """Evaluate ``flights`` in one ``objective.batch`` call (one vmapped program);
-        if that raises, each point alone, so one bad design cannot fail the others."""
-        try:
-            values = list(batch([f.point for f in flights]))
-            if len(values) != len(flights):
-                raise ValueError(f"batch returned {len(values)} values for {len(flights)}")
-            results = [checked(value) for value in values]
-        except Exception:
-            results = [evaluate(self.objective, f.point) for f in flights]
+    def _submit_batch(self, flights: list[Flight]) -> None:
+        """Evaluate ``flights`` in one ``objective.batch`` call (:func:`evaluate_batch`)."""
+        results = evaluate_batch(self.objective, [f.point for f in flights])
         for flight, outcome in zip(flights, results, strict=True):
             future: cf.Future = cf.Future()
             future.set_result(outcome)

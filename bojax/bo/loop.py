@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
 import jax
@@ -34,128 +32,17 @@ import numpy as np
 
 from bojax import gp
 from bojax.bo import policies, warping
-from bojax.bo.acquisition import get_acquisition, weighted_by_success
+from bojax.bo.acquisition import AcquisitionRecord, get_acquisition
 from bojax.bo.optimize import candidate_grid, propose
+from bojax.bo.settings import Settings
 from bojax.compilation import use_persistent_cache
-from bojax.errors import (
-    DataError,
-    SettingsError,
-    SpaceExhaustedError,
-    is_count,
-)
+from bojax.errors import DataError, SettingsError, SpaceExhaustedError, is_count
 from bojax.gp import fantasies
-from bojax.gp.fantasies import STRATEGIES
 from bojax.spaces import Space, repeated_mask
-from bojax.surrogates import GPClassifier, Surrogate, get_failure_model, get_surrogate
+from bojax.surrogates import GPClassifier, Surrogate
 from bojax.threads import with_blas_threads
 
 Objective = Callable[[dict[str, Any]], float]
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Everything that defines a run; a resume must use the same settings."""
-
-    surrogate: str = "gp-slice"
-    acquisition: str = "log_ei"
-    optimizer: str = "sobol"
-    iterations: int = 20
-    initial: int = 5
-    seed: int = 0
-    maximize: bool = False
-    num_candidates: int = 2048
-    kappa: float = 2.0
-    incumbent: str = "observed"
-    samples: int | None = None  # hyperparameter draws per fit; None: the surrogate's default
-    burn_in: int | None = None  # burn-in sweeps of the first fit; None: the surrogate's default
-    policy: str = "acquisition"  # exploration policy (bojax.bo.policies)
-    tau: float | None = None  # the policy's threshold; None: its default
-    scaling: str = "pseudocode"  # variable threshold: the report's pseudo-code or prose
-    stop_tolerance: float | None = None  # early stop when the acquisition falls below
-    stop_sd: float | None = None  # ... and, for exploring policies, the largest sd too
-    stop_noise: float | None = None  # ... or that sd below stop_noise x the fitted noise sd
-    fantasy: str = "integrated"  # pending points: "integrated" (Snoek 2012) or "believer"
-    fantasies: int | None = None  # integrated: fantasies per hyperparameter sample
-    failure_model: str = "gp-probit"  # learns where evaluations fail; "none": drop failures
-    warping: str | None = None  # outputs the surrogate sees (bojax.bo.warping); None: its own
-
-    def __post_init__(self) -> None:
-        for name in ("iterations", "initial", "seed", "num_candidates"):
-            value = getattr(self, name)
-            if not is_count(value):
-                raise SettingsError(f"{name} must be a non-negative integer, got {value!r}")
-        if self.initial < 1 or self.num_candidates < 1:
-            raise SettingsError("initial and num_candidates must be at least 1")
-        if self.optimizer not in ("sobol", "random"):
-            raise SettingsError(f"optimizer must be 'sobol' or 'random', got {self.optimizer!r}")
-        if self.incumbent not in ("observed", "posterior_mean"):
-            raise SettingsError(
-                f"incumbent must be 'observed' or 'posterior_mean', got {self.incumbent!r}"
-            )
-        if not (
-            isinstance(self.kappa, numbers.Real) and math.isfinite(self.kappa) and self.kappa >= 0
-        ):
-            raise SettingsError(f"kappa must be a finite non-negative number, got {self.kappa!r}")
-        if self.samples is not None and not (is_count(self.samples) and self.samples >= 1):
-            raise SettingsError(f"samples must be a positive integer or None, got {self.samples!r}")
-        if self.burn_in is not None and not is_count(self.burn_in):
-            raise SettingsError(
-                f"burn_in must be a non-negative integer or None, got {self.burn_in!r}"
-            )
-        for name in ("stop_tolerance", "stop_sd", "stop_noise"):
-            value = getattr(self, name)
-            if value is not None and not (
-                isinstance(value, numbers.Real) and not isinstance(value, bool) and value > 0
-            ):
-                raise SettingsError(f"{name} must be a positive number or None, got {value!r}")
-        if self.fantasy not in STRATEGIES:
-            raise SettingsError(f"fantasy must be one of {STRATEGIES}, got {self.fantasy!r}")
-        if self.fantasies is not None and not (is_count(self.fantasies) and self.fantasies >= 1):
-            raise SettingsError(
-                f"fantasies must be a positive integer or None, got {self.fantasies!r}"
-            )
-        policies.check(self.policy, self.tau, self.scaling)
-        get_surrogate(self.surrogate), get_acquisition(self.acquisition)  # typed errors if unknown
-        get_failure_model(self.failure_model)
-        if self.warping is not None and self.warping not in warping.WARPINGS:
-            raise SettingsError(
-                f"warping must be one of {warping.WARPINGS} or None, got {self.warping!r}"
-            )
-
-    def make_surrogate(self) -> Surrogate:
-        """The named surrogate, with ``samples`` draws per fit and ``burn_in`` if set."""
-        return get_surrogate(self.surrogate).configured(self.samples, self.burn_in)
-
-    def make_failure_model(self) -> GPClassifier | None:
-        """The failure classifier, or None where failures are only dropped."""
-        return get_failure_model(self.failure_model)
-
-    def identity(self) -> dict[str, Any]:
-        """What a journal records and a resume must match: every setting but ``iterations``
-        (a resume may extend the budget); optional settings left at their defaults are
-        omitted, so adding one keeps older journals resumable."""
-        return {
-            k: v
-            for k, v in asdict(self).items()
-            if k != "iterations" and not (k in _OPTIONAL and v == _OPTIONAL[k])
-        }
-
-
-# Settings added after journals existed, with the value that leaves a run unchanged.
-_OPTIONAL = {
-    "samples": None,
-    "burn_in": None,
-    "policy": "acquisition",
-    "tau": None,
-    "scaling": "pseudocode",
-    "stop_tolerance": None,
-    "stop_sd": None,
-    "stop_noise": None,
-    "fantasy": "integrated",
-    "fantasies": None,
-    "failure_model": "gp-probit",
-    "warping": None,
-}
 
 
 class BOState(NamedTuple):
@@ -169,9 +56,11 @@ class BOState(NamedTuple):
     classifier: Any = None  # the failure classifier's state (None before the first failure)
 
 
-def init(space: Space, settings: Settings = Settings()) -> BOState:
-    """A run with no data yet. Turns on the persistent compilation cache (see
+def init(space: Space, settings: Settings | None = None, **overrides: Any) -> BOState:
+    """A run with no data yet, with ``settings`` (default :class:`Settings`) and keyword
+    ``overrides`` of its fields. Turns on the persistent compilation cache (see
     :func:`bojax.compilation.use_persistent_cache`), so a second run skips compiling."""
+    settings = (Settings() if settings is None else settings).replace(**overrides)
     use_persistent_cache()
     return BOState(space, settings, np.zeros((0, space.dim)), np.zeros(0), None)
 
@@ -209,7 +98,7 @@ def model_based(state: BOState) -> bool:
 def _models_failures(state: BOState) -> bool:
     """Whether a failure classifier is fitted: one is configured and something failed."""
     failed = not bool(np.isfinite(state.y).all())
-    return failed and state.settings.failure_model != "none"
+    return failed and state.settings.make_failure_model() is not None
 
 
 def _keys(settings: Settings, k: int) -> tuple[jax.Array, jax.Array]:
@@ -258,15 +147,14 @@ def fit_surrogate(state: BOState) -> tuple[Surrogate, Any, tuple[np.ndarray, np.
 @functools.cache
 def _score_function(
     surrogate: Surrogate,
-    acquisition: str,
+    acquire: AcquisitionRecord,
     draws: int | None = None,
     classifier: GPClassifier | None = None,
 ):
     """One jitted score per (surrogate, acquisition, draws, classifier): a stable object,
     so no recompiles. ``draws`` keeps that many evenly spaced samples (a cheaper screen).
     With a ``classifier`` the arguments carry its conditioned draws fourth, and the score
-    is weighted by the probability of success."""
-    acquire = get_acquisition(acquisition)
+    is weighted by the probability of success as the acquisition's record says."""
 
     @jax.jit
     def score(x, args):
@@ -280,9 +168,7 @@ def _score_function(
         value = acquire(mean, var, best, **options)
         if classifier is None:
             return value
-        return weighted_by_success(
-            acquisition, value, classifier.log_probability(*feasibility, x), best
-        )
+        return acquire.weighting(value, classifier.log_probability(*feasibility, x), best)
 
     return score
 
@@ -293,9 +179,9 @@ def _success_score(classifier: GPClassifier):
     return jax.jit(lambda x, posteriors: classifier.log_probability(posteriors, x))
 
 
-def _screen_function(surrogate: Surrogate, acquisition: str, classifier=None):
+def _screen_function(surrogate: Surrogate, acquire: AcquisitionRecord, classifier=None):
     draws = surrogate.screening_draws()
-    return None if draws is None else _score_function(surrogate, acquisition, draws, classifier)
+    return None if draws is None else _score_function(surrogate, acquire, draws, classifier)
 
 
 def _success_diagnostics(state: BOState, u: np.ndarray, k: int) -> dict[str, float]:
@@ -357,14 +243,15 @@ def ask_batch(
     if settings.incumbent == "posterior_mean":
         mean, _ = surrogate.predict(fitted, x)
         best = jnp.min(jnp.mean(mean, axis=0))
-    options = {"kappa": settings.kappa} if settings.acquisition == "lcb" else {}
+    acquire = get_acquisition(settings.acquisition)
+    options = {name: getattr(settings, name) for name in acquire.options}
     points, infos = [], []
     for k in range(first, first + q):
         conditioned, incumbent = _conditioned(state, surrogate, fitted, (x, y), taken, k, best)
         try:
             u, value = propose(
                 _keys(settings, k)[1],
-                _score_function(surrogate, settings.acquisition, None, classifier),
+                _score_function(surrogate, acquire, None, classifier),
                 (conditioned, incumbent, options, *feasibility),
                 space,
                 state.u,
@@ -372,7 +259,7 @@ def ask_batch(
                 incumbent=best_point,
                 method=settings.optimizer,
                 num_candidates=settings.num_candidates,
-                screen=_screen_function(surrogate, settings.acquisition, classifier),
+                screen=_screen_function(surrogate, acquire, classifier),
             )
         except SpaceExhaustedError:
             if points:
@@ -461,19 +348,20 @@ def _apply_policy(state: BOState, surrogate: Surrogate, classifier, args, u, val
     # Keys of their own (fold_in 2), so the default loop's draws are left as they were.
     explore_key, draw_key = jax.random.split(jax.random.fold_in(_iteration_key(settings, k), 2))
     explore, sd, pi = u, math.nan, math.nan
-    if policies.explores(settings.policy):
+    policy = policies.POLICIES.get(settings.policy)
+    if policy.explores:
         explore, sd = propose(
             explore_key,
-            _score_function(surrogate, "max_variance", None, classifier),
+            _score_function(surrogate, policy.explore_with, None, classifier),
             args,
             state.space,
             state.u,
             pending,
             method=settings.optimizer,
             num_candidates=settings.num_candidates,
-            screen=_screen_function(surrogate, "max_variance", classifier),
+            screen=_screen_function(surrogate, policy.explore_with, classifier),
         )
-        pi_score = _score_function(surrogate, "pi", None, classifier)
+        pi_score = _score_function(surrogate, policy.improvement_with, None, classifier)
         pi = float(pi_score(jnp.asarray(explore[None]), args)[0])
     decision = policies.decide(
         draw_key,

@@ -31,19 +31,23 @@ sigma_n)``, i.e. no point's function value is more uncertain than ``stop_noise``
 observations' worth of noise (``sigma_n``: the surrogate's fitted noise sd, averaged over
 hyperparameter samples).
 
-Adding a policy is one function ``(proposals, tau, scaling) -> p`` and one line in
-:data:`POLICIES`.
+Adding a policy is one function ``(proposals, tau, scaling) -> p`` and one
+``POLICIES.register(PolicyRecord(name, fn, default_tau=...))`` call.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import jax
 import numpy as np
 
-from bojax.errors import SettingsError, UnknownNameError
+from bojax.bo.acquisition import MAX_VARIANCE, PI, AcquisitionRecord
+from bojax.errors import SettingsError
+from bojax.registry import Registry
 
 DEFAULT_STOP_SD = 0.1  # stop_sd when only stop_tolerance is given
 SCALINGS = ("pseudocode", "prose")
@@ -87,27 +91,48 @@ def variable_threshold(proposals: Proposals, tau: float, scaling: str) -> float:
 
 Policy = Callable[[Proposals, float, str], float]
 
-POLICIES: dict[str, Policy] = {
-    "acquisition": acquisition_only,
-    "hybrid": hybrid,
-    "variable-threshold": variable_threshold,
-}
-DEFAULT_TAU = {"acquisition": 1.0, "hybrid": 0.8, "variable-threshold": 1.0}
+
+@dataclass(frozen=True)
+class PolicyRecord:
+    """A policy and what the loop needs to know about it: ``exploit_probability(proposals,
+    tau, scaling) -> p``, its threshold's default and upper bound, whether it ever
+    evaluates the uncertain point (``explores``; the loop then proposes it), the score
+    that finds that point (``explore_with``, the posterior sd) and the improvement
+    measure the loop reads there (``improvement_with``, PI: the report's ``nu``)."""
+
+    name: str
+    exploit_probability: Policy
+    default_tau: float = 1.0
+    max_tau: float = math.inf
+    explores: bool = True
+    # How the uncertain point is found, and the improvement measure read there (nu).
+    explore_with: AcquisitionRecord = MAX_VARIANCE
+    improvement_with: AcquisitionRecord = PI
+
+
+def _check_record(record) -> None:
+    if not isinstance(record, PolicyRecord):
+        raise SettingsError(f"register a PolicyRecord(name, exploit_probability), got {record!r}")
+
+
+POLICIES: Registry[PolicyRecord] = Registry("policy", _check_record)
+POLICIES.register(PolicyRecord("acquisition", acquisition_only, explores=False))
+POLICIES.register(PolicyRecord("hybrid", hybrid, default_tau=0.8, max_tau=1.0))
+POLICIES.register(PolicyRecord("variable-threshold", variable_threshold))
 
 
 def explores(policy: str) -> bool:
     """Whether the policy ever evaluates the uncertain point (so it needs ``explore``)."""
-    return policy != "acquisition"
+    return POLICIES.get(policy).explores
 
 
 def check(policy: str, tau: float | None, scaling: str) -> None:
     """Typed errors for an unknown policy or scaling, or a threshold out of range."""
-    if policy not in POLICIES:
-        raise UnknownNameError("policy", policy, list(POLICIES))
+    record = POLICIES.get(policy)
     if scaling not in SCALINGS:
         raise SettingsError(f"scaling must be one of {SCALINGS}, got {scaling!r}")
     if tau is not None:
-        upper = 1.0 if policy == "hybrid" else np.inf
+        upper = record.max_tau
         if isinstance(tau, bool) or not isinstance(tau, int | float) or not 0 <= tau <= upper:
             raise SettingsError(f"tau for policy {policy!r} must lie in [0, {upper}], got {tau!r}")
 
@@ -134,12 +159,13 @@ def decide(
 ) -> Decision:
     """Apply ``policy`` to ``proposals`` with the draw ``rho = U(key)``; deterministic in key."""
     check(policy, tau, scaling)
-    tau = DEFAULT_TAU[policy] if tau is None else float(tau)
-    p = float(np.clip(POLICIES[policy](proposals, tau, scaling), 0.0, 1.0))
+    record = POLICIES.get(policy)
+    tau = record.default_tau if tau is None else float(tau)
+    p = float(np.clip(record.exploit_probability(proposals, tau, scaling), 0.0, 1.0))
     rho = float(jax.random.uniform(key))
     explored = not rho < p
     converged = stop_tolerance is not None and proposals.acquisition < stop_tolerance
-    if converged and explores(policy):
+    if converged and record.explores:
         converged = proposals.sd < sd_threshold(proposals.noise_sd, stop_sd, stop_noise)
     u = proposals.explore if explored else proposals.exploit
     return Decision(np.asarray(u), explored, p, rho, bool(converged))

@@ -9,12 +9,12 @@ kernels here take ``params = {"amplitude": a, "lengthscales": ell}`` (``ell`` of
 
 ``a`` is the prior variance ``k(x, x)`` (theta_0 in the ensemble-design report, sec. 3.4.3).
 
-Adding a kernel is one function and one registry line::
+Adding a kernel is one function and one register call::
 
     def rational_quadratic(params, x, y):
         return params["amplitude"] * (1 + 0.5 * scaled_sq_distance(params, x, y)) ** -1
 
-    KERNELS["rq"] = Kernel("rq", rational_quadratic)
+    KERNELS.register(Kernel("rq", rational_quadratic))
 
 Kernels combine with ``+`` and ``*``; the parameters of a combination are the tuple of
 its parts' parameters.
@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from bojax.errors import UnknownNameError
+from bojax.registry import Registry
 from bojax.spaces import IRRELEVANT, fill_irrelevant
 
 Params = Any  # a pytree of hyperparameters
@@ -237,26 +237,25 @@ class ProductKernel(_Composable):
 AnyKernel = Kernel | SumKernel | ProductKernel
 
 
-KERNELS: dict[str, Kernel] = {
-    "se": Kernel("se", squared_exponential),
-    "matern12": Kernel("matern12", matern12),
-    "matern32": Kernel("matern32", matern32),
-    "matern52": Kernel("matern52", matern52),
+KERNELS: Registry[Kernel] = Registry("kernel")
+for _kernel in (
+    Kernel("se", squared_exponential),
+    Kernel("matern12", matern12),
+    Kernel("matern32", matern32),
+    Kernel("matern52", matern52),
     # Conditional spaces (arc-kernel report): the arc kernel and the random-fill baseline.
-    "arc": Kernel("arc", arc(matern52_profile), arc_params),
-    "arc-se": Kernel("arc-se", arc(se_profile), arc_params),
-    "matern52-filled": Kernel("matern52-filled", filled(matern52)),
-}
+    Kernel("arc", arc(matern52_profile), arc_params),
+    Kernel("arc-se", arc(se_profile), arc_params),
+    Kernel("matern52-filled", filled(matern52)),
+):
+    KERNELS.register(_kernel)
 
 
 def get_kernel(kernel: str | AnyKernel) -> AnyKernel:
     """The registered kernel called ``kernel`` (a :class:`Kernel` passes through)."""
     if isinstance(kernel, _Composable):
         return kernel
-    try:
-        return KERNELS[kernel]
-    except KeyError:
-        raise UnknownNameError("kernel", kernel, list(KERNELS)) from None
+    return KERNELS.get(kernel)
 
 
 def gram(kernel: PairFn, params: Params, x1: Float[Array, "n d"], x2: Float[Array, "m d"]):

@@ -5,7 +5,8 @@ A mean sees the point ``x`` of shape ``(d,)`` and the (padded) observations ``da
 exploration mean fit the same signature. Padding rows carry ``mask = False`` and must
 not influence the value.
 
-Adding a mean is one function and one registry line, as for kernels.
+Adding a mean is one function and one register call, as for kernels:
+``MEANS.register(Mean("linear", linear, linear_params))``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from bojax.errors import UnknownNameError
+from bojax.registry import Registry
 
 Params = Any
 
@@ -63,18 +64,14 @@ class Mean:
         return self.fn(params, x, data)
 
 
-MEANS: dict[str, Mean] = {
-    "zero": Mean("zero", zero),
-    "constant": Mean("constant", constant, constant_params),
-    "exploration": Mean("exploration", exploration),
-}
+MEANS: Registry[Mean] = Registry("mean")
+MEANS.register(Mean("zero", zero))
+MEANS.register(Mean("constant", constant, constant_params))
+MEANS.register(Mean("exploration", exploration))
 
 
 def get_mean(mean: str | Mean) -> Mean:
     """The registered mean called ``mean`` (a :class:`Mean` passes through)."""
     if isinstance(mean, Mean):
         return mean
-    try:
-        return MEANS[mean]
-    except KeyError:
-        raise UnknownNameError("mean", mean, list(MEANS)) from None
+    return MEANS.get(mean)

@@ -9,7 +9,7 @@ each element independently. Samplers move in unconstrained space ``z`` with
     log p(z | data) = log p(y | X, T(z)) + sum_leaves [log p(T(z)) + log |det dT/dz|].
 
 Named prior sets (:data:`PRIOR_SETS`; a new one is a ``(model, dim) -> prior`` function
-and a line there):
+and one ``PRIOR_SETS.register(fn, "name")`` call):
 
 * ``half-cauchy``: Half-Cauchy(1) on the amplitude, every length-scale and the noise
   variance, the ensemble-design report's eq. 14 (Snoek et al. 2012's choice). Every
@@ -39,8 +39,8 @@ import numpyro.distributions as dist
 from jax.scipy.special import digamma, polygamma
 from numpyro.distributions.transforms import biject_to
 
-from bojax.errors import UnknownNameError
 from bojax.gp.core import GP
+from bojax.registry import Registry
 
 Prior = Any  # pytree of numpyro distributions, shaped like the parameters
 
@@ -105,11 +105,10 @@ def small_noise_prior(model: GP, dim: int) -> Prior:
     )
 
 
-PRIOR_SETS: dict[str, Callable[[GP, int], Prior]] = {
-    "half-cauchy": half_cauchy_prior,
-    "lognormal": lognormal_prior,
-    "small-noise": small_noise_prior,
-}
+PRIOR_SETS: Registry[Callable[[GP, int], Prior]] = Registry("prior")
+PRIOR_SETS.register(half_cauchy_prior, "half-cauchy")
+PRIOR_SETS.register(lognormal_prior, "lognormal")
+PRIOR_SETS.register(small_noise_prior, "small-noise")
 
 default_prior = (
     half_cauchy_prior  # the reports' prior; the engine's default is chosen in surrogates
@@ -120,10 +119,7 @@ def get_prior(name: str | Callable[[GP, int], Prior]) -> Callable[[GP, int], Pri
     """A prior set by name (:data:`PRIOR_SETS`), or a ``(model, dim) -> prior`` as given."""
     if callable(name):
         return name
-    try:
-        return PRIOR_SETS[name]
-    except KeyError:
-        raise UnknownNameError("prior", name, list(PRIOR_SETS)) from None
+    return PRIOR_SETS.get(name)
 
 
 def _is_mean_path(path) -> bool:

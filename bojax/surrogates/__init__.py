@@ -8,22 +8,22 @@
 * :mod:`bojax.surrogates.classifier`: :class:`GPClassifier`, where evaluations succeed
   (failure-aware BO; Gelbart et al. 2014), registered in :data:`FAILURE_MODELS`.
 
-A new surrogate is a class with the protocol's methods and one line in
-:data:`SURROGATES`; a GP with other priors, kernel or mean is one line::
+A new surrogate is a class with the protocol's methods and one register call; a GP with
+other priors, kernel or mean is one call::
 
-    SURROGATES["gp-rq"] = GPSurrogate(model=gp.GP(kernel="rq"), prior=my_prior_fn)
+    SURROGATES.register(GPSurrogate(model=gp.GP(kernel="rq"), prior=my_prior_fn), "gp-rq")
 """
 
 from __future__ import annotations
 
 from bojax import gp
-from bojax.errors import UnknownNameError
+from bojax.registry import Registry
 from bojax.surrogates.bnn import REPORT_BNN, BNNState, BNNSurrogate
 from bojax.surrogates.classifier import ClassifierState, GPClassifier
 from bojax.surrogates.gaussian_process import GPState, GPSurrogate, fixed_se
 from bojax.surrogates.protocol import Surrogate
 
-SURROGATES: dict[str, Surrogate] = {
+_BUILT_IN: dict[str, Surrogate] = {
     # The default: Spearmint's sampler, one coordinate-slice chain burning in 256 sweeps on
     # the first fit and continuing by 16 sweeps per fit, each kept (Spearmint kept 10,
     # BoTorch keeps 16); Half-Cauchy priors but a small-noise prior on the noise variance
@@ -62,30 +62,35 @@ SURROGATES: dict[str, Surrogate] = {
 }
 
 
+SURROGATES: Registry[Surrogate] = Registry("surrogate")
+for _name, _surrogate in _BUILT_IN.items():
+    SURROGATES.register(_surrogate, _name)
+
+
+class DropFailures:
+    """The failure model ``"none"``: failed evaluations are journalled and never proposed
+    again, and that is all (no classifier, no weighting of the acquisition)."""
+
+    name = "none"
+
+
 # What learns where evaluations fail; the loop weights its acquisition by P(success).
-FAILURE_MODELS: dict[str, GPClassifier | None] = {
-    # A probit GP classifier (Matern-5/2 ARD, failure_region_prior), latents and
-    # hyperparameters sampled by elliptical slice (bojax.surrogates.classifier).
-    "gp-probit": GPClassifier(),
-    # Failed evaluations are journalled and never proposed again, and that is all.
-    "none": None,
-}
+FAILURE_MODELS: Registry[GPClassifier | DropFailures] = Registry("failure model")
+# A probit GP classifier (Matern-5/2 ARD, failure_region_prior), latents and
+# hyperparameters sampled by elliptical slice (bojax.surrogates.classifier).
+FAILURE_MODELS.register(GPClassifier(), "gp-probit")
+FAILURE_MODELS.register(DropFailures())
 
 
 def get_failure_model(name: str) -> GPClassifier | None:
-    try:
-        return FAILURE_MODELS[name]
-    except (KeyError, TypeError):
-        raise UnknownNameError("failure model", name, list(FAILURE_MODELS)) from None
+    """The registered failure model ``name``; None for ``"none"`` (failures only dropped)."""
+    model = FAILURE_MODELS.get(name)
+    return None if isinstance(model, DropFailures) else model
 
 
 def get_surrogate(name: str | Surrogate) -> Surrogate:
-    if not isinstance(name, str):
-        return name
-    try:
-        return SURROGATES[name]
-    except KeyError:
-        raise UnknownNameError("surrogate", name, list(SURROGATES)) from None
+    """The registered surrogate ``name``; a surrogate object passes through."""
+    return SURROGATES.get(name) if isinstance(name, str) else name
 
 
 __all__ = [
@@ -94,6 +99,7 @@ __all__ = [
     "BNNState",
     "BNNSurrogate",
     "ClassifierState",
+    "DropFailures",
     "GPClassifier",
     "GPState",
     "GPSurrogate",

@@ -1,0 +1,93 @@
+"""The one place bojax calls a user's objective: :func:`evaluate` and :func:`evaluate_batch`.
+
+Whatever the objective does, an evaluation ends as ``(y, None)`` or ``(nan, why)``: an
+exception is recorded with its type and message, and a return value that is not one
+finite number (NaN, inf, a string, an array of several values) is a failure too, never
+an exception in the driver. The driver hands :func:`evaluate` to an executor (anything
+with ``submit(fn, *args)`` returning a :class:`concurrent.futures.Future`); without one
+the :class:`Inline` executor runs it in the driver's process. Step-wise trainings,
+timeouts and subprocess isolation belong here.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import math
+import numbers
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+
+from bojax.errors import SettingsError
+
+Objective = Callable[[dict[str, Any]], float]
+Outcome = tuple[float, "str | None"]  # (y, None) or (nan, why the evaluation failed)
+
+
+def evaluate(objective: Objective, point: dict[str, Any], attempt: int = 0):
+    """``(y, None)`` or ``(nan, error text)``; never raises for the objective's errors.
+
+    This is what runs on a worker. ``attempt`` only makes a retried submission a task of
+    its own (Dask caches pure tasks by their arguments)."""
+    del attempt
+    try:
+        value = objective(dict(point))
+    except Exception as error:  # the objective is user code: record, don't crash the run
+        return math.nan, f"{type(error).__name__}: {error}"
+    return checked(value)
+
+
+def checked(value: Any) -> tuple[float, str | None]:
+    """An objective's return value as ``(y, None)``, or ``(nan, why it is unusable)``."""
+    if isinstance(value, np.ndarray | jax.Array) and value.size == 1:
+        value = value.reshape(()).item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return math.nan, f"objective returned {type(value).__name__} {value!r}, expected a number"
+    if not math.isfinite(value):
+        return math.nan, f"objective returned {value!r}"
+    return float(value), None
+
+
+class Inline:
+    """Evaluates in the driver's process at ``submit``: the executor of a sequential run."""
+
+    def submit(self, fn, *args):
+        future: cf.Future = cf.Future()
+        future.set_result(fn(*args))
+        return future
+
+
+def as_executor(executor: Any) -> Any:
+    """A ``concurrent.futures``-style executor for ``executor``: a Dask ``Client`` becomes
+    its executor (impure, so a retried task is run again), anything else is used as it is."""
+    if executor is None:
+        return Inline()
+    if hasattr(executor, "get_executor"):
+        return executor.get_executor(pure=False)
+    if not callable(getattr(executor, "submit", None)):
+        raise SettingsError(f"executor must have a submit(fn, *args) method, got {executor!r}")
+    return executor
+
+
+def concurrency(executor: Any) -> int:
+    """How many evaluations ``executor`` runs at once, where it says; else 1."""
+    client = getattr(executor, "_client", executor)
+    if hasattr(client, "nthreads"):  # Dask: one evaluation per worker thread
+        return max(1, sum(client.nthreads().values()))
+    return max(1, int(getattr(executor, "_max_workers", 1) or 1))
+
+
+def evaluate_batch(objective: Any, points: list[dict[str, Any]]) -> list[Outcome]:
+    """Outcomes of ``points`` from one ``objective.batch(points)`` call (one vmapped
+    program, as :class:`bojax.objectives.ensemble.EnsembleObjective` has); if that raises
+    or returns the wrong number of values, each point alone, so one bad design cannot
+    fail the others."""
+    try:
+        values = list(objective.batch([dict(p) for p in points]))
+        if len(values) != len(points):
+            raise ValueError(f"batch returned {len(values)} values for {len(points)}")
+        return [checked(value) for value in values]
+    except Exception:
+        return [evaluate(objective, point) for point in points]

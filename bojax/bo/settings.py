@@ -1,0 +1,289 @@
+"""Run settings, spelled once: :class:`Settings`.
+
+Every setting is one field below, with its default, its help text and its check.
+:func:`bojax.minimize` takes a ``Settings`` (or keyword overrides of its fields), the
+``bojax optimize`` command generates one option per field from the same help texts,
+the journal records :meth:`Settings.identity`, and the Optuna sampler builds one. A new
+setting is one field here; nothing else lists them.
+
+Field metadata (see :func:`setting`):
+
+* ``help``: one line, for the CLI and the generated docs below;
+* ``check``: ``check(name, value)`` raises :class:`SettingsError` for a bad value;
+* ``identity``: whether a resume must match it (``iterations`` may be extended, the
+  driver's limits and concurrency may change between sessions);
+* ``omit_at_default``: settings added after journals existed are left out of the
+  identity at their default, so older journals stay resumable;
+* ``flag``: the CLI option's name where it differs from the field's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from bojax.bo import policies
+from bojax.bo.acquisition import ACQUISITIONS
+from bojax.bo.warping import WARPINGS
+from bojax.errors import SettingsError, is_count
+from bojax.gp.fantasies import STRATEGIES
+from bojax.registry import Registry
+from bojax.surrogates import FAILURE_MODELS, SURROGATES, Surrogate, get_failure_model
+
+Check = Callable[[str, Any], None]
+
+
+# -- checks: each raises SettingsError naming the setting ---------------------------------
+def count(minimum: int = 0, optional: bool = False) -> Check:
+    """An integer ``>= minimum`` (not a bool); None too where ``optional``."""
+
+    def check(name: str, value: Any) -> None:
+        if optional and value is None:
+            return
+        if not (is_count(value) and value >= minimum):
+            kind = "a non-negative integer" if minimum == 0 else f"an integer >= {minimum}"
+            raise SettingsError(
+                f"{name} must be {kind}{' or None' if optional else ''}, got {value!r}"
+            )
+
+    return check
+
+
+def number(low: float, high: float = math.inf, *, open_low=False, open_high=False, optional=False):
+    """A finite real in ``[low, high]`` (either end open), not a bool; None where ``optional``."""
+
+    def check(name: str, value: Any) -> None:
+        if optional and value is None:
+            return
+        ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        ok = ok and math.isfinite(value)
+        ok = ok and (value > low if open_low else value >= low)
+        ok = ok and (value < high if open_high else value <= high)
+        if not ok:
+            bounds = f"{'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}"
+            raise SettingsError(
+                f"{name} must be a number in {bounds}{' or None' if optional else ''}, "
+                f"got {value!r}"
+            )
+
+    return check
+
+
+def boolean(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise SettingsError(f"{name} must be True or False, got {value!r}")
+
+
+def one_of(choices: tuple | Callable[[], tuple], optional: bool = False) -> Check:
+    """One of ``choices`` (or of what a callable returns when checked); None where optional."""
+
+    def check(name: str, value: Any) -> None:
+        if optional and value is None:
+            return
+        known = choices() if callable(choices) else choices
+        if not isinstance(value, str) or value not in known:
+            extra = " or None" if optional else ""
+            raise SettingsError(f"{name} must be one of {tuple(known)}{extra}, got {value!r}")
+
+    return check
+
+
+def registered(registry: Registry) -> Check:
+    """A name registered in ``registry`` (an UnknownNameError lists the known ones)."""
+
+    def check(name: str, value: Any) -> None:
+        registry.get(value)
+
+    return check
+
+
+def setting(
+    default: Any,
+    help: str,
+    check: Check | None = None,
+    *,
+    identity: bool = True,
+    omit_at_default: bool = False,
+    flag: str | None = None,
+):
+    """A :class:`Settings` field with its help text, check and journal behaviour."""
+    metadata = {
+        "help": help,
+        "check": check,
+        "identity": identity,
+        "omit_at_default": omit_at_default,
+        "flag": flag,
+    }
+    return field(default=default, metadata=metadata)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that defines a run; a resume must use the same settings (its
+    :meth:`identity`). Each field's help text is listed at the end of this docstring."""
+
+    surrogate: str = setting(
+        "gp-slice", "the surrogate model (bojax.surrogates.SURROGATES)", registered(SURROGATES)
+    )
+    acquisition: str = setting(
+        "log_ei", "the acquisition function (bojax.bo.acquisition)", registered(ACQUISITIONS)
+    )
+    optimizer: str = setting(
+        "sobol",
+        "candidates of the acquisition optimiser: sobol or random",
+        one_of(("sobol", "random")),
+    )
+    iterations: int = setting(20, "BO steps after the initial design", count(), identity=False)
+    initial: int = setting(5, "Sobol points before BO starts", count(1))
+    seed: int = setting(0, "random seed", count())
+    maximize: bool = setting(False, "maximise the objective instead of minimising", boolean)
+    num_candidates: int = setting(
+        2048, "acquisition candidates per step", count(1), flag="candidates"
+    )
+    kappa: float = setting(2.0, "LCB's exploration weight", number(0.0))
+    incumbent: str = setting(
+        "observed",
+        "the incumbent of EI/PI: observed (best output) or posterior_mean",
+        one_of(("observed", "posterior_mean")),
+    )
+    samples: int | None = setting(
+        None,
+        "hyperparameter draws per fit [the surrogate's]",
+        count(1, optional=True),
+        omit_at_default=True,
+    )
+    burn_in: int | None = setting(
+        None,
+        "burn-in steps of the first fit [the surrogate's]",
+        count(0, optional=True),
+        omit_at_default=True,
+    )
+    policy: str = setting(
+        "acquisition",
+        "exploration policy (bojax.bo.policies): acquisition, hybrid, variable-threshold",
+        registered(policies.POLICIES),
+        omit_at_default=True,
+    )
+    tau: float | None = setting(
+        None, "the policy's threshold [the policy's default]", omit_at_default=True
+    )
+    scaling: str = setting(
+        "pseudocode",
+        "variable threshold: the report's pseudocode or prose direction",
+        one_of(policies.SCALINGS),
+        omit_at_default=True,
+    )
+    stop_tolerance: float | None = setting(
+        None,
+        "stop once the best acquisition value is below this",
+        number(0.0, open_low=True, optional=True),
+        omit_at_default=True,
+    )
+    stop_sd: float | None = setting(
+        None,
+        "... and, for exploring policies, the largest posterior sd below this",
+        number(0.0, open_low=True, optional=True),
+        omit_at_default=True,
+    )
+    stop_noise: float | None = setting(
+        None,
+        "... or that sd below stop_noise times the fitted noise sd",
+        number(0.0, open_low=True, optional=True),
+        omit_at_default=True,
+    )
+    fantasy: str = setting(
+        "integrated",
+        "pending points: integrated (Snoek et al. 2012) or believer",
+        one_of(STRATEGIES),
+        omit_at_default=True,
+    )
+    fantasies: int | None = setting(
+        None,
+        "integrated fantasies per hyperparameter draw [enough for 128 in all]",
+        count(1, optional=True),
+        omit_at_default=True,
+    )
+    failure_model: str = setting(
+        "gp-probit",
+        "what learns where evaluations fail: gp-probit, or none (failures only dropped)",
+        registered(FAILURE_MODELS),
+        omit_at_default=True,
+    )
+    warping: str | None = setting(
+        None,
+        "outputs the surrogate sees: standardise or rank [the surrogate's]",
+        one_of(WARPINGS, optional=True),
+        omit_at_default=True,
+    )
+    # The driver's limits and concurrency: a resumed run may change them.
+    max_failures: int | None = setting(
+        None, "stop after this many failed evaluations [no limit]", count(1, optional=True),
+        identity=False,
+    )  # fmt: skip
+    min_success_probability: float | None = setting(
+        None,
+        "stop once P(success) is below this everywhere the optimiser looks",
+        number(0.0, 1.0, open_low=True, open_high=True, optional=True),
+        identity=False,
+    )
+    q: int | None = setting(
+        None,
+        "evaluations in flight [the executor's workers; 1 without one]",
+        count(1, optional=True),
+        identity=False,
+    )
+    retries: int = setting(
+        1, "resubmissions of an evaluation the executor lost", count(), identity=False
+    )
+
+    def __post_init__(self) -> None:
+        for spec in fields(self):
+            check = spec.metadata.get("check")
+            if check is not None:
+                check(spec.name, getattr(self, spec.name))
+        policies.check(self.policy, self.tau, self.scaling)  # tau's range is the policy's
+
+    def replace(self, **overrides: Any) -> Settings:
+        """These settings with ``overrides``; an unknown name is a SettingsError."""
+        unknown = sorted(set(overrides) - {spec.name for spec in fields(self)})
+        if unknown:
+            raise SettingsError(
+                f"unknown setting(s) {', '.join(map(repr, unknown))}; known: "
+                f"{', '.join(spec.name for spec in fields(self))}"
+            )
+        return dataclasses.replace(self, **overrides)
+
+    def make_surrogate(self) -> Surrogate:
+        """The named surrogate, with ``samples`` draws per fit and ``burn_in`` if set."""
+        return SURROGATES.get(self.surrogate).configured(self.samples, self.burn_in)
+
+    def make_failure_model(self):
+        """The failure classifier, or None where failures are only dropped."""
+        return get_failure_model(self.failure_model)
+
+    def identity(self) -> dict[str, Any]:
+        """What a journal records and a resume must match: the settings marked
+        ``identity``; those added after journals existed are omitted at their default, so
+        adding one keeps older journals resumable."""
+        specs = {spec.name: spec for spec in fields(self)}
+        return {
+            name: value
+            for name, value in asdict(self).items()
+            if specs[name].metadata["identity"]
+            and not (specs[name].metadata["omit_at_default"] and value == specs[name].default)
+        }
+
+
+def help_texts() -> dict[str, str]:
+    """``{field: help}`` of every setting, in declaration order."""
+    return {spec.name: spec.metadata["help"] for spec in fields(Settings)}
+
+
+Settings.__doc__ += "\n\n" + "\n".join(
+    f"* ``{name}`` (default ``{spec.default!r}``): {spec.metadata['help']}"
+    for name, spec in ((spec.name, spec) for spec in fields(Settings))
+)
