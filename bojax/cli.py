@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,16 +16,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_show_locals=False,
 )
-
-
-# The registries' names, spelled out so that help texts need no JAX import (a test keeps
-# them equal to bojax.surrogates.SURROGATES and bojax.bo.acquisition.ACQUISITIONS).
-SURROGATE_NAMES = (
-    "gp-slice", "gp-ess", "gp-hmc", "gp-map", "gp-slice-exploration", "gp-slice-arc",
-    "gp-slice-filled", "gp-map-se", "gp-fixed-se", "gp-slice-se", "bnn-hmc", "bnn-report",
-)  # fmt: skip
-ACQUISITION_NAMES = ("log_ei", "ei", "pi", "lcb", "max_variance")
-FAILURE_MODEL_NAMES = ("gp-probit", "none")
 
 
 def _start_jax() -> None:
@@ -119,82 +110,32 @@ def _print_ensemble_summary(console: Console, summary: dict, out: Path) -> None:
     )
 
 
-@app.command()
-def optimize(
-    problem: Annotated[
-        str,
-        typer.Argument(
-            help="a built-in problem (see `bojax problems`), or your objective as "
-            "module:function or path/to/file.py:function (then --space is required)"
-        ),
-    ],
-    space: Annotated[
-        Path | None,
-        typer.Option(help="TOML or JSON file of your objective's parameters (see README)"),
-    ] = None,
-    maximize: Annotated[
-        bool, typer.Option("--maximize", help="your objective is to be maximised")
-    ] = False,
-    surrogate: Annotated[str, typer.Option(help=", ".join(SURROGATE_NAMES))] = "gp-slice",
-    acquisition: Annotated[str, typer.Option(help=", ".join(ACQUISITION_NAMES))] = "log_ei",
-    optimizer: Annotated[
-        str, typer.Option(help="acquisition optimiser: sobol or random")
-    ] = "sobol",
-    iterations: Annotated[int, typer.Option(min=0, help="BO steps after the initial design")] = 20,
-    initial: Annotated[int, typer.Option(min=1, help="Sobol points before BO starts")] = 5,
-    seed: Annotated[int, typer.Option(min=0, help="random seed")] = 0,
-    candidates: Annotated[int, typer.Option(min=1, help="acquisition candidates per step")] = 2048,
-    out: Annotated[Path | None, typer.Option(help="folder for the run journal")] = None,
-    resume: Annotated[bool, typer.Option(help="continue the run journalled in --out")] = False,
-    workers: Annotated[
-        int | None, typer.Option(min=1, help="evaluate on a local Dask cluster of N processes")
-    ] = None,
-    scheduler: Annotated[
-        str | None, typer.Option(help="evaluate on the Dask cluster at this scheduler address")
-    ] = None,
-    q: Annotated[
-        int | None, typer.Option(min=1, help="evaluations in flight [the cluster's threads]")
-    ] = None,
-    fantasy: Annotated[
-        str, typer.Option(help="pending points: integrated (Snoek 2012) or believer")
-    ] = "integrated",
-    retries: Annotated[
-        int, typer.Option(min=0, help="resubmissions of an evaluation a worker lost")
-    ] = 1,
-    failure_model: Annotated[
-        str,
-        typer.Option(
-            help="what learns where evaluations fail: "
-            + ", ".join(FAILURE_MODEL_NAMES)
-            + " (none: failures are only dropped)"
-        ),
-    ] = "gp-probit",
-    max_failures: Annotated[
-        int | None, typer.Option(min=1, help="stop after this many failed evaluations [no limit]")
-    ] = None,
-    min_success_probability: Annotated[
-        float | None,
-        typer.Option(help="stop once P(success) is below this everywhere the optimiser looks"),
-    ] = None,
-    warping: Annotated[
-        str | None,
-        typer.Option(help="outputs the surrogate sees: standardise or rank [the surrogate's]"),
-    ] = None,
-) -> None:
+def optimize(**options: Any) -> None:
     """Run BO on a built-in problem or your own objective, journalling every evaluation to
     --out; with --workers or --scheduler, evaluations run in parallel on Dask, refilled as
     each finishes. Your objective takes a dict of the space's parameters and returns a
-    number; one that raises or returns NaN or inf is journalled as a failed evaluation."""
+    number; one that raises or returns NaN or inf is journalled as a failed evaluation.
+    Every run setting is an option (bojax.bo.settings.Settings); --plugin imports your
+    module first, so the kernels, acquisitions or surrogates it registers can be named."""
     import contextlib
 
     _start_jax()
     from bojax.bo import cluster
     from bojax.bo.driver import minimize
+    from bojax.bo.settings import Settings
     from bojax.errors import BojaxError
+    from bojax.user_code import load_module
 
     console = Console()
+    run = {name: options.pop(name) for name in _RUN_OPTIONS}
     try:
-        objective, search_space, goal, optimum = _objective_and_space(problem, space, maximize)
+        for module in run["plugin"] or ():
+            load_module(module)
+        objective, search_space, goal, optimum = _objective_and_space(
+            run["problem"], run["space"], options["maximize"]
+        )
+        settings = Settings(**{**options, "maximize": goal})
+        workers, scheduler = run["workers"], run["scheduler"]
         parallel = workers is not None or scheduler is not None
         with (
             cluster.connect(workers, scheduler) if parallel else contextlib.nullcontext()
@@ -202,24 +143,10 @@ def optimize(
             result = minimize(
                 objective,
                 search_space,
-                surrogate=surrogate,
-                acquisition=acquisition,
-                optimizer=optimizer,
-                iterations=iterations,
-                initial=initial,
-                seed=seed,
-                maximize=goal,
-                num_candidates=candidates,
-                fantasy=fantasy,
-                failure_model=failure_model,
-                max_failures=max_failures,
-                min_success_probability=min_success_probability,
-                warping=warping,
+                settings,
                 executor=client,
-                q=q,
-                retries=retries,
-                out=out,
-                resume=resume,
+                out=run["out"],
+                resume=run["resume"],
             )
     except BojaxError as error:
         console.print(f"[bold red]error:[/bold red] {error}")
@@ -232,8 +159,106 @@ def optimize(
     )
     if result.stopped:
         console.print(f"stopped early: {result.stopped}")
-    if out is not None:
-        console.print(f"journal: {out / 'journal.jsonl'}")
+    if run["out"] is not None:
+        console.print(f"journal: {run['out'] / 'journal.jsonl'}")
+
+
+# The options of `optimize` that are not run settings: what to optimise, where to journal
+# and where to evaluate.
+_RUN_PARAMETERS = [
+    (
+        "problem",
+        Annotated[
+            str,
+            typer.Argument(
+                help="a built-in problem (see `bojax problems`), or your objective as "
+                "module:function or path/to/file.py:function (then --space is required)",
+                show_default=False,
+            ),
+        ],
+        inspect.Parameter.empty,
+    ),
+    (
+        "space",
+        Annotated[
+            Path | None,
+            typer.Option(help="TOML or JSON file of your objective's parameters (see README)"),
+        ],
+        None,
+    ),
+    ("out", Annotated[Path | None, typer.Option(help="folder for the run journal")], None),
+    (
+        "resume",
+        Annotated[bool, typer.Option(help="continue the run journalled in --out")],
+        False,
+    ),
+    (
+        "workers",
+        Annotated[
+            int | None, typer.Option(min=1, help="evaluate on a local Dask cluster of N processes")
+        ],
+        None,
+    ),
+    (
+        "scheduler",
+        Annotated[
+            str | None,
+            typer.Option(help="evaluate on the Dask cluster at this scheduler address"),
+        ],
+        None,
+    ),
+    (
+        "plugin",
+        Annotated[
+            list[str] | None,
+            typer.Option(
+                help="a module (my_pkg.extras) or file (extras.py) to import first: what it "
+                "registers can then be named (repeatable)"
+            ),
+        ],
+        None,
+    ),
+]
+_RUN_OPTIONS = [name for name, _, _ in _RUN_PARAMETERS]
+
+
+def _setting_parameters() -> list[inspect.Parameter]:
+    """One option per field of :class:`bojax.bo.settings.Settings`, with its help text
+    (``--candidates`` for ``num_candidates``, ``--maximize/--no-maximize`` for a flag)."""
+    import dataclasses
+    import typing
+
+    from bojax.bo.settings import Settings
+
+    hints = typing.get_type_hints(Settings)
+    parameters = []
+    for spec in dataclasses.fields(Settings):
+        flag = (spec.metadata.get("flag") or spec.name).replace("_", "-")
+        names = [f"--{flag}/--no-{flag}"] if hints[spec.name] is bool else [f"--{flag}"]
+        option = typer.Option(*names, help=spec.metadata["help"])
+        parameters.append(
+            inspect.Parameter(
+                spec.name,
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=Annotated[hints[spec.name], option],
+                default=spec.default,
+            )
+        )
+    return parameters
+
+
+def _register_optimize() -> None:
+    run = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=kind, default=default)
+        for name, kind, default in _RUN_PARAMETERS
+    ]
+    parameters = run[:1] + _setting_parameters() + run[1:]
+    optimize.__signature__ = inspect.Signature(parameters)
+    optimize.__annotations__ = {p.name: p.annotation for p in parameters}
+    app.command()(optimize)
+
+
+_register_optimize()
 
 
 def _objective_and_space(problem: str, space: Path | None, maximize: bool):
@@ -372,6 +397,48 @@ def plot(
         raise typer.Exit(code=1) from None
     for path in paths:
         console.print(f"wrote {path}", highlight=False)
+
+
+@app.command(name="list")
+def list_registered(
+    kind: Annotated[
+        str | None,
+        typer.Argument(help="one kind (surrogates, acquisitions, kernels, ...) [all]"),
+    ] = None,
+    plugin: Annotated[
+        list[str] | None,
+        typer.Option(help="a module or file to import first, as for optimize (repeatable)"),
+    ] = None,
+) -> None:
+    """List what can be named in a run: surrogates, acquisitions, policies, samplers,
+    kernels, means, priors, failure models and parameter kinds, with what your
+    --plugin modules register."""
+    _start_jax()
+    import bojax.bo.loop  # noqa: F401  (imports every registry's module)
+    from bojax.errors import BojaxError
+    from bojax.registry import registries
+    from bojax.user_code import load_module
+
+    console = Console()
+    try:
+        for module in plugin or ():
+            load_module(module)
+    except BojaxError as error:
+        console.print(f"[bold red]error:[/bold red] {error}")
+        raise typer.Exit(code=1) from None
+    shown = [
+        r
+        for r in registries()
+        if kind is None or kind.rstrip("s") in (r.kind, r.kind.replace(" ", "-"))
+    ]
+    if not shown:
+        known = ", ".join(r.kind.replace(" ", "-") + "s" for r in registries())
+        console.print(f"[bold red]error:[/bold red] no registry {kind!r}; known: {known}")
+        raise typer.Exit(code=1)
+    for registry in shown:
+        console.print(
+            f"[bold]{registry.kind}s[/bold]: {', '.join(registry.names())}", highlight=False
+        )
 
 
 @app.command()

@@ -29,6 +29,8 @@ from bojax.errors import SettingsError, UnknownNameError
 
 T = TypeVar("T")
 
+_ALL: list[Registry] = []  # every registry made, in creation order (``bojax list``)
+
 
 def _name_of(record: Any) -> str:
     name = getattr(record, "name", None)
@@ -40,10 +42,14 @@ def _name_of(record: Any) -> str:
 class Registry(Generic[T]):
     """Named records of one ``kind`` (the word error messages use: ``"acquisition"``)."""
 
-    def __init__(self, kind: str, check: Callable[[Any], None] | None = None):
+    def __init__(
+        self, kind: str, check: Callable[[Any], None] | None = None, plural: str | None = None
+    ):
         self.kind = kind
+        self.plural = plural or f"{kind}s"
         self._check = check  # raises a typed error for a record of the wrong shape
         self._records: dict[str, T] = {}
+        _ALL.append(self)
 
     def register(self, record: T, name: str | None = None, *, replace: bool = False) -> T:
         """Add ``record`` under ``name`` (default: ``record.name``) and return it."""
@@ -107,3 +113,8 @@ class Registry(Generic[T]):
 
     def __repr__(self) -> str:
         return f"Registry({self.kind!r}, {list(self._records)})"
+
+
+def registries() -> list[Registry]:
+    """Every registry created so far (those of the modules imported), in creation order."""
+    return list(_ALL)

@@ -68,6 +68,14 @@ def is_reference(text: str) -> bool:
     return ":" in text
 
 
+def load_module(where: str):
+    """Import ``where``, a module name (``my_package.plugins``) or a file
+    (``path/to/plugins.py``); what it registers at import (a kernel, an acquisition, a
+    surrogate, ...) is then known to bojax. :class:`ObjectiveReferenceError` if it fails."""
+    is_file = where.endswith(".py") or "/" in where or "\\" in where
+    return _module_from_file(Path(where)) if is_file else _module_by_name(where)
+
+
 def load_objective(reference: str) -> Callable:
     """The callable that ``module:attribute`` or ``path/to/file.py:attribute`` names."""
     where, _, attribute = reference.rpartition(":")
@@ -75,8 +83,7 @@ def load_objective(reference: str) -> Callable:
         raise ObjectiveReferenceError(
             f"{reference!r}: expected module:function or path/to/file.py:function"
         )
-    is_file = where.endswith(".py") or "/" in where or "\\" in where
-    module = _module_from_file(Path(where)) if is_file else _module_by_name(where)
+    module = load_module(where)
     target = module
     for part in attribute.split("."):
         if not hasattr(target, part):

@@ -10,12 +10,33 @@
 * :mod:`bojax.bo.driver`: :func:`minimize`, sequential or over an executor.
 * :mod:`bojax.bo.journal`: the crash-safe run journal.
 * :mod:`bojax.bo.cluster`: Dask clusters for the driver.
+
+Names load on first access, so that reading :class:`Settings` (the ``bojax`` command's
+options) does not import JAX.
 """
 
-from bojax.bo import cluster
-from bojax.bo.driver import Result, minimize
-from bojax.bo.loop import BOState, ask, ask_batch, init, predict, tell
-from bojax.bo.settings import Settings
+import importlib
+
+_NAMES = {
+    "Settings": "bojax.bo.settings",
+    "Result": "bojax.bo.driver",
+    "minimize": "bojax.bo.driver",
+    **{
+        name: "bojax.bo.loop" for name in ("BOState", "ask", "ask_batch", "init", "predict", "tell")
+    },
+}
+
+
+def __getattr__(name: str):
+    if name in _NAMES:
+        value = getattr(importlib.import_module(_NAMES[name]), name)
+    elif name == "cluster":
+        value = importlib.import_module("bojax.bo.cluster")
+    else:
+        raise AttributeError(f"module 'bojax.bo' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "BOState",

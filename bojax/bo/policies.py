@@ -115,7 +115,7 @@ def _check_record(record) -> None:
         raise SettingsError(f"register a PolicyRecord(name, exploit_probability), got {record!r}")
 
 
-POLICIES: Registry[PolicyRecord] = Registry("policy", _check_record)
+POLICIES: Registry[PolicyRecord] = Registry("policy", _check_record, plural="policies")
 POLICIES.register(PolicyRecord("acquisition", acquisition_only, explores=False))
 POLICIES.register(PolicyRecord("hybrid", hybrid, default_tau=0.8, max_tau=1.0))
 POLICIES.register(PolicyRecord("variable-threshold", variable_threshold))

@@ -20,21 +20,31 @@ Field metadata (see :func:`setting`):
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
 import numbers
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from bojax.bo import policies
-from bojax.bo.acquisition import ACQUISITIONS
-from bojax.bo.warping import WARPINGS
 from bojax.errors import SettingsError, is_count
-from bojax.gp.fantasies import STRATEGIES
-from bojax.registry import Registry
-from bojax.surrogates import FAILURE_MODELS, SURROGATES, Surrogate, get_failure_model
 
 Check = Callable[[str, Any], None]
+
+
+def _imported(module: str, name: str) -> Callable[[], Any]:
+    """``module.name``, imported when first needed: the fields below are read by the
+    ``bojax`` command's help and by ``bojax problems``, which must not wait for JAX."""
+    return lambda: getattr(importlib.import_module(module), name)
+
+
+SURROGATES = _imported("bojax.surrogates", "SURROGATES")
+FAILURE_MODELS = _imported("bojax.surrogates", "FAILURE_MODELS")
+ACQUISITIONS = _imported("bojax.bo.acquisition", "ACQUISITIONS")
+POLICIES = _imported("bojax.bo.policies", "POLICIES")
+SCALINGS = _imported("bojax.bo.policies", "SCALINGS")
+STRATEGIES = _imported("bojax.gp.fantasies", "STRATEGIES")
+WARPINGS = _imported("bojax.bo.warping", "WARPINGS")
 
 
 # -- checks: each raises SettingsError naming the setting ---------------------------------
@@ -92,11 +102,11 @@ def one_of(choices: tuple | Callable[[], tuple], optional: bool = False) -> Chec
     return check
 
 
-def registered(registry: Registry) -> Check:
-    """A name registered in ``registry`` (an UnknownNameError lists the known ones)."""
+def registered(registry: Callable[[], Any]) -> Check:
+    """A name registered in ``registry()`` (an UnknownNameError lists the known ones)."""
 
     def check(name: str, value: Any) -> None:
-        registry.get(value)
+        registry().get(value)
 
     return check
 
@@ -127,10 +137,10 @@ class Settings:
     :meth:`identity`). Each field's help text is listed at the end of this docstring."""
 
     surrogate: str = setting(
-        "gp-slice", "the surrogate model (bojax.surrogates.SURROGATES)", registered(SURROGATES)
+        "gp-slice", "the surrogate model (`bojax list surrogates`)", registered(SURROGATES)
     )
     acquisition: str = setting(
-        "log_ei", "the acquisition function (bojax.bo.acquisition)", registered(ACQUISITIONS)
+        "log_ei", "the acquisition function (`bojax list acquisitions`)", registered(ACQUISITIONS)
     )
     optimizer: str = setting(
         "sobol",
@@ -152,29 +162,29 @@ class Settings:
     )
     samples: int | None = setting(
         None,
-        "hyperparameter draws per fit [the surrogate's]",
+        "hyperparameter draws per fit (default: the surrogate's)",
         count(1, optional=True),
         omit_at_default=True,
     )
     burn_in: int | None = setting(
         None,
-        "burn-in steps of the first fit [the surrogate's]",
+        "burn-in steps of the first fit (default: the surrogate's)",
         count(0, optional=True),
         omit_at_default=True,
     )
     policy: str = setting(
         "acquisition",
         "exploration policy (bojax.bo.policies): acquisition, hybrid, variable-threshold",
-        registered(policies.POLICIES),
+        registered(POLICIES),
         omit_at_default=True,
     )
     tau: float | None = setting(
-        None, "the policy's threshold [the policy's default]", omit_at_default=True
+        None, "the policy's threshold (default: the policy's)", omit_at_default=True
     )
     scaling: str = setting(
         "pseudocode",
         "variable threshold: the report's pseudocode or prose direction",
-        one_of(policies.SCALINGS),
+        one_of(SCALINGS),
         omit_at_default=True,
     )
     stop_tolerance: float | None = setting(
@@ -203,7 +213,7 @@ class Settings:
     )
     fantasies: int | None = setting(
         None,
-        "integrated fantasies per hyperparameter draw [enough for 128 in all]",
+        "integrated fantasies per hyperparameter draw (default: enough for 128 in all)",
         count(1, optional=True),
         omit_at_default=True,
     )
@@ -215,13 +225,13 @@ class Settings:
     )
     warping: str | None = setting(
         None,
-        "outputs the surrogate sees: standardise or rank [the surrogate's]",
+        "outputs the surrogate sees: standardise or rank (default: the surrogate's)",
         one_of(WARPINGS, optional=True),
         omit_at_default=True,
     )
     # The driver's limits and concurrency: a resumed run may change them.
     max_failures: int | None = setting(
-        None, "stop after this many failed evaluations [no limit]", count(1, optional=True),
+        None, "stop after this many failed evaluations (default: no limit)", count(1, optional=True),
         identity=False,
     )  # fmt: skip
     min_success_probability: float | None = setting(
@@ -232,7 +242,7 @@ class Settings:
     )
     q: int | None = setting(
         None,
-        "evaluations in flight [the executor's workers; 1 without one]",
+        "evaluations in flight (default: the executor's workers; 1 without one)",
         count(1, optional=True),
         identity=False,
     )
@@ -245,6 +255,8 @@ class Settings:
             check = spec.metadata.get("check")
             if check is not None:
                 check(spec.name, getattr(self, spec.name))
+        from bojax.bo import policies
+
         policies.check(self.policy, self.tau, self.scaling)  # tau's range is the policy's
 
     def replace(self, **overrides: Any) -> Settings:
@@ -257,12 +269,14 @@ class Settings:
             )
         return dataclasses.replace(self, **overrides)
 
-    def make_surrogate(self) -> Surrogate:
+    def make_surrogate(self):
         """The named surrogate, with ``samples`` draws per fit and ``burn_in`` if set."""
-        return SURROGATES.get(self.surrogate).configured(self.samples, self.burn_in)
+        return SURROGATES().get(self.surrogate).configured(self.samples, self.burn_in)
 
     def make_failure_model(self):
         """The failure classifier, or None where failures are only dropped."""
+        from bojax.surrogates import get_failure_model
+
         return get_failure_model(self.failure_model)
 
     def identity(self) -> dict[str, Any]:
