@@ -426,19 +426,17 @@ def list_registered(
     except BojaxError as error:
         console.print(f"[bold red]error:[/bold red] {error}")
         raise typer.Exit(code=1) from None
-    shown = [
-        r
-        for r in registries()
-        if kind is None or kind.rstrip("s") in (r.kind, r.kind.replace(" ", "-"))
-    ]
+
+    def names(registry) -> tuple[str, ...]:
+        return (registry.kind, registry.plural, registry.plural.replace(" ", "-"))
+
+    shown = [r for r in registries() if kind is None or kind in names(r)]
     if not shown:
-        known = ", ".join(r.kind.replace(" ", "-") + "s" for r in registries())
+        known = ", ".join(r.plural.replace(" ", "-") for r in registries())
         console.print(f"[bold red]error:[/bold red] no registry {kind!r}; known: {known}")
         raise typer.Exit(code=1)
     for registry in shown:
-        console.print(
-            f"[bold]{registry.kind}s[/bold]: {', '.join(registry.names())}", highlight=False
-        )
+        console.print(f"[bold]{registry.plural}[/bold]: {', '.join(registry.names())}")
 
 
 @app.command()

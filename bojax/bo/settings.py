@@ -231,9 +231,11 @@ class Settings:
     )
     # The driver's limits and concurrency: a resumed run may change them.
     max_failures: int | None = setting(
-        None, "stop after this many failed evaluations (default: no limit)", count(1, optional=True),
+        None,
+        "stop after this many failed evaluations (default: no limit)",
+        count(1, optional=True),
         identity=False,
-    )  # fmt: skip
+    )
     min_success_probability: float | None = setting(
         None,
         "stop once P(success) is below this everywhere the optimiser looks",
