@@ -92,7 +92,7 @@ def test_zero_variance_gives_deterministic_improvement():
 
 
 def test_registry():
-    assert acq.get_acquisition("ei") is acq.expected_improvement
+    assert acq.get_acquisition("ei").fn is acq.expected_improvement
     with pytest.raises(UnknownNameError, match="log_ei"):
         acq.get_acquisition("ucb2")
 

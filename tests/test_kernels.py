@@ -72,17 +72,15 @@ def test_unknown_kernel_is_a_typed_error():
         kernels.get_kernel("matern72")
 
 
-def test_registering_a_kernel_is_one_function_and_one_line():
+def test_registering_a_kernel_is_one_function_and_one_call():
     def rational_quadratic(params, x, y):
         return params["amplitude"] / (1 + 0.5 * kernels.scaled_sq_distance(params, x, y))
 
-    kernels.KERNELS["rq"] = kernels.Kernel("rq", rational_quadratic)
-    try:
+    with kernels.KERNELS.scoped(kernels.Kernel("rq", rational_quadratic)):
         k = kernels.get_kernel("rq")
         value = k(k.init(1), jnp.array([0.0]), jnp.array([2.0]))
         np.testing.assert_allclose(value, 1 / 3, rtol=1e-14)
-    finally:
-        del kernels.KERNELS["rq"]
+    assert "rq" not in kernels.KERNELS
 
 
 points = st.integers(2, 20).flatmap(

@@ -48,7 +48,7 @@ def live_run(folder: Path, maximize=False) -> Path:
 def test_show_prints_a_live_run_without_touching_its_files(tmp_path):
     folder = live_run(tmp_path / "run")
     before = (folder / "journal.jsonl").read_bytes()
-    result = runner.invoke(app, ["show", str(folder)], terminal_width=200)
+    result = runner.invoke(app, ["show", str(folder)], terminal_width=200, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     text = result.output
     assert "running or interrupted, 1 evaluation(s) in flight" in text
@@ -67,7 +67,9 @@ def test_best_so_far_follows_the_goal_and_skips_failures(tmp_path):
 
 def test_show_last_limits_the_rows(tmp_path):
     folder = live_run(tmp_path / "run")
-    result = runner.invoke(app, ["show", str(folder), "--last", "2"], terminal_width=200)
+    result = runner.invoke(
+        app, ["show", str(folder), "--last", "2"], terminal_width=200, env={"COLUMNS": "200"}
+    )
     assert result.exit_code == 0
     rows = [line for line in result.output.splitlines() if line.startswith("│")]
     assert [row.split("│")[1].strip() for row in rows] == ["3", "4"]
@@ -81,7 +83,9 @@ def test_show_refuses_a_folder_without_a_run(tmp_path):
 @pytest.mark.parametrize("name", ["arc-seed0", "baseline-seed0"])
 def test_show_reads_the_committed_report_runs(name):
     folder = Path(__file__).parents[1] / "paper_figures/arc_kernel/full/runs" / name
-    result = runner.invoke(app, ["show", str(folder), "--last", "3"], terminal_width=200)
+    result = runner.invoke(
+        app, ["show", str(folder), "--last", "3"], terminal_width=200, env={"COLUMNS": "200"}
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads((folder / "summary.json").read_text())
     assert f"{summary['best_value']:.6g}" in result.output

@@ -69,7 +69,8 @@ class BojaxSampler(BaseSampler):
     ``log_ei`` by default, bojax's defaults); ``seed`` fixes bojax's and the independent
     sampler's randomness (``None``: a fresh seed each time); ``n_startup_trials`` trials
     (default 5) come from the independent sampler before the first fit. Further keyword
-    arguments go to :class:`bojax.Settings` (``num_candidates``, ``samples``, ...).
+    arguments go to :class:`bojax.Settings` (``num_candidates``, ``samples``, ...). Your
+    own registered entries (an acquisition, a surrogate, ...) are named as bojax's are.
     """
 
     def __init__(
@@ -81,7 +82,7 @@ class BojaxSampler(BaseSampler):
         independent_sampler: BaseSampler | None = None,
         **settings: Any,
     ) -> None:
-        from bojax.bo.loop import Settings
+        from bojax.bo.settings import Settings
 
         if not isinstance(n_startup_trials, int) or n_startup_trials < 1:
             raise ValueError(f"n_startup_trials must be a positive int, got {n_startup_trials!r}")
@@ -116,8 +117,6 @@ class BojaxSampler(BaseSampler):
     ) -> dict[str, Any]:
         if not search_space:
             return {}
-        from dataclasses import replace
-
         from bojax.bo.loop import ask_batch, init, model_based, tell
 
         space = _space(search_space)
@@ -126,7 +125,7 @@ class BojaxSampler(BaseSampler):
         observed = [t for t in finished if all(n in t.params for n in names)]
         if len(observed) < self._settings.initial:
             return {}
-        settings = replace(self._settings, maximize=study.direction == StudyDirection.MAXIMIZE)
+        settings = self._settings.replace(maximize=study.direction == StudyDirection.MAXIMIZE)
         state = init(space, settings)
         key = (repr(space.to_dict()), settings.maximize)
         if key in self._chains:
