@@ -27,7 +27,8 @@ def test_readme_block_runs(index):
         for block in BLOCKS[: index + 1]:  # later blocks build on earlier ones
             exec(compile(block, f"README block {index}", "exec"), namespace)
     finally:
-        kernels.KERNELS.pop("rq", None)
+        if "rq" in kernels.KERNELS:
+            kernels.KERNELS.unregister("rq")
 
 
 def named_block(filename: str) -> str:

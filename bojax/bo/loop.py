@@ -265,8 +265,9 @@ def ask_batch(
             if points:
                 break
             raise
-        info = {"phase": "bo", "acquisition_value": value, **fitted.diagnostics}
-        if settings.policy != "acquisition" or settings.stop_tolerance is not None:
+        diagnostics = getattr(fitted, "diagnostics", None) or {}  # optional (protocol)
+        info = {"phase": "bo", "acquisition_value": value, **diagnostics}
+        if policies.explores(settings.policy) or settings.stop_tolerance is not None:
             args = (conditioned, incumbent, {}, *feasibility)
             u, choice = _apply_policy(state, surrogate, classifier, args, u, value, k, taken)
             info.update(choice)

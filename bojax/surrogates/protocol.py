@@ -46,3 +46,6 @@ class Surrogate(Protocol):
     # loop applies unless the settings name one (bojax.bo.warping; "standardise" without).
     # A method ``noise_sd(conditioned) -> float`` gives the fitted noise sd, which the
     # noise-relative stopping rule reads (bojax.bo.policies; without it that rule is off).
+    # A fitted state's attribute ``diagnostics`` (a dict of floats: acceptance, ess, ...)
+    # is journalled with each proposal; a method ``fantasize`` conditions on pending
+    # points (bojax.gp.fantasies; without it the loop refits on believed outcomes).
