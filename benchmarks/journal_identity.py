@@ -6,8 +6,8 @@ space with the arc kernel (``gp-slice-arc``), an objective that fails in a regio
 failure classifier), and the BNN surrogate (``bnn-hmc``). Each journal is written to
 ``<out>/<run>/journal.jsonl``; ``--compare REFERENCE`` then checks every record's
 point, unit coordinates, output, status and diagnostics (everything but wall-clock
-seconds) and the run header (space and settings) for bit-identity against the journals
-in ``REFERENCE``.
+seconds), the run header (space and settings), the saved chain states and the summary
+for bit-identity against the journals in ``REFERENCE``.
 
     uv run python benchmarks/journal_identity.py --out /tmp/after --compare /tmp/before
 
@@ -102,8 +102,10 @@ def compare(out: Path, reference: Path) -> int:
             continue
         a = [_comparable(json.loads(line)) for line in mine.read_text().splitlines()]
         b = [_comparable(json.loads(line)) for line in theirs.read_text().splitlines()]
-        headers = [json.loads((p.parent / "run.json").read_text()) for p in (mine, theirs)]
-        same = a == b and headers[0] == headers[1]
+        same = a == b
+        for extra in ("run.json", "sampler.json", "summary.json"):  # header, chains, result
+            pair = [json.loads((p.parent / extra).read_text()) for p in (mine, theirs)]
+            same = same and _comparable(pair[0]) == _comparable(pair[1])
         first = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
         where = "" if same else f" (first difference at record {first}; {len(a)} vs {len(b)})"
         print(f"{name}: {len(a)} records, {'bit-identical' if same else 'DIFFERENT'}{where}")

@@ -27,7 +27,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -185,44 +185,38 @@ def minimize(
     objective has a ``batch(points) -> list`` method).
     """
     settings = (Settings() if settings is None else settings).replace(**overrides)
-    initial, iterations = settings.initial, settings.iterations
     pool = as_executor(executor)
     q = (1 if executor is None else concurrency(pool)) if settings.q is None else settings.q
-
-    state = init(space, settings)
     journal = Journal(out) if out is not None else None
-    header = {"space": space.to_dict(), "settings": settings.identity()}
-    history: list[dict[str, Any]] = []
-    queued: list[Flight] = []
-    if journal is not None:
-        if resume and journal.exists():
-            journal.check(header)
-            history = journal.read()
-            if len(history) > initial + iterations:
-                raise JournalError(
-                    f"{journal.folder} holds more evaluations than this run asks for"
-                )
-            state = _restore(state, journal, history)
-            queued = _resumed_flights(journal, history, space)
-        else:
-            journal.start(header)
-
+    state, history, queued = _open(journal, init(space, settings), resume)
     run = _Run(objective, settings, pool, q, journal, history, progress)
-    state = run.loop(state, queued, initial + iterations)
+    run.loop(state, queued, settings.initial + settings.iterations)
     where = f" Finished evaluations are in {journal.records_path}." if journal else ""
     result = _result(settings, history, time.perf_counter() - run.started, run.stopped, where)
     if journal is not None:
-        journal.write_summary(
-            {
-                "best_point": result.best_point,
-                "best_value": result.best_value,
-                "evaluations": result.evaluations,
-                "failures": result.failures,
-                "seconds": result.seconds,
-                "stopped": result.stopped,
-            }
-        )
+        summary = {f.name: getattr(result, f.name) for f in fields(result) if f.name != "history"}
+        journal.write_summary(summary)
     return result
+
+
+def _open(journal: Journal | None, state: BOState, resume: bool):
+    """``(state, finished records, flights to re-issue)``: a fresh run, or with ``resume``
+    the journalled run restored (after checking it is this run)."""
+    if journal is None:
+        return state, [], []
+    header = {"space": state.space.to_dict(), "settings": state.settings.identity()}
+    if not (resume and journal.exists()):
+        journal.start(header)
+        return state, [], []
+    journal.check(header)
+    history = journal.read()
+    if len(history) > state.settings.initial + state.settings.iterations:
+        raise JournalError(f"{journal.folder} holds more evaluations than this run asks for")
+    return (
+        _restore(state, journal, history),
+        history,
+        _resumed_flights(journal, history, state.space),
+    )
 
 
 class _Run:
