@@ -86,6 +86,12 @@ def test_every_bad_setting_is_a_typed_error_naming_it(override, message):
         Settings().replace(**override)
 
 
+def test_an_acquisition_of_several_outputs_is_refused_where_one_objective_is_modelled():
+    record = AcquisitionRecord("two_outputs", lambda mean, var, best: mean[..., 0], outputs=2)
+    with ACQUISITIONS.scoped(record), pytest.raises(SettingsError, match="reads 2 model outputs"):
+        Settings(acquisition="two_outputs")
+
+
 def test_every_setting_has_a_help_text_and_the_journal_identity_keeps_its_old_keys():
     for spec in dataclasses.fields(Settings):
         assert spec.metadata["help"], spec.name

@@ -260,6 +260,12 @@ class Settings:
         from bojax.bo import policies
 
         policies.check(self.policy, self.tau, self.scaling)  # tau's range is the policy's
+        outputs = ACQUISITIONS().get(self.acquisition).outputs
+        if outputs != 1:
+            raise SettingsError(
+                f"acquisition {self.acquisition!r} reads {outputs} model outputs; this run "
+                "models one objective"
+            )
 
     def replace(self, **overrides: Any) -> Settings:
         """These settings with ``overrides``; an unknown name is a SettingsError."""
