@@ -269,8 +269,7 @@ def test_lcb_gradient_through_the_sample_average_matches_finite_differences():
 @pytest.mark.slow  # three minimize runs through the BNN (36 s); the fast tier runs it once below
 def test_bnn_through_minimize_on_forrester_compiles_once_and_resumes(tmp_path):
     problem = get_problem("forrester")
-    bojax.surrogates.SURROGATES["bnn-test"] = SMALL
-    try:
+    with bojax.surrogates.SURROGATES.scoped(SMALL, "bnn-test"):
         options = dict(surrogate="bnn-test", acquisition="lcb", initial=3, progress=False)
         options |= dict(num_candidates=128, seed=4)
         with count_compilations() as counts:
@@ -288,8 +287,6 @@ def test_bnn_through_minimize_on_forrester_compiles_once_and_resumes(tmp_path):
             problem, problem.space, iterations=5, out=tmp_path, resume=True, **options
         )
         assert [r["y"] for r in resumed.history] == [r["y"] for r in full.history]
-    finally:
-        del bojax.surrogates.SURROGATES["bnn-test"]
 
 
 @pytest.mark.slow  # eight sequential HMC fits: 24 s of the fast tier's 5-minute budget
@@ -323,8 +320,7 @@ def test_the_fitted_bnn_explains_its_data_within_its_own_spread():
 @pytest.mark.parametrize("acquisition", ["ei", "pi", "log_ei", "max_variance"])
 def test_every_acquisition_and_policy_takes_the_bnn(acquisition):
     problem = get_problem("forrester")
-    bojax.surrogates.SURROGATES["bnn-test"] = SMALL
-    try:
+    with bojax.surrogates.SURROGATES.scoped(SMALL, "bnn-test"):
         result = bojax.minimize(
             problem,
             problem.space,
@@ -338,8 +334,6 @@ def test_every_acquisition_and_policy_takes_the_bnn(acquisition):
         )
         assert np.isfinite(result.history[-1]["y"])
         assert result.history[-1]["phase"] == "bo"
-    finally:
-        del bojax.surrogates.SURROGATES["bnn-test"]
 
 
 def test_settings_reach_the_bnn_and_bad_ones_are_typed():

@@ -261,16 +261,12 @@ def test_a_registered_surrogate_carries_its_own_prior():
         prior["kernel"]["lengthscales"] = dist.LogNormal(np.log(0.3), 0.01)
         return prior
 
-    surrogates.SURROGATES["gp-tight"] = GPSurrogate(
-        num_samples=40, burn_in=40, prior=tight_lengthscales
-    )
-    try:
+    tight = GPSurrogate(num_samples=40, burn_in=40, prior=tight_lengthscales)
+    with surrogates.SURROGATES.scoped(tight, "gp-tight"):
         surrogate = surrogates.get_surrogate("gp-tight")
         x, y = awkward_data(4)
         state = surrogate.fit(jax.random.key(0), surrogate.init(x.shape[1]), gp.make_data(x, y))
         np.testing.assert_allclose(state.samples["kernel"]["lengthscales"], 0.3, rtol=0.06)
-    finally:
-        del surrogates.SURROGATES["gp-tight"]
 
 
 def test_lognormal_prior_set_is_dimension_scaled_and_gaussian_in_sampler_coordinates():
