@@ -318,9 +318,8 @@ def show(
         highlight=False,
     )
     for p in record.space.parameters:
-        kind = type(p).__name__.lower()
-        extra = (" log" if p.log else "") + (f" if {p.condition}" if p.condition else "")
-        console.print(f"  {p.name}: {kind} [{p.low}, {p.high}]{extra}", highlight=False)
+        extra = f" if {p.condition}" if p.condition else ""
+        console.print(f"  {p.name}: {p.describe()}{extra}", highlight=False)
 
     names = record.space.names
     wide = len(names) > 5  # many parameters: one column of name=value pairs

@@ -9,12 +9,13 @@ import numpy as np
 from bojax.bo.acquisition import ACQUISITIONS
 from bojax.bo.policies import POLICIES
 from bojax.gp.kernels import KERNELS
+from bojax.parameters import PARAMETER_KINDS
 from bojax.surrogates import SURROGATES
 
 DOC = Path(__file__).parent.parent / "docs" / "extending.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.DOTALL)
 ADDED = {KERNELS: "rq", ACQUISITIONS: "pi_margin", POLICIES: "explore-while-uncertain",
-         SURROGATES: "quadratic"}  # fmt: skip
+         SURROGATES: "quadratic", PARAMETER_KINDS: "logit"}  # fmt: skip
 
 
 def test_every_extension_in_the_guide_registers_and_runs(capsys):
@@ -39,4 +40,6 @@ def test_every_extension_in_the_guide_registers_and_runs(capsys):
     # a value below the best of the design, so the entry was really used to propose.
     for label in ("pi_margin best", "quadratic surrogate best"):
         assert float(re.search(rf"{label}: (\S+)", printed).group(1)) < 0.5, label
+    # The logit-scaled momentum: the bowl's minimum (0 at 0.99) found within 6 BO steps.
+    assert float(re.search(r"logit best: (\S+)", printed).group(1)) < 0.01, printed
     assert re.search(r"explored: \[1\.0, 1\.0\]|explored: \[1\.0, 0\.0\]", printed), printed

@@ -146,9 +146,7 @@ class BojaxSampler(BaseSampler):
         points, state, _ = ask_batch(state, 1, pending)
         self._chains[key] = (state.surrogate, state.classifier)
         proposal = space.from_unit(points[0])
-        return {
-            n: (int(v) if isinstance(space[n], Integer) else float(v)) for n, v in proposal.items()
-        }
+        return dict(proposal)  # Python ints and floats, as the parameters' kinds decode
 
     def sample_independent(
         self,
