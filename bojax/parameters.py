@@ -33,6 +33,7 @@ A new kind is one class and one :meth:`~bojax.registry.Registry.register` call
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 from collections.abc import Mapping, Sequence
@@ -62,12 +63,40 @@ _COMPARISONS = {
 }
 
 
+def is_number(value: Any) -> bool:
+    """A finite real that is not a bool (``True == 1`` in Python, not in a space)."""
+    return (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, bool | np.bool_)
+        and math.isfinite(value)
+    )
+
+
+def python_scalar(value: Any) -> Any:
+    """A NumPy/JAX scalar as the Python value it holds; other values unchanged."""
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        return value.item()
+    return value
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Equality of parameter values that keeps booleans, numbers and strings apart."""
+    a, b = python_scalar(a), python_scalar(b)
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, str) or isinstance(b, str):
+        return isinstance(a, str) and isinstance(b, str) and a == b
+    return a == b
+
+
 @dataclass(frozen=True)
 class Condition:
     """``parent op value``: when the parameter carrying it is relevant.
 
     ``op`` is one of ``== != < <= > >=`` or ``in`` (``value`` a tuple of allowed values),
-    e.g. ``Condition("layers", ">=", 3)`` or ``Condition("optimizer", "in", (1, 2))``.
+    e.g. ``Condition("layers", ">=", 3)`` or ``Condition("optimizer", "in", ("sgd",
+    "rmsprop"))``. Values are finite numbers, strings or booleans; a space checks them
+    against the parent's kind (and refuses an order comparison on an unordered parent).
     """
 
     parent: str
@@ -80,25 +109,48 @@ class Condition:
                 f"condition on {self.parent!r}: unknown operator {self.op!r}; "
                 f"use one of {[*_COMPARISONS, 'in']}"
             )
-        values = self.value if self.op == "in" else (self.value,)
         if self.op == "in":
-            if isinstance(values, str) or not isinstance(values, Sequence) or not values:
+            if (
+                isinstance(self.value, str)
+                or not isinstance(self.value, Sequence)
+                or not self.value
+            ):
                 raise SpaceDefinitionError(
                     f"condition on {self.parent!r}: 'in' needs a non-empty sequence of values"
                 )
-            object.__setattr__(self, "value", tuple(values))
-        for v in values:
-            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+            object.__setattr__(self, "value", tuple(self.value))
+        for v in self.values:
+            ordered = self.op in ("<", "<=", ">", ">=")
+            if not (is_number(v) or (not ordered and isinstance(v, str | bool))):
+                kind = "finite numbers" if ordered else "finite numbers, strings or booleans"
                 raise SpaceDefinitionError(
-                    f"condition on {self.parent!r}: compares with finite numbers, got {v!r}"
+                    f"condition on {self.parent!r}: {self.op!r} compares with {kind}, got {v!r}"
                 )
+
+    @property
+    def values(self) -> tuple:
+        """The values compared with: ``value`` itself, or the members of an ``in``."""
+        return self.value if self.op == "in" else (self.value,)
+
+    @property
+    def ordered(self) -> bool:
+        return self.op in ("<", "<=", ">", ">=")
 
     def holds(self, parent_values: np.ndarray) -> np.ndarray:
         """Elementwise truth of the condition for an array of the parent's values."""
-        v = np.asarray(parent_values, dtype=np.float64)
-        if self.op == "in":
-            return np.isin(v, np.asarray(self.value, dtype=np.float64))
-        return _COMPARISONS[self.op](v, float(self.value))
+        v = np.asarray(parent_values)
+        if v.dtype != object and all(is_number(x) for x in self.values):
+            v = v.astype(np.float64)
+            if self.op == "in":
+                return np.isin(v, np.asarray(self.value, dtype=np.float64))
+            return _COMPARISONS[self.op](v, float(self.value))
+        if self.ordered:
+            raise SpaceDefinitionError(f"condition {self}: {self.op!r} needs numeric values")
+        # Strings, booleans or a parent of mixed choices: compare value by value.
+        equal = np.zeros(v.shape, bool)
+        for x in self.values:
+            equal |= np.asarray(np.frompyfunc(lambda a, x=x: same_value(a, x), 1, 1)(v), bool)
+        return ~equal if self.op == "!=" else equal
 
     def __str__(self) -> str:
         return f"{self.parent} {self.op} {self.value}"
@@ -106,8 +158,7 @@ class Condition:
 
 def as_real_scalar(name: str, value: Any) -> float:
     """``value`` as a Python float, or a typed error. Booleans and strings are refused."""
-    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):  # 0-d NumPy/JAX arrays
-        value = value.item()
+    value = python_scalar(value)  # 0-d NumPy/JAX arrays
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
         raise ParameterTypeError(name, f"expected a number, got {type(value).__name__} {value!r}")
     value = float(value)
@@ -140,6 +191,10 @@ class Parameter:
     """
 
     kind: ClassVar[str]
+    #: Whether surrogates compare this kind's coordinates for equality only (no order).
+    categorical: ClassVar[bool] = False
+    #: Whether the values have an order (conditions may then use ``<`` ... ``>=``).
+    ordered: ClassVar[bool] = True
     name: str
 
     def __post_init__(self) -> None:
@@ -339,8 +394,165 @@ class Integer(_Interval):
         return self.encode(self.decode(u).astype(np.float64))
 
 
+@dataclass(frozen=True)
+class Categorical(Parameter):
+    """One of unordered ``choices`` (strings, numbers or booleans): an optimiser, an
+    activation, a normalisation.
+
+    Choice ``k`` of ``K`` owns the bin ``[k/K, (k+1)/K)`` of the unit interval and encodes
+    to its centre ``(k + 1/2) / K``, so uniform sampling draws each choice with
+    probability ``1/K``. The coordinate's order means nothing: surrogates read a
+    categorical through its kind (``categorical = True``) and compare choices for
+    equality only (an overlap kernel), and the acquisition optimiser moves it by
+    switching choices, never by gradient steps.
+    """
+
+    kind: ClassVar[str] = "categorical"
+    ordered: ClassVar[bool] = False
+    #: Surrogates compare the coordinates of such kinds for equality only.
+    categorical: ClassVar[bool] = True
+    required_keys: ClassVar[tuple[str, ...]] = ("choices",)
+    optional_keys: ClassVar[tuple[str, ...]] = ("condition",)
+
+    choices: tuple = ()
+    condition: Condition | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        choices = self.choices
+        if isinstance(choices, str) or not isinstance(choices, Sequence):
+            raise SpaceDefinitionError(
+                f"{self.name!r}: choices must be a list of values, got {choices!r}"
+            )
+        choices = tuple(python_scalar(c) for c in choices)
+        for c in choices:
+            if not (isinstance(c, str | bool) or is_number(c)):
+                raise SpaceDefinitionError(
+                    f"{self.name!r}: a choice is a string, a finite number or a boolean, got {c!r}"
+                )
+        if len(choices) < 2:
+            raise SpaceDefinitionError(f"{self.name!r}: needs at least two choices")
+        repeated = [c for i, c in enumerate(choices) if any(same_value(c, d) for d in choices[:i])]
+        if repeated:
+            raise SpaceDefinitionError(f"{self.name!r}: choices repeat: {repeated}")
+        object.__setattr__(self, "choices", choices)
+
+    def index(self, value: Any) -> int:
+        for k, choice in enumerate(self.choices):
+            if same_value(value, choice):
+                return k
+        raise InvalidValueError(
+            self.name, f"{python_scalar(value)!r} is not one of the choices {list(self.choices)}"
+        )
+
+    def check(self, value: Any) -> Any:
+        return self.choices[self.index(value)]
+
+    def encode(self, values: np.ndarray) -> np.ndarray:
+        index = [self.index(v) for v in np.asarray(values, dtype=object).ravel()]
+        return ((np.asarray(index, np.float64) + 0.5) / len(self.choices)).reshape(np.shape(values))
+
+    def indices(self, u: np.ndarray) -> np.ndarray:
+        """The choice index of each unit coordinate."""
+        k = np.floor(checked_unit(self.name, u) * len(self.choices))
+        return np.clip(k, 0, len(self.choices) - 1).astype(np.int64)
+
+    def decode(self, u: np.ndarray) -> np.ndarray:
+        out = np.empty(np.shape(u), dtype=object)
+        out[...] = np.asarray(self.choices, dtype=object)[self.indices(u)]
+        return out
+
+    def snap(self, u: np.ndarray) -> np.ndarray:
+        return (self.indices(u) + 0.5) / len(self.choices)
+
+    def describe(self) -> str:
+        return f"categorical {list(self.choices)}"
+
+
+@dataclass(frozen=True)
+class Ordinal(Parameter):
+    """One of an ordered numeric grid ``values`` (batch sizes 16/32/64/128, a few
+    learning rates); ``log=True`` spaces it logarithmically.
+
+    With ``t`` the identity or ``log``, value ``v_k`` encodes to
+    ``(t(v_k) - z_low) / (z_high - z_low)``, where the interval extends half a gap beyond
+    each end (``z_low = t(v_0) - (t(v_1) - t(v_0)) / 2``, likewise at the top); a unit
+    coordinate decodes to the value nearest in ``t``. Each value owns the bin between the
+    midpoints to its neighbours, so the model sees the grid's spacing (in log where
+    declared) and an ``Integer`` is the special case of consecutive integers.
+    """
+
+    kind: ClassVar[str] = "ordinal"
+    required_keys: ClassVar[tuple[str, ...]] = ("values",)
+    optional_keys: ClassVar[tuple[str, ...]] = ("log", "condition")
+
+    values: tuple = ()
+    log: bool = False
+    condition: Condition | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        values = self.values
+        if isinstance(values, str) or not isinstance(values, Sequence):
+            raise SpaceDefinitionError(
+                f"{self.name!r}: values must be a list of numbers, got {values!r}"
+            )
+        values = tuple(python_scalar(v) for v in values)
+        if not all(is_number(v) for v in values):
+            raise SpaceDefinitionError(f"{self.name!r}: values must be finite numbers")
+        if len(values) < 2 or any(b <= a for a, b in itertools.pairwise(values)):
+            raise SpaceDefinitionError(
+                f"{self.name!r}: needs two or more strictly increasing values, got {values!r}"
+            )
+        if not isinstance(self.log, bool):
+            raise SpaceDefinitionError(f"{self.name!r}: log is true or false, got {self.log!r}")
+        if self.log and values[0] <= 0:
+            raise SpaceDefinitionError(f"{self.name!r}: a log-spaced grid needs values > 0")
+        object.__setattr__(self, "values", values)
+
+    def _centres(self) -> np.ndarray:
+        t = (
+            np.log(np.asarray(self.values, np.float64))
+            if self.log
+            else np.asarray(self.values, np.float64)
+        )
+        low, high = t[0] - (t[1] - t[0]) / 2, t[-1] + (t[-1] - t[-2]) / 2
+        return (t - low) / (high - low)
+
+    def _index(self, value: Any) -> int:
+        value = as_real_scalar(self.name, value)
+        for k, v in enumerate(self.values):
+            if value == v:
+                return k
+        raise InvalidValueError(self.name, f"{value!r} is not one of {list(self.values)}")
+
+    def check(self, value: Any) -> int | float:
+        return self.values[self._index(value)]
+
+    def encode(self, values: np.ndarray) -> np.ndarray:
+        index = [self._index(v) for v in np.asarray(values).ravel()]
+        return self._centres()[np.asarray(index, np.int64)].reshape(np.shape(values))
+
+    def indices(self, u: np.ndarray) -> np.ndarray:
+        """The grid index of each unit coordinate: the nearest centre."""
+        centres = self._centres()
+        edges = (centres[1:] + centres[:-1]) / 2
+        return np.searchsorted(edges, checked_unit(self.name, u), side="right")
+
+    def decode(self, u: np.ndarray) -> np.ndarray:
+        return np.asarray(self.values)[self.indices(u)]
+
+    def snap(self, u: np.ndarray) -> np.ndarray:
+        return self._centres()[self.indices(u)]
+
+    def describe(self) -> str:
+        return f"ordinal {list(self.values)}" + (" log" if self.log else "")
+
+
 PARAMETER_KINDS.register(Real, Real.kind)
 PARAMETER_KINDS.register(Integer, Integer.kind)
+PARAMETER_KINDS.register(Categorical, Categorical.kind)
+PARAMETER_KINDS.register(Ordinal, Ordinal.kind)
 
 
 def parameter_from_spec(name: str, spec: Mapping[str, Any]) -> Parameter:

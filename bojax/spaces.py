@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from bojax.errors import (
+    BojaxError,
     MissingParameterError,
     ParameterTypeError,
     SpaceDefinitionError,
@@ -43,6 +44,7 @@ from bojax.parameters import (
     Parameter,
     Real,
     parameter_from_spec,
+    python_scalar,
 )
 
 __all__ = [
@@ -64,6 +66,26 @@ if TYPE_CHECKING:  # JAX loads on first use: `bojax problems` and `--help` do no
 
 #: The unit coordinate of an irrelevant parameter (outside [0, 1], so never a real value).
 IRRELEVANT = -1.0
+
+
+def _check_condition(child: Parameter, parent: Parameter) -> None:
+    """The condition's values are values of its parent, and an order comparison needs an
+    ordered parent (``optimizer < 'sgd'`` means nothing)."""
+    condition = child.condition
+    if condition.ordered and not parent.ordered:
+        raise SpaceDefinitionError(
+            f"{child.name!r}: condition {condition} orders the {parent.kind} parameter "
+            f"{parent.name!r}; use == != or in"
+        )
+    for value in condition.values:
+        if condition.ordered:
+            continue  # a threshold need not be one of the parent's values
+        try:
+            parent.check(value)
+        except BojaxError as error:
+            raise SpaceDefinitionError(
+                f"{child.name!r}: condition {condition} can never hold: {error}"
+            ) from error
 
 
 class Space:
@@ -97,6 +119,8 @@ class Space:
                     f"{p.name!r}: its condition's parent {p.condition.parent!r} {where}; a "
                     "condition must name a parameter listed before it"
                 )
+            if p.condition is not None:
+                _check_condition(p, parameters[names.index(p.condition.parent)])
         self.parameters = parameters
 
     # -- container protocol -------------------------------------------------------
@@ -194,7 +218,11 @@ class Space:
             raise ValueError(f"expected unit coordinates of shape (n, {self.dim}), got {u.shape}")
         _, decoded, relevant = self._columns_relevant(u)
         points = [
-            {p.name: decoded[p.name][i].item() for p in self.parameters if relevant[p.name][i]}
+            {
+                p.name: python_scalar(decoded[p.name][i])
+                for p in self.parameters
+                if relevant[p.name][i]
+            }
             for i in range(len(u))
         ]
         return points[0] if single else points

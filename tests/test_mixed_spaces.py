@@ -1,0 +1,131 @@
+"""Categorical and ordinal parameters: values, coordinates, conditions and files."""
+
+import jax
+import numpy as np
+import pytest
+
+from bojax.errors import InvalidValueError, ParameterTypeError, SpaceDefinitionError
+from bojax.parameters import Categorical, Ordinal
+from bojax.spaces import IRRELEVANT, Integer, Real, Space, load_space, repeated_mask
+
+NET = Space(
+    [
+        Categorical("optimizer", ("adam", "sgd", "rmsprop")),
+        Real("momentum", 0.0, 0.99, condition=("optimizer", "in", ("sgd", "rmsprop"))),
+        Categorical("nesterov", (True, False), condition=("optimizer", "==", "sgd")),
+        Ordinal("batch", (16, 32, 64, 128), log=True),
+        Categorical("width", (32, 64, "auto")),
+        Integer("layers", 1, 3),
+    ]
+)
+
+
+def test_choices_round_trip_through_their_bins_and_keep_their_types():
+    point = {"optimizer": "sgd", "momentum": 0.9, "nesterov": False, "batch": 64, "width": "auto",
+             "layers": 2}  # fmt: skip
+    u = NET.to_unit(point)
+    np.testing.assert_allclose(u[[0, 2, 4]], [1.5 / 3, 1.5 / 2, 2.5 / 3])
+    back = NET.from_unit(u)
+    assert back == point
+    assert type(back["nesterov"]) is bool and type(back["batch"]) is int
+    assert NET.from_unit(NET.to_unit(point | {"width": 64}))["width"] == 64
+
+
+def test_ordinal_coordinates_follow_the_declared_spacing():
+    # Powers of two, log-spaced: equal bins, like an integer exponent.
+    batch = Ordinal("batch", (16, 32, 64, 128), log=True)
+    np.testing.assert_allclose(
+        batch.encode(np.array([16, 32, 64, 128])), [1 / 8, 3 / 8, 5 / 8, 7 / 8]
+    )
+    # Linear spacing: 0.1 and 0.2 are closer than 0.2 and 0.5.
+    rate = Ordinal("rate", (0.1, 0.2, 0.5, 1.0))
+    c = rate.encode(np.array([0.1, 0.2, 0.5, 1.0]))
+    assert c[1] - c[0] < c[2] - c[1] < c[3] - c[2] + 1e-12
+    # Consecutive integers are exactly the Integer kind.
+    np.testing.assert_allclose(
+        Ordinal("k", (1, 2, 3, 4, 5)).encode(np.arange(1, 6)),
+        Integer("k", 1, 5).encode(np.arange(1, 6)),
+    )
+    u = np.linspace(0, 1, 1001)
+    np.testing.assert_array_equal(rate.decode(rate.snap(u)), rate.decode(u))
+    assert set(rate.decode(u)) == {0.1, 0.2, 0.5, 1.0}
+
+
+def test_sampling_draws_each_choice_equally_and_snaps():
+    u = NET.sample(jax.random.key(0), 3000)
+    assert np.array_equal(NET.snap(u), u)
+    optimizers = [p["optimizer"] for p in NET.from_unit(u)]
+    counts = np.array([optimizers.count(c) for c in ("adam", "sgd", "rmsprop")])
+    assert abs(counts / 3000 - 1 / 3).max() < 0.03
+    # Conditional choices: momentum exists for sgd and rmsprop, nesterov for sgd only.
+    for p, row in zip(NET.from_unit(u), u, strict=True):
+        assert ("momentum" in p) == (p["optimizer"] != "adam")
+        assert ("nesterov" in p) == (p["optimizer"] == "sgd")
+        assert (row[2] == IRRELEVANT) == (p["optimizer"] != "sgd")
+
+
+def test_points_that_name_the_same_choices_repeat_exactly():
+    u = NET.sample(jax.random.key(1), 50)
+    jitter = u + np.where(u == IRRELEVANT, 0.0, 0.01)
+    assert np.asarray(repeated_mask(NET.snap(np.clip(jitter, -1, 1)), u)).mean() > 0.3
+
+
+@pytest.mark.parametrize(
+    "point, error, message",
+    [
+        ({"optimizer": "adamw"}, InvalidValueError, "not one of the choices"),
+        ({"optimizer": 1}, InvalidValueError, "not one of the choices"),
+        ({"optimizer": "sgd", "momentum": 0.5, "nesterov": 1}, InvalidValueError, "choices"),
+        ({"batch": 48}, InvalidValueError, "not one of"),
+        ({"batch": "64"}, ParameterTypeError, "expected a number"),
+        ({"width": "32"}, InvalidValueError, "choices"),
+    ],
+)
+def test_a_value_outside_the_choices_is_a_typed_error_naming_it(point, error, message):
+    base = {"optimizer": "adam", "batch": 32, "width": 32, "layers": 1}
+    with pytest.raises(error, match=message):
+        NET.validate(base | point)
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: Categorical("a", ("x",)), "at least two"),
+        (lambda: Categorical("a", ("x", "x")), "repeat"),
+        (lambda: Categorical("a", "xy"), "list of values"),
+        (lambda: Categorical("a", ("x", None)), "a choice is"),
+        (lambda: Categorical("a", (1, True)), None),  # True is not 1 here: allowed
+        (lambda: Ordinal("b", (32, 16)), "strictly increasing"),
+        (lambda: Ordinal("b", (0, 16), log=True), "values > 0"),
+        (lambda: Space([Categorical("o", ("a", "b")), Real("m", 0, 1, condition=("o", ">=", 1))]),
+         "orders the categorical"),
+        (lambda: Space([Categorical("o", ("a", "b")), Real("m", 0, 1, condition=("o", "==", "c"))]),
+         "can never hold"),
+    ],
+)  # fmt: skip
+def test_bad_categorical_and_ordinal_definitions_are_refused(make, message):
+    if message is None:
+        make()
+        return
+    with pytest.raises(SpaceDefinitionError, match=message):
+        make()
+
+
+def test_mixed_spaces_serialise_and_load_from_files(tmp_path):
+    assert Space.from_dict(NET.to_dict()) == NET
+    file = tmp_path / "space.toml"
+    file.write_text(
+        '[optimizer]\ntype = "categorical"\nchoices = ["adam", "sgd", "rmsprop"]\n'
+        '[momentum]\ntype = "real"\nlow = 0.0\nhigh = 0.99\n'
+        'condition = ["optimizer", "in", ["sgd", "rmsprop"]]\n'
+        '[nesterov]\ntype = "categorical"\nchoices = [true, false]\n'
+        'condition = ["optimizer", "==", "sgd"]\n'
+        '[batch]\ntype = "ordinal"\nvalues = [16, 32, 64, 128]\nlog = true\n'
+        '[width]\ntype = "categorical"\nchoices = [32, 64, "auto"]\n'
+        '[layers]\ntype = "integer"\nlow = 1\nhigh = 3\n'
+    )
+    assert load_space(file) == NET
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[optimizer]\ntype = "categorical"\nvalues = ["a", "b"]\n')
+    with pytest.raises(SpaceDefinitionError, match="needs choices"):
+        load_space(bad)
