@@ -1,6 +1,7 @@
 """Categorical and ordinal parameters: values, coordinates, conditions and files."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -129,3 +130,45 @@ def test_mixed_spaces_serialise_and_load_from_files(tmp_path):
     bad.write_text('[optimizer]\ntype = "categorical"\nvalues = ["a", "b"]\n')
     with pytest.raises(SpaceDefinitionError, match="needs choices"):
         load_space(bad)
+
+
+def test_the_overlap_kernel_is_matern_on_the_hamming_and_euclidean_distance():
+    """Against a float64 NumPy reference: ``r^2 = sum_num ((x - y)/ell)^2 + sum_cat gap^2
+    [x != y] / ell^2``; a categorical's codes carry no order (choices 0 and 2 are as far
+    apart as 0 and 1)."""
+    from bojax.gp import kernels
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(size=(30, 4))
+    x[:, [1, 3]] = (rng.integers(0, 3, size=(30, 2)) + 0.5) / 3  # two categoricals, K = 3
+    ell = np.array([0.3, 0.7, 0.5, 0.2])
+    params = {"amplitude": jnp.asarray(1.7), "lengthscales": jnp.asarray(ell)}
+    mixed = kernels.Overlap(kernels.get_kernel("matern52"), (1, 3))
+    got = np.asarray(kernels.gram(mixed, params, x, x))
+    cat = np.array([False, True, False, True])
+    diff = np.abs(x[:, None, :] - x[None, :, :])
+    diff = np.where(cat, kernels.CATEGORICAL_GAP * (diff > 0), diff) / ell
+    r = np.sqrt((diff**2).sum(-1))
+    want = 1.7 * (1 + np.sqrt(5) * r + 5 / 3 * r**2) * np.exp(-np.sqrt(5) * r)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    a, b, c = (np.array([[0.5, k, 0.5, 1 / 6]]) for k in (1 / 6, 3 / 6, 5 / 6))
+    assert float(kernels.gram(mixed, params, a, b)[0, 0]) == float(
+        kernels.gram(mixed, params, a, c)[0, 0]
+    )
+
+
+@pytest.mark.parametrize("name", ["arc", "se", "matern52"])
+def test_overlap_kernels_stay_positive_definite_with_irrelevant_coordinates(name):
+    from bojax.gp import kernels
+
+    space = NET  # a conditional mixed space: momentum and nesterov are sometimes absent
+    u = space.sample(jax.random.key(3), 200)
+    categorical = tuple(j for j, p in enumerate(space.parameters) if p.categorical)
+    kernel = kernels.Overlap(kernels.get_kernel(name), categorical)
+    params = kernel.init(space.dim)
+    if "rho" in params:
+        params = params | {"rho": jnp.ones(space.dim)}  # the widest arcs
+    params = params | {"lengthscales": jnp.full(space.dim, 0.3)}
+    gram = np.asarray(kernels.gram(kernel, params, u, u))
+    np.testing.assert_allclose(gram, gram.T, atol=1e-12)
+    assert np.linalg.eigvalsh(gram).min() > -1e-9
