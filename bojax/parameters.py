@@ -195,6 +195,9 @@ class Parameter:
     categorical: ClassVar[bool] = False
     #: Whether the values have an order (conditions may then use ``<`` ... ``>=``).
     ordered: ClassVar[bool] = True
+    #: Whether the acquisition optimiser moves it by gradient steps (then snaps); other
+    #: kinds move by :meth:`neighbours`, one value at a time.
+    continuous: ClassVar[bool] = True
     name: str
 
     def __post_init__(self) -> None:
@@ -226,6 +229,16 @@ class Parameter:
 
     def describe(self) -> str:
         return self.kind
+
+    def grid(self) -> np.ndarray | None:
+        """The unit coordinates of every value, for a kind with finitely many (None for a
+        continuum): what exact enumeration of a small space walks through."""
+        return None
+
+    def neighbours(self, u: float) -> np.ndarray:
+        """Unit coordinates of the values one move away from the value at ``u`` (another
+        choice, the next grid value); empty for kinds refined by gradient steps."""
+        return np.zeros(0)
 
     def spec(self) -> dict[str, Any]:
         """The serialised form: ``type`` and the fields, without an absent condition (so
@@ -393,6 +406,9 @@ class Integer(_Interval):
     def snap(self, u: np.ndarray) -> np.ndarray:
         return self.encode(self.decode(u).astype(np.float64))
 
+    def grid(self) -> np.ndarray:
+        return self.encode(np.arange(self.low, self.high + 1, dtype=np.float64))
+
 
 @dataclass(frozen=True)
 class Categorical(Parameter):
@@ -409,6 +425,7 @@ class Categorical(Parameter):
 
     kind: ClassVar[str] = "categorical"
     ordered: ClassVar[bool] = False
+    continuous: ClassVar[bool] = False
     #: Surrogates compare the coordinates of such kinds for equality only.
     categorical: ClassVar[bool] = True
     required_keys: ClassVar[tuple[str, ...]] = ("choices",)
@@ -468,6 +485,14 @@ class Categorical(Parameter):
     def describe(self) -> str:
         return f"categorical {list(self.choices)}"
 
+    def grid(self) -> np.ndarray:
+        return (np.arange(len(self.choices)) + 0.5) / len(self.choices)
+
+    def neighbours(self, u: float) -> np.ndarray:
+        """Every other choice: choices have no order, so each is one move away."""
+        grid = self.grid()
+        return np.delete(grid, self.indices(np.asarray(u)))
+
 
 @dataclass(frozen=True)
 class Ordinal(Parameter):
@@ -483,6 +508,7 @@ class Ordinal(Parameter):
     """
 
     kind: ClassVar[str] = "ordinal"
+    continuous: ClassVar[bool] = False
     required_keys: ClassVar[tuple[str, ...]] = ("values",)
     optional_keys: ClassVar[tuple[str, ...]] = ("log", "condition")
 
@@ -547,6 +573,15 @@ class Ordinal(Parameter):
 
     def describe(self) -> str:
         return f"ordinal {list(self.values)}" + (" log" if self.log else "")
+
+    def grid(self) -> np.ndarray:
+        return self._centres()
+
+    def neighbours(self, u: float) -> np.ndarray:
+        """The grid values just below and above."""
+        k = int(self.indices(np.asarray(u)))
+        centres = self._centres()
+        return centres[[j for j in (k - 1, k + 1) if 0 <= j < len(centres)]]
 
 
 PARAMETER_KINDS.register(Real, Real.kind)

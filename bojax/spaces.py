@@ -133,6 +133,11 @@ class Space:
         return len(self.parameters)
 
     @property
+    def categorical(self) -> tuple[int, ...]:
+        """The coordinates models compare for equality only (categorical parameters)."""
+        return tuple(j for j, p in enumerate(self.parameters) if p.categorical)
+
+    @property
     def conditional(self) -> bool:
         """True when some parameter can be irrelevant."""
         return any(p.condition is not None for p in self.parameters)

@@ -28,7 +28,7 @@ it (:func:`bojax.bo.acquisition.weighted_by_success`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -106,6 +106,11 @@ class GPClassifier:
         if not (isinstance(self.burn_in, int) and self.burn_in >= 0):
             raise ValueError(f"burn_in must be a non-negative integer, got {self.burn_in!r}")
         priors.get_prior(self.prior)
+
+    def for_space(self, space) -> GPClassifier:
+        """This classifier with ``space``'s categorical coordinates compared for equality
+        only (an overlap kernel)."""
+        return replace(self, model=self.model.with_categorical(space.categorical))
 
     def _hyperprior(self, dim: int) -> PyTree:
         """The named prior set's priors on the kernel and the mean (no noise: the latent

@@ -170,6 +170,11 @@ class GPSurrogate:
         # the ensemble report's 5000 draws x 2000 candidates); equal to a vmap otherwise.
         return jax.lax.map(lambda post: gp.predict(self.model, post, x), posteriors, batch_size=256)
 
+    def for_space(self, space) -> GPSurrogate:
+        """This surrogate with ``space``'s categorical coordinates compared for equality
+        only (an overlap kernel; the same hyperparameters, priors and sampler)."""
+        return replace(self, model=self.model.with_categorical(space.categorical))
+
     def configured(self, samples: int | None = None, burn_in: int | None = None) -> GPSurrogate:
         """This surrogate with ``samples`` draws per fit and ``burn_in`` if given (MAP and
         fixed hyperparameters have neither). ``samples`` draws come from the largest number
