@@ -172,3 +172,59 @@ def test_overlap_kernels_stay_positive_definite_with_irrelevant_coordinates(name
     gram = np.asarray(kernels.gram(kernel, params, u, u))
     np.testing.assert_allclose(gram, gram.T, atol=1e-12)
     assert np.linalg.eigvalsh(gram).min() > -1e-9
+
+
+def _network_loss(p):
+    """A stand-in for a training: the optimizer's offset, a bowl in log10(lr), and SGD's
+    momentum (which exists only for SGD) pulling towards 0.9; best -0.05 at SGD."""
+    offset = {"adam": 0.0, "sgd": 0.3, "rmsprop": 0.6}[p["optimizer"]]
+    value = offset + (np.log10(p["lr"]) + 2.5) ** 2 + {"relu": 0.2, "tanh": 0.5}[p["act"]]
+    value += 0.1 * abs(np.log2(p["batch"]) - 6)
+    if p["optimizer"] == "sgd":
+        value += (p["momentum"] - 0.9) ** 2 - 0.35
+    return float(value)
+
+
+MIXED = Space(
+    [
+        Categorical("optimizer", ("adam", "sgd", "rmsprop")),
+        Real("lr", 1e-4, 1e-1, log=True),
+        Real("momentum", 0.0, 0.99, condition=("optimizer", "==", "sgd")),
+        Ordinal("batch", (16, 32, 64, 128, 256), log=True),
+        Categorical("act", ("relu", "tanh")),
+    ]
+)
+
+
+def test_a_mixed_run_resumes_bit_identically_and_compiles_per_bucket_not_per_step(tmp_path):
+    import bojax
+    from bojax.compilation import count_compilations
+
+    run = dict(initial=4, seed=0, progress=False, num_candidates=256, surrogate="gp-map")
+    with count_compilations(fresh=True) as counts:
+        full = bojax.minimize(_network_loss, MIXED, iterations=8, **run)
+    assert counts.of("_fit") == 1, counts  # one data bucket
+    # The discrete moves' batches are padded to powers of two: a handful of programs, not
+    # one per iteration.
+    assert counts.of("score") <= 4, counts
+    assert all(MIXED.validate(r["x"]) == r["x"] for r in full.history)
+    bojax.minimize(_network_loss, MIXED, iterations=3, out=tmp_path, **run)
+    resumed = bojax.minimize(_network_loss, MIXED, iterations=8, out=tmp_path, resume=True, **run)
+    assert [r["x"] for r in resumed.history] == [r["x"] for r in full.history]
+
+
+def test_a_small_discrete_space_is_enumerated_and_its_exhaustion_ends_the_run():
+    import bojax
+
+    space = Space([Categorical("a", ("x", "y", "z")), Ordinal("b", (1, 10, 100), log=True)])
+    values = {("x", 1): 3.0, ("y", 10): 0.0}
+
+    def objective(p):
+        return values.get((p["a"], p["b"]), 1.0 + len(p["a"]) * 0.1 * np.log10(p["b"]))
+
+    result = bojax.minimize(objective, space, iterations=20, initial=2, seed=0, progress=False,
+                            surrogate="gp-map")  # fmt: skip
+    points = [(r["x"]["a"], r["x"]["b"]) for r in result.history]
+    assert len(points) == len(set(points)) == 9  # every point once, then a clear stop
+    assert "the space is exhausted: all 9 of its points" in result.stopped
+    assert result.best_point == {"a": "y", "b": 10}

@@ -252,7 +252,8 @@ def propose(
             best = _best_new(everything, values, taken)
             if best is None:
                 raise SpaceExhaustedError(
-                    f"all {len(everything)} points of the space are evaluated or pending"
+                    f"the space is exhausted: all {len(everything)} of its points are "
+                    "evaluated or pending"
                 )
             return everything[best], float(values[best])
     candidates = candidate_grid(key, space, method, num_candidates)
