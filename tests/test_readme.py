@@ -115,6 +115,8 @@ def test_readme_own_objective_command_runs_on_its_files(tmp_path, monkeypatch):
     assert len(rows) == 6 and all(r["status"] == "ok" for r in rows)
     # The condition holds: units_2 is passed exactly when there are two layers or more.
     assert all(("units_2" in r["x"]) == (r["x"]["layers"] >= 2) for r in rows)
+    assert all(("momentum" in r["x"]) == (r["x"]["optimizer"] == "sgd") for r in rows)
+    assert {r["x"]["optimizer"] for r in rows} <= {"adam", "sgd", "rmsprop"}
     (show,) = [line for line in README.read_text().splitlines() if "bojax show my-run" in line]
     shown = CliRunner().invoke(app, shlex.split(show, comments=True)[3:])
     assert shown.exit_code == 0 and "6 evaluations (0 failed)" in shown.output
