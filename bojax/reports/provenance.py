@@ -90,6 +90,7 @@ NOT_RESULTS = ("figures.py", "claims.py", "provenance.py", "run_figures.py")
 NOT_RESULT_FUNCTIONS = re.compile(r"_?(plot|claims$|format_)")
 
 
+@functools.lru_cache(maxsize=1024)  # a module's text is hashed for several reports
 def result_code(source: str) -> str:
     """``source`` without what cannot change a result: comments, docstrings, blank lines,
     trailing spaces and top-level functions whose names match ``NOT_RESULT_FUNCTIONS``."""
