@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import json
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -140,3 +142,45 @@ def script_arguments(
         if (value := getattr(args, key)) is not None
     }
     return args, overrides
+
+
+def run_script(
+    args: argparse.Namespace,
+    report: str,
+    overrides: Mapping[str, Any],
+    show: str | Callable[[dict], str],
+    out: Path | None = None,
+    **options: Any,
+) -> dict:
+    """What a report script does once its command line is read: float64 on, the report's
+        settings (``--quick`` and ``overrides``), its ``run`` into ``out`` (default
+        ``args.out/quick`` or ``args.out/full``) with ``options``, on a Dask cluster where
+        ``--workers`` or ``--scheduler`` are given; then ``show(summary)`` is printed (``show``
+    may name a function of the report module). A
+        :class:`~bojax.errors.BojaxError` is printed instead and gives ``{}``."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)  # GP numerics in float64; networks stay float32
+    from bojax.errors import BojaxError, JournalError
+
+    module = importlib.import_module(f"bojax.reports.{report}")
+    out = out or args.out / ("quick" if args.quick else "full")
+    workers, scheduler = getattr(args, "workers", None), getattr(args, "scheduler", None)
+    try:
+        cfg = module.config(quick=args.quick, **overrides)
+        options["progress"] = not args.no_progress
+        if workers is None and scheduler is None:
+            summary = module.run(cfg, out, **options)
+        else:
+            from bojax.bo import cluster
+
+            with cluster.connect(workers, scheduler) as client:
+                summary = module.run(cfg, out, executor=client, **options)
+    except BojaxError as error:
+        print(f"error: {error}", file=sys.stderr)
+        if isinstance(error, JournalError):
+            print("(pass --fresh to discard those runs, or choose another --out)", file=sys.stderr)
+        return {}
+    print((getattr(module, show) if isinstance(show, str) else show)(summary))
+    print(f"wrote {out}")
+    return summary
