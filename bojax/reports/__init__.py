@@ -7,7 +7,8 @@ scripts in ``experiments/`` are thin command lines over these; ``bojax demo`` ru
 too. Shared here: settings (:func:`configure`, :func:`override`), tasks run here or on
 an executor (:func:`run_tasks`), kept results (:func:`read_kept`), deterministic
 objectives read back for figures (:class:`CachedObjective`), the summary file
-(:func:`write_summary`) and the scripts' command line (:func:`script_arguments`). Shared
+(:func:`write_summary`) and the scripts' command line and run (:func:`script_arguments`,
+:func:`run_script`). Shared
 figure code is in :mod:`bojax.reports.figures`, the peers in :mod:`bojax.reports.peers`.
 """
 
@@ -93,8 +94,8 @@ def configure(
     return override(cfg, overrides)
 
 
-def read_kept(path: Path, key: str | None = None, expected: Any = None) -> dict | None:
-    """The JSON object kept in ``path``, or None when there is none or (with ``key``) when
+def read_kept(path: Path, key: str | None = None, expected: Any = None) -> Any:
+    """The JSON value kept in ``path``, or None when there is none or (with ``key``) when
     its ``key`` entry is not ``expected`` (a result kept for other settings)."""
     if not path.exists():
         return None

@@ -96,7 +96,7 @@ class OptunaStudy:
         try:
             import optuna
         except ImportError:
-            raise missing(f"optuna-{sampler}", "optuna") from None
+            raise missing("tpe" if sampler == "tpe" else f"optuna-{sampler}", "optuna") from None
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         if sampler == "tpe":
             made = optuna.samplers.TPESampler(seed=seed, n_startup_trials=initial)
