@@ -28,6 +28,7 @@ import time
 from datetime import date
 from pathlib import Path
 
+import blackjax
 import jax
 
 jax.config.update("jax_enable_x64", True)
@@ -39,7 +40,7 @@ from rich.table import Table  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import speed  # noqa: E402
 
-from bojax import gp, inference  # noqa: E402
+from bojax import gp  # noqa: E402
 from bojax.gp import priors  # noqa: E402
 from bojax.surrogates import GPSurrogate  # noqa: E402
 from bojax.threads import blas_threads  # noqa: E402
@@ -79,7 +80,7 @@ def measure(config: dict, prior: str, u: np.ndarray, y: np.ndarray, fits: int) -
         )
         traces.append(np.asarray(flat).reshape(surrogate.chains, -1, flat.shape[-1]))
     trace = np.concatenate(traces, axis=1)  # (chains, draws, coordinates)
-    ess = float(np.min(inference.blackjax.ess(trace, chain_axis=0, sample_axis=1)))
+    ess = float(np.min(blackjax.ess(trace, chain_axis=0, sample_axis=1)))
     return {
         "ess": ess,
         "seconds": seconds,

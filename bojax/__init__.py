@@ -37,8 +37,9 @@ if os.environ.get("BOJAX_COMPILATION_CACHE", "on").strip().lower() not in (
 ):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from bojax import errors, spaces
+from bojax import errors, parameters, spaces
 from bojax.errors import BojaxError
+from bojax.parameters import PARAMETER_KINDS, Parameter
 from bojax.spaces import Condition, Integer, Real, Space
 
 # Loaded on first access, so that ``import bojax`` (and ``bojax --help``, ``bojax
@@ -98,9 +99,11 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "PARAMETER_KINDS",
     "BojaxError",
     "Condition",
     "Integer",
+    "Parameter",
     "Real",
     "Result",
     "Settings",
@@ -111,6 +114,7 @@ __all__ = [
     "gp",
     "init",
     "minimize",
+    "parameters",
     "spaces",
     "tell",
 ]

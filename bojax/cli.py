@@ -151,7 +151,7 @@ def optimize(**options: Any) -> None:
     except BojaxError as error:
         console.print(f"[bold red]error:[/bold red] {error}")
         raise typer.Exit(code=1) from None
-    where = ", ".join(f"{k}={v:.6g}" for k, v in result.best_point.items())
+    where = ", ".join(f"{k}={_format_value(v, 6)}" for k, v in result.best_point.items())
     known = "" if optimum is None else f"optimum {optimum:.6g}; "
     console.print(
         f"best {result.best_value:.6g} at {where}  ({known}"
@@ -284,8 +284,8 @@ def _objective_and_space(problem: str, space: Path | None, maximize: bool):
     return load_objective(problem), search_space, maximize, None
 
 
-def _format_value(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
+def _format_value(value: Any, digits: int = 4) -> str:
+    return f"{value:.{digits}g}" if isinstance(value, float) else str(value)
 
 
 @app.command()
@@ -318,9 +318,8 @@ def show(
         highlight=False,
     )
     for p in record.space.parameters:
-        kind = type(p).__name__.lower()
-        extra = (" log" if p.log else "") + (f" if {p.condition}" if p.condition else "")
-        console.print(f"  {p.name}: {kind} [{p.low}, {p.high}]{extra}", highlight=False)
+        extra = f" if {p.condition}" if p.condition else ""
+        console.print(f"  {p.name}: {p.describe()}{extra}", highlight=False)
 
     names = record.space.names
     wide = len(names) > 5  # many parameters: one column of name=value pairs

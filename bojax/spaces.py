@@ -1,19 +1,13 @@
-"""Search spaces: named real and integer parameters and their unit-cube coordinates.
+"""Search spaces: ordered named parameters and their unit-cube coordinates.
 
 The surrogate and the acquisition optimiser work in the unit cube ``[0, 1]^d``; the
-objective sees named values. Each parameter maps its values to one unit coordinate:
+objective sees named values. Each parameter maps its values to one unit coordinate by
+its kind (:mod:`bojax.parameters`: ``Real``, ``Integer`` and any registered kind).
 
-* ``Real(low, high)``: ``u = (t(v) - t(low)) / (t(high) - t(low))`` with ``t`` the
-  identity, or ``log`` when ``log=True``.
-* ``Integer(low, high)``: the same map applied to the continuous relaxation
-  ``z in [low - 1/2, high + 1/2]``; a unit coordinate decodes to ``round(z)``. Every
-  integer therefore owns a bin of equal width in ``t``-space (equal probability under
-  uniform sampling, or equal probability per octave with ``log=True``), and encodes to
-  the centre of its bin, so ``decode(encode(k)) == k`` exactly.
-
-``Space.snap`` moves integer coordinates to their bin centres, so two candidates that
-decode to the same point have identical coordinates; ``repeated_mask`` uses that to find
-candidates that repeat an evaluated point.
+``Space.snap`` moves each coordinate to its value's canonical one (integers to their
+bin centres), so two candidates that decode to the same point have identical
+coordinates; ``repeated_mask`` uses that to find candidates that repeat an evaluated
+point.
 
 Conditional spaces (the arc-kernel report, sec. 2): a parameter may carry a
 :class:`Condition` on an earlier parameter, e.g. the units of layer 3 matter only when
@@ -27,11 +21,8 @@ the report's relevance-agnostic baseline.
 
 from __future__ import annotations
 
-import math
-import numbers
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,209 +30,62 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from bojax.errors import (
-    InvalidValueError,
+    BojaxError,
     MissingParameterError,
-    OutOfBoundsError,
     ParameterTypeError,
     SpaceDefinitionError,
     UnknownParameterError,
     is_count,
 )
+from bojax.parameters import (
+    PARAMETER_KINDS,
+    Condition,
+    Integer,
+    Parameter,
+    Real,
+    parameter_from_spec,
+    python_scalar,
+)
+
+__all__ = [
+    "IRRELEVANT",
+    "PARAMETER_KINDS",
+    "Condition",
+    "Integer",
+    "Parameter",
+    "Real",
+    "Space",
+    "fill_irrelevant",
+    "load_space",
+    "repeated_mask",
+]
 
 if TYPE_CHECKING:  # JAX loads on first use: `bojax problems` and `--help` do not need it
     import jax
     from jaxtyping import Array, Bool, Float
 
-# Unit coordinates this far outside [0, 1] are taken as rounding error and clipped.
-_UNIT_TOLERANCE = 1e-9
-
 #: The unit coordinate of an irrelevant parameter (outside [0, 1], so never a real value).
 IRRELEVANT = -1.0
 
-_COMPARISONS = {
-    "==": np.equal,
-    "!=": np.not_equal,
-    "<": np.less,
-    "<=": np.less_equal,
-    ">": np.greater,
-    ">=": np.greater_equal,
-}
 
-
-@dataclass(frozen=True)
-class Condition:
-    """``parent op value``: when the parameter carrying it is relevant.
-
-    ``op`` is one of ``== != < <= > >=`` or ``in`` (``value`` a tuple of allowed values),
-    e.g. ``Condition("layers", ">=", 3)`` or ``Condition("optimizer", "in", (1, 2))``.
-    """
-
-    parent: str
-    op: str
-    value: Any
-
-    def __post_init__(self) -> None:
-        if self.op not in (*_COMPARISONS, "in"):
+def _check_condition(child: Parameter, parent: Parameter) -> None:
+    """The condition's values are values of its parent, and an order comparison needs an
+    ordered parent (``optimizer < 'sgd'`` means nothing)."""
+    condition = child.condition
+    if condition.ordered and not parent.ordered:
+        raise SpaceDefinitionError(
+            f"{child.name!r}: condition {condition} orders the {parent.kind} parameter "
+            f"{parent.name!r}; use == != or in"
+        )
+    for value in condition.values:
+        if condition.ordered:
+            continue  # a threshold need not be one of the parent's values
+        try:
+            parent.check(value)
+        except BojaxError as error:
             raise SpaceDefinitionError(
-                f"condition on {self.parent!r}: unknown operator {self.op!r}; "
-                f"use one of {[*_COMPARISONS, 'in']}"
-            )
-        values = self.value if self.op == "in" else (self.value,)
-        if self.op == "in":
-            if isinstance(values, str) or not isinstance(values, Sequence) or not values:
-                raise SpaceDefinitionError(
-                    f"condition on {self.parent!r}: 'in' needs a non-empty sequence of values"
-                )
-            object.__setattr__(self, "value", tuple(values))
-        for v in values:
-            if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
-                raise SpaceDefinitionError(
-                    f"condition on {self.parent!r}: compares with finite numbers, got {v!r}"
-                )
-
-    def holds(self, parent_values: np.ndarray) -> np.ndarray:
-        """Elementwise truth of the condition for an array of the parent's values."""
-        v = np.asarray(parent_values, dtype=np.float64)
-        if self.op == "in":
-            return np.isin(v, np.asarray(self.value, dtype=np.float64))
-        return _COMPARISONS[self.op](v, float(self.value))
-
-    def __str__(self) -> str:
-        return f"{self.parent} {self.op} {self.value}"
-
-
-def _as_real_scalar(name: str, value: Any) -> float:
-    """``value`` as a Python float, or a typed error. Booleans and strings are refused."""
-    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):  # 0-d NumPy/JAX arrays
-        value = value.item()
-    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
-        raise ParameterTypeError(name, f"expected a number, got {type(value).__name__} {value!r}")
-    value = float(value)
-    if not math.isfinite(value):
-        raise InvalidValueError(name, f"value {value!r} is not finite")
-    return value
-
-
-@dataclass(frozen=True)
-class _Parameter:
-    name: str
-    low: float
-    high: float
-    log: bool = False
-    condition: Condition | None = None  # relevant only when this holds (and the parent is)
-
-    def __post_init__(self) -> None:
-        if isinstance(self.condition, tuple | list):  # ("layers", ">=", 3) is accepted too
-            object.__setattr__(self, "condition", Condition(*self.condition))
-        if self.condition is not None and not isinstance(self.condition, Condition):
-            raise SpaceDefinitionError(
-                f"{self.name!r}: condition must be a Condition or (parent, op, value), "
-                f"got {self.condition!r}"
-            )
-        if not isinstance(self.name, str) or not self.name:
-            raise SpaceDefinitionError(
-                f"a parameter name must be a non-empty string, got {self.name!r}"
-            )
-        for bound in (self.low, self.high):
-            if (
-                isinstance(bound, bool)
-                or not isinstance(bound, numbers.Real)
-                or not math.isfinite(bound)
-            ):
-                raise SpaceDefinitionError(
-                    f"{self.name!r}: bounds must be finite numbers, got {bound!r}"
-                )
-        if not self.low < self.high:
-            raise SpaceDefinitionError(
-                f"{self.name!r}: need low < high, got [{self.low}, {self.high}]"
-            )
-
-    # Continuous interval [z_low, z_high] on which the (log-)linear map acts.
-    def _z_bounds(self) -> tuple[float, float]:
-        return float(self.low), float(self.high)
-
-    def _t(self, z):
-        return np.log(z) if self.log else z
-
-    def _t_inv(self, t):
-        return np.exp(t) if self.log else t
-
-    def _encode(self, values: np.ndarray) -> np.ndarray:
-        t_low, t_high = (self._t(z) for z in self._z_bounds())
-        return (self._t(values) - t_low) / (t_high - t_low)
-
-    def _relaxed(self, u: np.ndarray) -> np.ndarray:
-        """The continuous value ``z`` a unit coordinate stands for."""
-        u = np.asarray(u, dtype=np.float64)
-        bad = ~np.isfinite(u)
-        if bad.any():
-            raise InvalidValueError(self.name, f"unit coordinate {u[bad].flat[0]!r} is not finite")
-        outside = (u < -_UNIT_TOLERANCE) | (u > 1 + _UNIT_TOLERANCE)
-        if outside.any():
-            raise OutOfBoundsError(self.name, float(u[outside].flat[0]), 0.0, 1.0)
-        t_low, t_high = (self._t(z) for z in self._z_bounds())
-        return self._t_inv(t_low + np.clip(u, 0.0, 1.0) * (t_high - t_low))
-
-
-@dataclass(frozen=True)
-class Real(_Parameter):
-    """A real parameter on ``[low, high]``; ``log=True`` spaces it logarithmically."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.log and self.low <= 0:
-            raise SpaceDefinitionError(f"{self.name!r}: a log-scaled real needs low > 0")
-
-    def check(self, value: Any) -> float:
-        value = _as_real_scalar(self.name, value)
-        if not self.low <= value <= self.high:
-            raise OutOfBoundsError(self.name, value, self.low, self.high)
-        return value
-
-    def decode(self, u: np.ndarray) -> np.ndarray:
-        return np.clip(self._relaxed(u), self.low, self.high)
-
-    def snap(self, u: np.ndarray) -> np.ndarray:
-        return np.asarray(u, dtype=np.float64)
-
-
-@dataclass(frozen=True)
-class Integer(_Parameter):
-    """An integer parameter on ``{low, ..., high}``; ``log=True`` spaces it logarithmically."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        for bound in (self.low, self.high):
-            if not float(bound).is_integer():
-                raise SpaceDefinitionError(
-                    f"{self.name!r}: integer bounds must be whole, got {bound!r}"
-                )
-        object.__setattr__(self, "low", int(self.low))
-        object.__setattr__(self, "high", int(self.high))
-        if self.log and self.low < 1:
-            raise SpaceDefinitionError(f"{self.name!r}: a log-scaled integer needs low >= 1")
-
-    def _z_bounds(self) -> tuple[float, float]:
-        return self.low - 0.5, self.high + 0.5
-
-    def check(self, value: Any) -> int:
-        real = _as_real_scalar(self.name, value)
-        if not real.is_integer():
-            raise ParameterTypeError(self.name, f"expected an integer, got {value!r}")
-        value = int(real)
-        if not self.low <= value <= self.high:
-            raise OutOfBoundsError(self.name, value, self.low, self.high)
-        return value
-
-    def decode(self, u: np.ndarray) -> np.ndarray:
-        return np.clip(np.floor(self._relaxed(u) + 0.5), self.low, self.high).astype(np.int64)
-
-    def snap(self, u: np.ndarray) -> np.ndarray:
-        return self._encode(self.decode(u).astype(np.float64))
-
-
-Parameter = Real | Integer
-_KINDS: dict[str, type[_Parameter]] = {"real": Real, "integer": Integer}
+                f"{child.name!r}: condition {condition} can never hold: {error}"
+            ) from error
 
 
 class Space:
@@ -261,8 +105,9 @@ class Space:
         if not parameters:
             raise SpaceDefinitionError("a space needs at least one parameter")
         for p in parameters:
-            if not isinstance(p, Real | Integer):
-                raise SpaceDefinitionError(f"expected Real or Integer parameters, got {p!r}")
+            if not isinstance(p, Parameter):
+                kinds = ", ".join(k.__name__ for k in PARAMETER_KINDS.values())
+                raise SpaceDefinitionError(f"expected parameters ({kinds}), got {p!r}")
         names = [p.name for p in parameters]
         duplicated = sorted({n for n in names if names.count(n) > 1})
         if duplicated:
@@ -274,6 +119,8 @@ class Space:
                     f"{p.name!r}: its condition's parent {p.condition.parent!r} {where}; a "
                     "condition must name a parameter listed before it"
                 )
+            if p.condition is not None:
+                _check_condition(p, parameters[names.index(p.condition.parent)])
         self.parameters = parameters
 
     # -- container protocol -------------------------------------------------------
@@ -284,6 +131,11 @@ class Space:
     @property
     def dim(self) -> int:
         return len(self.parameters)
+
+    @property
+    def categorical(self) -> tuple[int, ...]:
+        """The coordinates models compare for equality only (categorical parameters)."""
+        return tuple(j for j, p in enumerate(self.parameters) if p.categorical)
 
     @property
     def conditional(self) -> bool:
@@ -357,8 +209,8 @@ class Space:
         u = np.full((len(checked), self.dim), IRRELEVANT)
         for j, p in enumerate(self.parameters):
             rows = [i for i, c in enumerate(checked) if p.name in c]
-            values = np.array([checked[i][p.name] for i in rows], dtype=np.float64)
-            u[rows, j] = p._encode(values)
+            values = np.array([checked[i][p.name] for i in rows])  # the kind's own dtype
+            u[rows, j] = p.encode(values)
         return u[0] if single else u
 
     def from_unit(self, u: np.ndarray) -> dict[str, float | int] | list[dict[str, float | int]]:
@@ -371,7 +223,11 @@ class Space:
             raise ValueError(f"expected unit coordinates of shape (n, {self.dim}), got {u.shape}")
         _, decoded, relevant = self._columns_relevant(u)
         points = [
-            {p.name: decoded[p.name][i].item() for p in self.parameters if relevant[p.name][i]}
+            {
+                p.name: python_scalar(decoded[p.name][i])
+                for p in self.parameters
+                if relevant[p.name][i]
+            }
             for i in range(len(u))
         ]
         return points[0] if single else points
@@ -436,23 +292,13 @@ class Space:
 
     # -- serialisation (run journals compare spaces through this) ------------------
     def to_dict(self) -> dict[str, Any]:
-        kinds = {cls: kind for kind, cls in _KINDS.items()}
-        specs = []
-        for p in self.parameters:
-            spec = {"type": kinds[type(p)], **asdict(p)}
-            if p.condition is None:  # unconditional spaces serialise as they always did
-                del spec["condition"]
-            specs.append(spec)
-        return {"parameters": specs}
+        return {"parameters": [p.spec() for p in self.parameters]}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Space:
         try:
             specs = [dict(s) for s in data["parameters"]]
-            for s in specs:
-                if s.get("condition") is not None:
-                    s["condition"] = Condition(**s["condition"])
-            return cls([_KINDS[s.pop("type")](**s) for s in specs])
+            return cls([parameter_from_spec(s.pop("name"), s) for s in specs])
         except (KeyError, TypeError) as error:
             raise SpaceDefinitionError(f"not a serialised space: {error}") from error
 
@@ -505,36 +351,7 @@ def load_space(path: str | Path) -> Space:
     try:
         if isinstance(data.get("parameters"), list):
             return Space.from_dict(data)
-        specs = []
-        for name, spec in data.items():
-            if not isinstance(spec, dict):
-                raise SpaceDefinitionError(
-                    f"parameter {name!r}: expected a table with type, low and high"
-                )
-            spec = dict(spec)
-            kind = spec.pop("type", None)
-            if kind not in _KINDS:
-                raise SpaceDefinitionError(
-                    f"parameter {name!r}: type must be one of {sorted(_KINDS)}, got {kind!r}"
-                )
-            unknown = set(spec) - {"low", "high", "log", "condition"}
-            if unknown or not {"low", "high"} <= set(spec):
-                raise SpaceDefinitionError(
-                    f"parameter {name!r}: needs low and high, may have log and condition"
-                    + (f"; unknown keys {sorted(unknown)}" if unknown else "")
-                )
-            if not isinstance(spec.get("log", False), bool):
-                raise SpaceDefinitionError(
-                    f"parameter {name!r}: log is true or false, got {spec['log']!r}"
-                )
-            if "condition" in spec and not (
-                isinstance(spec["condition"], list) and len(spec["condition"]) == 3
-            ):
-                raise SpaceDefinitionError(
-                    f"parameter {name!r}: condition is [parent, op, value], "
-                    f"got {spec['condition']!r}"
-                )
-            specs.append(_KINDS[kind](name, **spec))
+        specs = [parameter_from_spec(name, spec) for name, spec in data.items()]
         return Space(specs)
     except SpaceDefinitionError as error:
         raise SpaceDefinitionError(f"{path}: {error}") from error

@@ -108,7 +108,11 @@ def test_conditions_serialise_and_are_checked_at_definition():
     with pytest.raises(SpaceDefinitionError, match="operator"):
         Condition("layers", "=>", 1)
     with pytest.raises(SpaceDefinitionError, match="finite numbers"):
-        Condition("layers", "in", ("two",))
+        Condition("layers", ">=", "two")
+    with pytest.raises(SpaceDefinitionError, match="can never hold"):  # checked by the parent
+        Space(
+            [Integer("layers", 0, 2), Integer("units", 1, 4, condition=("layers", "in", ("two",)))]
+        )
     with pytest.raises(SpaceDefinitionError, match="condition must be"):
         Integer("units", 1, 4, condition="layers >= 1")
 

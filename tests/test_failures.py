@@ -168,7 +168,9 @@ def test_a_mostly_failing_space_is_learned_and_the_run_goes_on(tmp_path):
     assert result.evaluations == 14 and result.stopped is None
     bo = [r for r in result.history if r["phase"] == "bo"]
     assert all(0 < r["diagnostics"]["success_probability"] <= 1 for r in bo)
-    assert result.best_point["x"] <= 0.2
+    # The feasible part's minimum is -0.98633 at x = 0.1426 (every seed tried came within
+    # 2e-4); random search with these 14 evaluations gets below -0.98 about a fifth of the time.
+    assert result.best_value < -0.98, result.best_point
     dropped = bojax.minimize(_failing_beyond(0.2), FORRESTER.space, failure_model="none", **run)
     wasted = [
         sum(r["status"] == "failed" for r in h[4:]) for h in (result.history, dropped.history)
@@ -180,15 +182,15 @@ def test_a_mostly_failing_space_is_learned_and_the_run_goes_on(tmp_path):
 def test_a_run_with_failures_compiles_once_per_bucket_not_per_iteration():
     from bojax.compilation import count_compilations
 
-    with count_compilations() as counts:
+    with count_compilations(fresh=True) as counts:
         result = bojax.minimize(
             _failing_beyond(0.85), FORRESTER.space, iterations=9, initial=3, seed=6, **QUIET
         )
     weighted = [r for r in result.history if "success_probability" in r["diagnostics"]]
     assert len(weighted) >= 4 and len(result.history) <= 16  # one data bucket
-    assert counts.of("_fit_classifier") <= 1
-    assert counts.of("score") <= 4  # the weighted score, for the grid and refined batches
-    assert counts.of("<lambda>") <= 2  # log P(success) on the grid and at the proposal
+    assert counts.of("_fit_classifier") == 1, counts
+    assert counts.of("score") == 1, counts  # the weighted score
+    assert counts.of("<lambda>") == 2, counts  # log P(success) on the grid and at the proposal
 
 
 @pytest.mark.slow
@@ -202,7 +204,9 @@ def test_an_initial_design_that_all_fails_still_finds_where_evaluations_succeed(
     initial = result.history[:2]
     assert all(r["status"] == "failed" for r in initial)
     assert any(r["status"] == "ok" for r in result.history[2:])
-    assert result.best_point["x"] >= 0.8
+    # Below -3 lies only x in [0.8, 0.83] (3 % of the line): random search with these 8
+    # evaluations gets there about a fifth of the time; seeds 0-2 reached -3.1 to -3.7.
+    assert result.best_value < -3.0, result.best_point
 
 
 @pytest.mark.slow

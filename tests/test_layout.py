@@ -17,6 +17,7 @@ LAYERS = [
         "bojax.registry",
         "bojax.compilation",
         "bojax.threads",
+        "bojax.parameters",
         "bojax.spaces",
         "bojax.user_code",
     ),

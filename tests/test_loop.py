@@ -95,14 +95,14 @@ def test_burn_in_setting_and_journal_identity():
 
 
 def test_a_bo_run_compiles_once_per_bucket_not_per_iteration():
-    with count_compilations() as counts:
+    with count_compilations(fresh=True) as counts:
         bojax.minimize(FORRESTER, FORRESTER.space, iterations=10, initial=3, seed=11, **QUIET)
     # One bucket, one fit program: the first fit's burn-in is switched by a traced flag (so
-    # is MAP's wider restart, tested in test_policies). At most once: an earlier test may
-    # have compiled it.
-    assert counts.of("_fit") <= 1
-    assert counts.of("score") <= 2  # candidate batch and refined batch
-    assert counts.of("_negated_total") <= 1
+    # is MAP's wider restart, tested in test_policies). Counted from a clean slate, so a
+    # per-iteration recompile cannot hide behind programs an earlier test compiled.
+    assert counts.of("_fit") == 1, counts
+    assert counts.of("score") == 1, counts  # the candidate batch (refined points: below)
+    assert counts.of("_negated_total") == 1, counts
 
 
 @pytest.mark.slow  # a slice-sampled run of 14 (test_failures.py models failures fast)
@@ -177,8 +177,14 @@ def test_maximize_flips_the_goal():
     result = bojax.minimize(
         sinc, sinc.space, iterations=10, initial=4, seed=0, maximize=True, **QUIET
     )
-    assert result.best_value == max(r["y"] for r in result.history)
-    assert result.best_value > 0.2
+    # The maximum is 1/pi at x = 0. Within 0.1 % of it lies 0.5 % of the domain, so random
+    # search with these 14 evaluations gets there 7 % of the time; and the BO steps must
+    # climb: with the sign of the goal ignored they sink below the initial design (their
+    # median -0.03..-0.07 against the design's -0.02..0.06 on six seeds; here 0.04..0.32).
+    y = {phase: [r["y"] for r in result.history if (r["phase"] == "bo") == phase]
+         for phase in (False, True)}  # fmt: skip
+    assert result.best_value > 0.318 and abs(result.best_point["x"]) < 0.05, result.best_point
+    assert np.median(y[True]) > np.median(y[False]), y
 
 
 @pytest.mark.parametrize(

@@ -20,11 +20,6 @@ def quadratic(trial):
     return (x - 1.0) ** 2 + (math.log10(lr) + 2.0) ** 2 + 0.1 * (n - 3) ** 2
 
 
-def with_a_category(trial):
-    kind = trial.suggest_categorical("kind", ["a", "b"])  # left to the independent sampler
-    return quadratic(trial) + (kind == "b")
-
-
 @pytest.mark.slow
 def test_study_optimize_finds_the_minimum_and_repeats_under_a_seed():
     studies = []
@@ -43,12 +38,29 @@ def test_study_optimize_finds_the_minimum_and_repeats_under_a_seed():
     assert first.best_value < 0.3 < random.best_value
 
 
-@pytest.mark.slow
-def test_categorical_parameters_go_to_the_independent_sampler():
-    study = optuna.create_study(sampler=BojaxSampler(seed=1, **FAST))
-    study.optimize(with_a_category, n_trials=10)
-    assert {t.params["kind"] for t in study.trials} == {"a", "b"}
-    assert all(-5 <= t.params["x"] <= 5 for t in study.trials)
+def mixed(trial):
+    kind = trial.suggest_categorical("kind", ["a", "b", "c"])
+    batch = trial.suggest_int("batch", 16, 128, step=16)
+    drop = trial.suggest_float("drop", 0.0, 0.5, step=0.1)
+    trial.suggest_categorical("opaque", [None, "x"])  # a None choice: not modelled
+    x = trial.suggest_float("x", -5.0, 5.0)
+    return (x - 1.0) ** 2 + {"a": 1.0, "b": 0.0, "c": 2.0}[kind] + ((batch - 64) / 64) ** 2 + drop
+
+
+def test_categorical_and_stepped_parameters_are_modelled_jointly():
+    sampler = BojaxSampler(seed=1, **FAST)
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(mixed, n_trials=14)
+    space = sampler.infer_relative_search_space(study, study.trials[-1])
+    assert set(space) == {"kind", "batch", "drop", "x"}
+    later = study.trials[5:]  # after the 5 random start-up trials: bojax's proposals
+    steps = [t.params["drop"] / 0.1 for t in study.trials]
+    assert all(abs(k - round(k)) < 1e-9 and 0 <= round(k) <= 5 for k in steps)
+    assert all(t.params["batch"] % 16 == 0 for t in study.trials)
+    # Random choices pick "b" in 3 of these 9 trials on average (5 or more: 14 % of the
+    # time); the model learns it is best (5-6 of 9 on seeds 0-5).
+    assert sum(t.params["kind"] == "b" for t in later) >= 5, [t.params for t in later]
+    assert study.best_value < 0.6
 
 
 @pytest.mark.slow

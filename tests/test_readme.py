@@ -19,16 +19,74 @@ def test_readme_has_examples():
     assert len(BLOCKS) >= 2
 
 
+def _numbers(text: str) -> list[float]:
+    return [float(v) for v in re.findall(r"-?\d+\.\d+(?:e-?\d+)?", text)]
+
+
+# What each block prints (or leaves in its namespace), checked: an example that runs but
+# reports a wrong result is a broken example. ``ns`` is the blocks' namespace, ``out``
+# what the block printed.
+CHECKS = {
+    0: lambda ns, out: (
+        "parameter 'lr'" in out
+        and len(ns["points"]) == 16
+        and all(1 <= p["layers"] <= 5 for p in ns["points"])
+        and ns["mean"].shape[-1] == 1000
+        and float(ns["var"].min()) >= 0
+    ),
+    # train's minimum is 0.1 (lr = 0.01, one layer); ten evaluations get within 0.2.
+    1: lambda ns, out: (
+        ns["result"].best_value < 0.3 and ns["result"].failures == 0 and len(ns["state"].y) == 6
+    ),
+    2: lambda ns, out: (
+        [r["phase"] for r in ns["result"].history] == ["initial"] * 2 + ["bo"] * 3
+        and all(r["diagnostics"]["step_size"] > 0 for r in ns["result"].history[2:])
+    ),
+    3: lambda ns, out: (
+        set(re.findall(r"[01]\.0|None", out.split("[", 1)[1])) <= {"0.0", "1.0", "None"}
+    ),
+    4: lambda ns, out: (
+        "{'layers': 1, 'lr': 0.1, 'units1': 32, 'dropout1': 0.2}" in out
+        and all(
+            all(f"units{k}" in p for k in range(1, p["layers"] + 1))
+            and not any(f"units{k}" in p for k in range(p["layers"] + 1, 4))
+            for p in ns["net_space"].from_unit(ns["u"])
+        )
+    ),
+    5: lambda ns, out: all(v > 0 for v in _numbers(out)[:2]),
+    7: lambda ns, out: (
+        sorted(r["proposal"] for r in ns["result"].history)
+        == list(range(len(ns["result"].history)))
+    ),
+    # the best design keeps lr * depth <= 0.5 (the rest diverge) and nears the optimum 0
+    8: lambda ns, out: (
+        ns["result"].best_point["lr"] * ns["result"].best_point["depth"] <= 0.5
+        and ns["result"].best_value < 0.5
+        and ns["result"].failures > 0
+    ),
+    10: lambda ns, out: abs(ns["study"].best_params["lr"] - 0.01) < 0.005,
+}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
-def test_readme_block_runs(index):
+def test_readme_block_runs(index, capsys):
     namespace: dict = {}
     try:
-        for block in BLOCKS[: index + 1]:  # later blocks build on earlier ones
-            exec(compile(block, f"README block {index}", "exec"), namespace)
+        for i, block in enumerate(BLOCKS[: index + 1]):  # later blocks build on earlier ones
+            capsys.readouterr()
+            exec(compile(block, f"README block {i}", "exec"), namespace)
+        printed = capsys.readouterr().out
+        check = CHECKS.get(index)
+        assert check is None or check(namespace, printed), printed
     finally:
         if "rq" in kernels.KERNELS:
             kernels.KERNELS.unregister("rq")
+
+
+def test_every_printing_readme_example_has_a_check():
+    printing = {i for i, block in enumerate(BLOCKS) if "print(" in block or "result =" in block}
+    assert printing <= set(CHECKS) | {6, 9}, sorted(printing - set(CHECKS))
 
 
 def named_block(filename: str) -> str:
@@ -57,6 +115,8 @@ def test_readme_own_objective_command_runs_on_its_files(tmp_path, monkeypatch):
     assert len(rows) == 6 and all(r["status"] == "ok" for r in rows)
     # The condition holds: units_2 is passed exactly when there are two layers or more.
     assert all(("units_2" in r["x"]) == (r["x"]["layers"] >= 2) for r in rows)
+    assert all(("momentum" in r["x"]) == (r["x"]["optimizer"] == "sgd") for r in rows)
+    assert {r["x"]["optimizer"] for r in rows} <= {"adam", "sgd", "rmsprop"}
     (show,) = [line for line in README.read_text().splitlines() if "bojax show my-run" in line]
     shown = CliRunner().invoke(app, shlex.split(show, comments=True)[3:])
     assert shown.exit_code == 0 and "6 evaluations (0 failed)" in shown.output

@@ -62,7 +62,7 @@ def test_integer_bins_have_equal_width():
     counts = np.bincount(layers.decode(u))[1:]
     np.testing.assert_allclose(counts / len(u), 0.2, atol=1e-4)
     assert layers.decode(np.array([0.0, 0.19999, 0.2000001, 1.0])).tolist() == [1, 1, 2, 5]
-    np.testing.assert_allclose(layers._encode(np.arange(1, 6)), [0.1, 0.3, 0.5, 0.7, 0.9])
+    np.testing.assert_allclose(layers.encode(np.arange(1, 6)), [0.1, 0.3, 0.5, 0.7, 0.9])
 
 
 def test_log_integer_bins_are_equal_in_log_space():
@@ -184,7 +184,7 @@ def test_unit_coordinates_outside_the_cube_are_refused(bad):
         (lambda: Real("", 0.0, 1.0), "non-empty"),
         (lambda: Space([]), "at least one"),
         (lambda: Space([Real("x", 0, 1), Integer("x", 0, 3)]), "repeat"),
-        (lambda: Space([("x", 0, 1)]), "Real or Integer"),
+        (lambda: Space([("x", 0, 1)]), "expected parameters"),
     ],
 )
 def test_inconsistent_definitions_are_refused(make, message):
@@ -210,3 +210,69 @@ def test_batch_conversion_shapes():
     assert u.shape == (5, 4)
     with pytest.raises(ValueError, match="shape"):
         SPACE.from_unit(np.zeros((5, 3)))
+
+
+def test_parameter_kinds_are_records_a_space_reads_and_writes_by_their_type_word():
+    from dataclasses import dataclass
+
+    from bojax.parameters import PARAMETER_KINDS, Parameter
+
+    assert PARAMETER_KINDS.get("real") is Real and PARAMETER_KINDS.get("integer") is Integer
+    # The serialised form journals hold is unchanged by the records (field order too).
+    space = Space(
+        [Integer("layers", 1, 3), Real("lr", 1e-3, 1.0, log=True, condition=("layers", ">=", 2))]
+    )
+    assert space.to_dict() == {
+        "parameters": [
+            {"type": "integer", "name": "layers", "low": 1, "high": 3, "log": False},
+            {"type": "real", "name": "lr", "low": 0.001, "high": 1.0, "log": True,
+             "condition": {"parent": "layers", "op": ">=", "value": 2}},
+        ]
+    }  # fmt: skip
+    assert list(space.to_dict()["parameters"][1]) == [
+        "type",
+        "name",
+        "low",
+        "high",
+        "log",
+        "condition",
+    ]
+    assert Space.from_dict(space.to_dict()) == space
+
+    @dataclass(frozen=True)
+    class Halves(Parameter):  # 0, 0.5, 1, ... n / 2: the integer kind's bins, halved
+        kind = "halves"
+        optional_keys = ("n", "condition")
+        n: int = 4
+        condition: object = None
+
+        def check(self, value):
+            return Integer(self.name, 0, self.n).check(2 * value) / 2
+
+        def encode(self, values):
+            return Integer(self.name, 0, self.n).encode(2 * np.asarray(values))
+
+        def decode(self, u):
+            return Integer(self.name, 0, self.n).decode(u) / 2
+
+    with pytest.raises(SpaceDefinitionError, match="Parameter subclass"):
+        PARAMETER_KINDS.register(dict, "dict")
+
+    @dataclass(frozen=True)
+    class NoCondition(Parameter):
+        kind = "no-condition"
+
+    with pytest.raises(SpaceDefinitionError, match="condition"):
+        PARAMETER_KINDS.register(NoCondition, "no-condition")
+    with pytest.raises(SpaceDefinitionError, match="type must be one of"):
+        Space.from_dict({"parameters": [{"type": "halves", "name": "h", "n": 4}]})
+    with PARAMETER_KINDS.scoped(Halves, "halves"):
+        halves = Space([Halves("h", 4)])
+        assert Space.from_dict(halves.to_dict()) == halves
+        u = halves.sample(jax.random.key(0), 64)
+        values = sorted({p["h"] for p in halves.from_unit(u)})
+        assert values == [0.0, 0.5, 1.0, 1.5, 2.0]
+        assert np.array_equal(halves.snap(u), u)  # sampled points come snapped
+        with pytest.raises(SpaceDefinitionError, match="unknown keys"):
+            Space.from_dict({"parameters": [{"type": "halves", "name": "h", "m": 4}]})
+    assert "halves" not in PARAMETER_KINDS

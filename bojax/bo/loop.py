@@ -114,7 +114,7 @@ def fit_classifier(state: BOState) -> BOState:
     if not _models_failures(state):
         return state
     settings, n = state.settings, len(state.y)
-    classifier = settings.make_failure_model()
+    classifier = settings.make_failure_model(state.space)
     previous = (
         state.classifier if state.classifier is not None else classifier.init(state.space.dim)
     )
@@ -136,7 +136,7 @@ def fit_surrogate(state: BOState) -> tuple[Surrogate, Any, tuple[np.ndarray, np.
     """The surrogate fitted to the successful evaluations, and those (unit points,
     warped outputs)."""
     settings, n = state.settings, len(state.y)
-    surrogate = settings.make_surrogate()
+    surrogate = settings.make_surrogate(state.space)
     ok = np.isfinite(state.y)
     x, y = state.u[ok], output_warping(state).forward(state.y[ok])
     previous = state.surrogate if state.surrogate is not None else surrogate.init(state.space.dim)
@@ -187,7 +187,7 @@ def _screen_function(surrogate: Surrogate, acquire: AcquisitionRecord, classifie
 def _success_diagnostics(state: BOState, u: np.ndarray, k: int) -> dict[str, float]:
     """P(success) at the proposal ``u`` and its largest value where the optimiser looked
     (its candidate grid and ``u``), which the driver's ``min_success_probability`` reads."""
-    settings, classifier = state.settings, state.settings.make_failure_model()
+    settings, classifier = state.settings, state.settings.make_failure_model(state.space)
     posteriors = classifier.conditioned(state.classifier)
     grid = candidate_grid(
         _keys(settings, k)[1], state.space, settings.optimizer, settings.num_candidates
@@ -233,7 +233,7 @@ def ask_batch(
         return points, state, [{"phase": "initial"} for _ in points]
 
     state = fit_classifier(state)
-    classifier = settings.make_failure_model() if _models_failures(state) else None
+    classifier = settings.make_failure_model(state.space) if _models_failures(state) else None
     feasibility = () if classifier is None else (classifier.conditioned(state.classifier),)
     if not np.isfinite(state.y).any():
         return _likeliest_successes(state, classifier, taken, first, q)
@@ -421,7 +421,7 @@ def success_predictor(state: BOState) -> Callable[[np.ndarray], np.ndarray] | No
     if not _models_failures(state):
         return None
     state = fit_classifier(state)
-    classifier = state.settings.make_failure_model()
+    classifier = state.settings.make_failure_model(state.space)
 
     def probability(u: np.ndarray) -> np.ndarray:
         u = jnp.asarray(u, dtype=jnp.float64).reshape(-1, state.space.dim)

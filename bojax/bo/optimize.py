@@ -13,6 +13,12 @@ arrays it reads (surrogate state, incumbent), so nothing recompiles between iter
   subset of the hyperparameter draws) may rank the grid; refinement and the final
   comparison always use the full score.
 
+On a space with categorical or ordinal parameters the refinement alternates: L-BFGS-B
+moves the numeric coordinates with the discrete ones held, then each point takes its
+best single discrete move (another choice, the next grid value) if that scores higher,
+until nothing moves. A space with finitely many points, at most ``num_candidates``, is
+enumerated and scored whole instead.
+
 Either way, integer coordinates are snapped to their values, candidates that repeat an
 evaluated or pending point are dropped, and NaN scores lose. The result is never NaN
 and never out of bounds; if every candidate repeats (a small integer space that is used
@@ -21,6 +27,8 @@ up) :class:`~bojax.errors.SpaceExhaustedError` is raised.
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable
 from functools import partial
 
@@ -30,7 +38,7 @@ import numpy as np
 
 from bojax.errors import SpaceExhaustedError
 from bojax.gp import bucket_size
-from bojax.spaces import Space, repeated_mask
+from bojax.spaces import IRRELEVANT, Space, repeated_mask
 
 Score = Callable[[jax.Array, object], jax.Array]
 
@@ -62,12 +70,20 @@ def _scores(score: Score, args, points: np.ndarray) -> np.ndarray:
     return np.asarray(_negated_total(score, args, points.ravel(), points.shape)[2])
 
 
-def _refine(score: Score, args, starts: np.ndarray, max_iterations: int, tolerance: float):
+def _refine(
+    score: Score,
+    args,
+    starts: np.ndarray,
+    max_iterations: int,
+    tolerance: float,
+    fixed: tuple[int, ...] = (),
+):
     """Maximise ``score`` from every start inside ``[0, 1]^d`` by L-BFGS-B (SciPy) on the
     sum over starts, as BoTorch's ``gen_candidates_scipy`` does: the starts do not
     interact, so the joint problem is the separate ones solved in one batched pass. Stops
     at ``max_iterations`` or when the projected gradient's largest entry is below
-    ``tolerance``; one compiled value-and-gradient program per batch shape."""
+    ``tolerance``; one compiled value-and-gradient program per batch shape. Coordinates
+    ``fixed`` (categorical and ordinal ones) keep their start values."""
     from scipy.optimize import minimize
 
     def objective(flat):
@@ -75,15 +91,87 @@ def _refine(score: Score, args, starts: np.ndarray, max_iterations: int, toleran
         value, grad, _ = _negated_total(score, args, flat, starts.shape)
         return float(value), np.asarray(grad, dtype=np.float64)
 
+    bounds = [(0.0, 1.0)] * starts.size
+    if fixed:
+        starts = np.clip(starts, 0.0, 1.0)  # a fixed irrelevant -1 is snapped back later
+        for i, j in np.ndindex(starts.shape[0], len(fixed)):
+            value = float(starts[i, fixed[j]])
+            bounds[i * starts.shape[1] + fixed[j]] = (value, value)
     result = minimize(
         objective,
         starts.ravel(),
         jac=True,
         method="L-BFGS-B",
-        bounds=[(0.0, 1.0)] * starts.size,
+        bounds=bounds,
         options={"maxiter": max_iterations, "gtol": tolerance},
     )
     return np.clip(result.x.reshape(starts.shape), 0.0, 1.0)
+
+
+def _power_of_two_rows(points: np.ndarray) -> np.ndarray:
+    """``points`` padded with copies of its first row to a power of two (at least 16)
+    rows: batches of varying size then compile a logarithmic number of programs."""
+    size = max(16, 1 << (len(points) - 1).bit_length())
+    return np.concatenate([points, np.repeat(points[:1], size - len(points), axis=0)])
+
+
+def _batch_scores(score: Score, args, points: np.ndarray) -> np.ndarray:
+    """``score`` at any number of points, through padded batches."""
+    return np.asarray(score(jnp.asarray(_power_of_two_rows(points)), args))[: len(points)]
+
+
+def _neighbours(space: Space, points: np.ndarray, moves: tuple[int, ...]):
+    """Every point one discrete move from each of ``points`` (one categorical switched,
+    one ordinal stepped), snapped so that children a move makes relevant or irrelevant
+    follow; with the index of the point each came from."""
+    rows, owners = [], []
+    for i, point in enumerate(points):
+        for j in moves:
+            if point[j] == IRRELEVANT:
+                continue
+            for value in space.parameters[j].neighbours(point[j]):
+                moved = point.copy()
+                moved[j] = value
+                rows.append(moved)
+                owners.append(i)
+    if not rows:
+        return np.zeros((0, space.dim)), np.zeros(0, int)
+    return space.snap(np.stack(rows)), np.asarray(owners)
+
+
+def _alternate(score, args, space, starts, moves, max_iterations, tolerance, rounds=4):
+    """Local search on a mixed space from every start: gradient refinement of the numeric
+    coordinates with the discrete ones held, then the best single discrete move of each
+    point if it scores higher, until no point moves or ``rounds`` are done (the
+    alternating scheme of BoTorch's mixed optimiser, with Optuna's one-move neighbours)."""
+    points = space.snap(starts)
+    for _ in range(rounds):
+        points = space.snap(_refine(score, args, points, max_iterations, tolerance, moves))
+        values = _scores(score, args, points)
+        moved, owners = _neighbours(space, points, moves)
+        if not len(moved):
+            break
+        moved_values = _batch_scores(score, args, moved)
+        improved = False
+        for i in range(len(points)):
+            own = np.flatnonzero(owners == i)
+            if own.size and np.nanmax(moved_values[own], initial=-np.inf) > values[i]:
+                points[i] = moved[own[np.nanargmax(moved_values[own])]]
+                improved = True
+        if not improved:
+            break
+    return points
+
+
+def _enumeration(space: Space, limit: int) -> np.ndarray | None:
+    """Every distinct point of a space whose parameters all have finitely many values,
+    snapped (conditions collapse the irrelevant ones), when there are at most ``limit``
+    combinations; None otherwise."""
+    grids = [p.grid() for p in space.parameters]
+    if any(g is None for g in grids) or math.prod(len(g) for g in grids) > limit:
+        return None
+    points = np.array(list(itertools.product(*grids)), dtype=np.float64)
+    return np.unique(space.snap(points), axis=0)
 
 
 def _starts(key, candidates, values, incumbent, num_refine: int, num_drawn: int) -> np.ndarray:
@@ -155,13 +243,31 @@ def propose(
     )
     taken = _padded(space.snap(taken), d)
     draw_key = jax.random.split(key)[1]
+    # Categorical and ordinal coordinates move by discrete steps, never by gradient.
+    moves = tuple(j for j, p in enumerate(space.parameters) if not p.continuous)
+    if moves:
+        everything = _enumeration(space, num_candidates)
+        if everything is not None:  # a small discrete space: score every point exactly
+            values = _batch_scores(score, args, everything)
+            best = _best_new(everything, values, taken)
+            if best is None:
+                raise SpaceExhaustedError(
+                    f"the space is exhausted: all {len(everything)} of its points are "
+                    "evaluated or pending"
+                )
+            return everything[best], float(values[best])
     candidates = candidate_grid(key, space, method, num_candidates)
     refining = method == "sobol" and num_refine > 0
     grid_score = screen if refining and screen is not None else score
     values = np.asarray(grid_score(jnp.asarray(candidates), args))
     if refining:
         starts = _starts(draw_key, candidates, values, incumbent, num_refine, num_drawn)
-        refined = space.snap(_refine(score, args, starts, refine_iterations, refine_tolerance))
+        if moves:
+            refined = _alternate(
+                score, args, space, starts, moves, refine_iterations, refine_tolerance
+            )
+        else:
+            refined = space.snap(_refine(score, args, starts, refine_iterations, refine_tolerance))
         if grid_score is score:
             candidates = np.concatenate([candidates, refined])
             values = np.concatenate([values, _scores(score, args, refined)])

@@ -277,15 +277,21 @@ class Settings:
             )
         return dataclasses.replace(self, **overrides)
 
-    def make_surrogate(self):
-        """The named surrogate, with ``samples`` draws per fit and ``burn_in`` if set."""
-        return SURROGATES().get(self.surrogate).configured(self.samples, self.burn_in)
+    def make_surrogate(self, space=None):
+        """The named surrogate, with ``samples`` draws per fit and ``burn_in`` if set,
+        adapted to ``space``'s inputs where given (categorical parameters)."""
+        from bojax.surrogates import for_space
 
-    def make_failure_model(self):
-        """The failure classifier, or None where failures are only dropped."""
-        from bojax.surrogates import get_failure_model
+        surrogate = SURROGATES().get(self.surrogate).configured(self.samples, self.burn_in)
+        return surrogate if space is None else for_space(surrogate, space)
 
-        return get_failure_model(self.failure_model)
+    def make_failure_model(self, space=None):
+        """The failure classifier, or None where failures are only dropped; adapted to
+        ``space``'s inputs where given."""
+        from bojax.surrogates import for_space, get_failure_model
+
+        model = get_failure_model(self.failure_model)
+        return model if model is None or space is None else for_space(model, space)
 
     def identity(self) -> dict[str, Any]:
         """What a journal records and a resume must match: the settings marked

@@ -25,7 +25,7 @@ traced pytrees. Hyperparameters are a dict::
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -36,7 +36,7 @@ from jax.scipy.linalg import solve_triangular
 from jaxtyping import Array, Bool, Float
 
 from bojax.errors import DataError
-from bojax.gp.kernels import AnyKernel, diagonal, get_kernel, gram
+from bojax.gp.kernels import AnyKernel, Overlap, diagonal, get_kernel, gram
 from bojax.gp.linalg import DEFAULT_LADDER, CholeskyResult, jittered_cholesky, raise_if_failed
 from bojax.gp.means import Mean, get_mean
 
@@ -109,6 +109,13 @@ class GP:
     def __post_init__(self) -> None:
         object.__setattr__(self, "kernel", get_kernel(self.kernel))
         object.__setattr__(self, "mean", get_mean(self.mean))
+
+    def with_categorical(self, categorical: tuple[int, ...]) -> GP:
+        """This GP with the coordinates ``categorical`` compared for equality only (its
+        kernel wrapped in :class:`~bojax.gp.kernels.Overlap`; same parameters)."""
+        if not categorical:
+            return self
+        return replace(self, kernel=Overlap(self.kernel, tuple(categorical)))
 
     def init_params(self, dim: int, noise: float = 1e-3) -> dict:
         """Default hyperparameters: the kernel's and mean's defaults, noise variance ``noise``."""

@@ -34,6 +34,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from bojax.registry import Registry
@@ -234,7 +235,50 @@ class ProductKernel(_Composable):
         return tuple(k.init(dim) for k in self.parts)
 
 
-AnyKernel = Kernel | SumKernel | ProductKernel
+#: The coordinate gap a categorical mismatch stands for (see :class:`Overlap`).
+CATEGORICAL_GAP = 0.5
+
+
+def overlap_inputs(categorical: tuple[int, ...], x, y):
+    """``(x', y')`` with every categorical coordinate relevant to both points replaced by
+    ``0`` and ``gap [x_i != y_i]``, so a kernel of differences sees a mismatch, not a
+    distance between the choices' codes; other coordinates are unchanged.
+
+    For a stationary kernel this is the overlap (Hamming) distance inside its ``r^2``,
+    with a length-scale per categorical: ``r^2 = sum_num ((x_i - y_i)/ell_i)^2 + sum_cat
+    gap^2 [x_i != y_i] / ell_i^2``, the squared Euclidean distance of a one-hot embedding,
+    so every kernel valid in Euclidean space stays positive definite (the distance Optuna's
+    GPSampler uses). Under the arc kernel a mismatch is an arc of ``pi rho_i gap``; with
+    ``gap = 1/2`` the choices then sit on a regular simplex, so it stays valid there too.
+    """
+    mask = np.zeros(x.shape[-1], bool)
+    mask[list(categorical)] = True
+    both = mask & (x != IRRELEVANT) & (y != IRRELEVANT)
+    return jnp.where(both, 0.0, x), jnp.where(both, jnp.where(x != y, CATEGORICAL_GAP, 0.0), y)
+
+
+@dataclass(frozen=True)
+class Overlap(_Composable):
+    """``k(x', y')`` with the categorical coordinates ``categorical`` compared for equality
+    only (:func:`overlap_inputs`); parameters are ``kernel``'s own, so each categorical
+    keeps its length-scale and prior and is sampled like the others. Surrogates wrap their
+    kernel in it for a space with categorical parameters."""
+
+    kernel: AnyKernel
+    categorical: tuple[int, ...]
+
+    @property
+    def name(self) -> str:
+        return f"overlap({self.kernel.name}, {list(self.categorical)})"
+
+    def __call__(self, params: Params, x, y):
+        return self.kernel(params, *overlap_inputs(self.categorical, x, y))
+
+    def init(self, dim: int) -> Params:
+        return self.kernel.init(dim)
+
+
+AnyKernel = Kernel | SumKernel | ProductKernel | Overlap
 
 
 KERNELS: Registry[Kernel] = Registry("kernel")

@@ -6,12 +6,12 @@
     study = optuna.create_study(sampler=BojaxSampler(surrogate="gp-slice", seed=0))
     study.optimize(objective, n_trials=40)
 
-Optuna keeps the storage, pruning and dashboard; bojax proposes the parameters it can
-model, jointly ("relative sampling"): float and int distributions, with their log
-scales (a float ``step`` or an int step above 1 is left to the independent sampler).
-Everything else (categorical parameters, the first ``n_startup_trials`` trials, a
-multi-objective study) goes to ``independent_sampler`` (Optuna's ``RandomSampler`` by
-default), as Optuna's own GP sampler does.
+Optuna keeps the storage, pruning and dashboard; bojax proposes every parameter jointly
+("relative sampling"): floats and ints with their log scales, stepped floats and ints as
+ordinal grids, and categorical choices (compared for equality by an overlap kernel, and
+searched by switching choices). Only what it cannot model (a categorical with a ``None``
+choice, the first ``n_startup_trials`` trials, a multi-objective study) goes to
+``independent_sampler`` (Optuna's ``RandomSampler`` by default).
 
 Completed trials are observations; failed trials enter as failed evaluations, which
 bojax's failure classifier learns from (its acquisition is weighted by the probability
@@ -36,30 +36,48 @@ except ModuleNotFoundError as error:  # optuna is not a bojax dependency
     raise ModuleNotFoundError(
         "bojax.integrations.optuna needs Optuna: `uv add optuna` (or `pip install optuna`)"
     ) from error
-from optuna.distributions import BaseDistribution, FloatDistribution, IntDistribution
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
 from optuna.samplers import BaseSampler, RandomSampler
 from optuna.search_space import IntersectionSearchSpace
 from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from bojax.errors import SpaceDefinitionError
+from bojax.parameters import Categorical, Ordinal, Parameter
 from bojax.spaces import Integer, Real, Space
 
 
-def _modelled(distribution: BaseDistribution) -> bool:
-    if isinstance(distribution, FloatDistribution):
-        return distribution.step is None
-    if isinstance(distribution, IntDistribution):
-        return distribution.step == 1
-    return False
+def _parameter(name: str, d: BaseDistribution) -> Parameter | None:
+    """The bojax parameter an Optuna distribution stands for, or None where bojax cannot
+    model it (a categorical with a ``None`` choice)."""
+    if isinstance(d, CategoricalDistribution):
+        try:
+            return Categorical(name, d.choices)
+        except SpaceDefinitionError:
+            return None
+    if isinstance(d, FloatDistribution):
+        if d.step is None:
+            return Real(name, d.low, d.high, log=d.log)
+        steps = round((d.high - d.low) / d.step)
+        return Ordinal(name, tuple(d.low + k * d.step for k in range(steps + 1)))
+    if isinstance(d, IntDistribution):
+        if d.step == 1:
+            return Integer(name, d.low, d.high, log=d.log)
+        return Ordinal(name, tuple(range(d.low, d.high + 1, d.step)))
+    return None
+
+
+def _modelled(name: str, d: BaseDistribution) -> bool:
+    return not d.single() and _parameter(name, d) is not None
 
 
 def _space(search_space: dict[str, BaseDistribution]) -> Space:
-    return Space(
-        [
-            (Real if isinstance(d, FloatDistribution) else Integer)(name, d.low, d.high, log=d.log)
-            for name, d in sorted(search_space.items())
-        ]
-    )
+    return Space([_parameter(name, d) for name, d in sorted(search_space.items())])
 
 
 class BojaxSampler(BaseSampler):
@@ -110,7 +128,7 @@ class BojaxSampler(BaseSampler):
         if len(study.directions) > 1:
             return {}  # multi-objective: not modelled; the independent sampler decides
         space = self._intersection.calculate(study)
-        return {name: d for name, d in space.items() if _modelled(d) and not d.single()}
+        return {name: d for name, d in space.items() if _modelled(name, d)}
 
     def sample_relative(
         self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
@@ -146,9 +164,7 @@ class BojaxSampler(BaseSampler):
         points, state, _ = ask_batch(state, 1, pending)
         self._chains[key] = (state.surrogate, state.classifier)
         proposal = space.from_unit(points[0])
-        return {
-            n: (int(v) if isinstance(space[n], Integer) else float(v)) for n, v in proposal.items()
-        }
+        return dict(proposal)  # Python ints and floats, as the parameters' kinds decode
 
     def sample_independent(
         self,

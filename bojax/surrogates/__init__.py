@@ -21,7 +21,7 @@ from bojax.registry import Registry
 from bojax.surrogates.bnn import REPORT_BNN, BNNState, BNNSurrogate
 from bojax.surrogates.classifier import ClassifierState, GPClassifier
 from bojax.surrogates.gaussian_process import GPState, GPSurrogate, fixed_se
-from bojax.surrogates.protocol import Surrogate
+from bojax.surrogates.protocol import Surrogate, for_space
 
 _BUILT_IN: dict[str, Surrogate] = {
     # The default: Spearmint's sampler, one coordinate-slice chain burning in 256 sweeps on
@@ -105,6 +105,7 @@ __all__ = [
     "GPSurrogate",
     "Surrogate",
     "fixed_se",
+    "for_space",
     "get_failure_model",
     "get_surrogate",
 ]

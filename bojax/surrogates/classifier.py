@@ -28,7 +28,7 @@ it (:func:`bojax.bo.acquisition.weighted_by_success`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -106,6 +106,11 @@ class GPClassifier:
         if not (isinstance(self.burn_in, int) and self.burn_in >= 0):
             raise ValueError(f"burn_in must be a non-negative integer, got {self.burn_in!r}")
         priors.get_prior(self.prior)
+
+    def for_space(self, space) -> GPClassifier:
+        """This classifier with ``space``'s categorical coordinates compared for equality
+        only (an overlap kernel)."""
+        return replace(self, model=self.model.with_categorical(space.categorical))
 
     def _hyperprior(self, dim: int) -> PyTree:
         """The named prior set's priors on the kernel and the mean (no noise: the latent
@@ -202,6 +207,12 @@ def _log_likelihood(data: gp.Data, f) -> jax.Array:
     return jnp.sum(jnp.where(data.mask, log_ndtr(data.y * f), 0.0))
 
 
+class Sweep(NamedTuple):
+    """The Gibbs chain's state: flat hyperparameters and whitened latents ``(z, v)``."""
+
+    position: tuple[jax.Array, jax.Array]
+
+
 @partial(jax.jit, static_argnums=0)
 def _fit_classifier(classifier: GPClassifier, key, prior, data, position, latent, first):
     model = classifier.model
@@ -214,49 +225,57 @@ def _fit_classifier(classifier: GPClassifier, key, prior, data, position, latent
         chol, mean = _whitened(model, _params(prior, unravel(z)), data)
         return jnp.where(chol.ok, mean + chol.factor @ v, jnp.nan)
 
-    def sweep(i, state):
-        z, v = state
-        latent_key, hyper_key = jax.random.split(jax.random.fold_in(key, i))
+    # Elliptical slice, looked up by name as every sampler is (bojax.inference.SAMPLERS).
+    elliptical = inference.SAMPLERS.get("elliptical").kernel
+
+    def step(key, state):
+        """One Gibbs sweep: ``latent_steps`` elliptical slice steps on ``v`` given the
+        hyperparameters (reference N(0, I), the prior of ``v``), then one on ``z`` given
+        ``v`` (the prior's Gaussian reference)."""
+        z, v = state.position
+        latent_key, hyper_key = jax.random.split(key)
         chol, mean = _whitened(model, _params(prior, unravel(z)), data)
 
         def latent_density(u):  # the target of v given the hyperparameters
             return -0.5 * jnp.sum(u**2) + _log_likelihood(data, mean + chol.factor @ u)
 
-        def latent_step(j, carry):
-            u, logp, accepted = carry
-            u, logp, ok, _ = inference.elliptical_step(
-                jax.random.fold_in(latent_key, j), u, logp, latent_density, zeros, ones
-            )
-            return u, logp, accepted + ok
+        latent = elliptical(latent_density, zeros, ones)
 
-        v, _, accepted = jax.lax.fori_loop(
-            0, classifier.latent_steps, latent_step, (v, latent_density(v), jnp.asarray(0))
+        def latent_step(j, carry):
+            inner, accepted = carry
+            inner, info = latent.step(jax.random.fold_in(latent_key, j), inner)
+            return inner, accepted + info.is_accepted
+
+        inner, accepted = jax.lax.fori_loop(
+            0, classifier.latent_steps, latent_step, (latent.init(v), jnp.asarray(0))
         )
+        v = inner.position
         if classifier.fixed is None:
 
             def hyper_density(flat):  # the hyperparameters given the whitened latents
                 log_prior = priors.log_prior_unconstrained(prior, unravel(flat))
                 return log_prior + _log_likelihood(data, latent_function(flat, v))
 
-            z, *_ = inference.elliptical_step(
-                hyper_key, z, hyper_density(z), hyper_density, reference_mean, reference_sd
-            )
-        return (z, v), jnp.concatenate([z, v]), accepted == classifier.latent_steps, 1
+            hyper = elliptical(hyper_density, reference_mean, reference_sd)
+            z = hyper.step(hyper_key, hyper.init(z))[0].position
+        return Sweep((z, v)), accepted == classifier.latent_steps
 
-    (z, v), kept, accepted, _ = inference.kept_steps(
-        sweep,
-        (flat_position, latent),
+    state, kept, accepted = inference.run_kernel(
+        key,
+        inference.SamplingAlgorithm(Sweep, step),
+        Sweep((flat_position, latent)),
         classifier.num_samples,
-        classifier.burn_in,
-        classifier.thin,
-        first,
+        burn_in=classifier.burn_in,
+        thin=classifier.thin,
+        burn=first,
     )
-    size = flat_position.shape[0]
+    (z, v), accepted = state.position, accepted[:, -1]
 
     def conditioned(draw):
-        params = _params(prior, unravel(draw[:size]))
+        z, v = draw
+        params = _params(prior, unravel(z))
         chol, mean = _whitened(model, params, data)
-        f = jnp.where(data.mask, mean + chol.factor @ draw[size:], 0.0)
+        f = jnp.where(data.mask, mean + chol.factor @ v, 0.0)
         return core.solved(model, params, data._replace(y=f), chol)
 
     posteriors = jax.vmap(conditioned)(kept)

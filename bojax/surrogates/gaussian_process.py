@@ -1,12 +1,13 @@
 """Gaussian-process surrogates (:class:`GPSurrogate`) for the :class:`Surrogate` protocol.
 
-:class:`GPSurrogate` treats the GP's hyperparameters fully Bayesian: ``slice``
+:class:`GPSurrogate` treats the GP's hyperparameters fully Bayesian with any sampler
+registered in :data:`bojax.inference.SAMPLERS`, named by ``method``: ``slice``
 (Spearmint's choice, the ensemble-design and arc-kernel reports), ``elliptical`` (many
 chains, ``gp-ess``), ``nuts``, or ``map`` (a point estimate, S = 1), or keeps them
 ``fixed`` at given values (S = 1; the architecture-search report's GP, whose alpha,
-sigma and ell are chosen by hand). Chains burn in on the first fit only and then
-continue across BO iterations from their last positions, so later fits cost only the
-retained steps.
+sigma and ell are chosen by hand). Chains that continue (the record says so) burn in on
+the first fit only and then continue across BO iterations from their last positions, so
+later fits cost only the retained steps.
 """
 
 from __future__ import annotations
@@ -24,9 +25,6 @@ from bojax.gp import fantasies as fantasy
 from bojax.gp import priors
 
 PyTree = Any
-
-
-METHODS = ("slice", "elliptical", "nuts", "map", "fixed")
 
 
 class GPState(NamedTuple):
@@ -52,7 +50,7 @@ def _log_posterior(model: gp.GP, prior, data: gp.Data, z) -> jax.Array:
 @dataclass(frozen=True)
 class GPSurrogate:
     """A GP whose hyperparameters are sampled (``slice``, ``elliptical``, ``nuts``), fitted
-    by ``map``, or ``fixed``.
+    by ``map``, or ``fixed``: ``method`` names a record of :data:`bojax.inference.SAMPLERS`.
 
     The samplers run ``chains`` chains side by side (vmapped, one program); each burns in
     for ``burn_in`` steps on the run's first fit and continues from where it stopped on
@@ -64,7 +62,7 @@ class GPSurrogate:
     """
 
     model: gp.GP = field(default_factory=gp.GP)
-    method: str = "slice"
+    method: str = "slice"  # a sampler registered in bojax.inference.SAMPLERS
     num_samples: int = 128  # draws kept per fit, over all chains
     chains: int = 1  # parallel chains (slice, elliptical, NUTS); num_samples is a multiple
     burn_in: int = 256  # steps per chain on the first fit (slice sweeps, NUTS warm-up)
@@ -79,9 +77,8 @@ class GPSurrogate:
     fixed: Callable[[gp.GP, int], PyTree] | None = None  # (model, dim) -> params, for "fixed"
 
     def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
-        if (self.method == "fixed") != (self.fixed is not None):
+        sampler = self.sampler  # a typed error now for an unknown method
+        if sampler.moves == (self.fixed is not None):
             raise ValueError("method='fixed' needs fixed=(model, dim) -> params, and only it")
         counts = (
             "num_samples",
@@ -102,13 +99,18 @@ class GPSurrogate:
             raise ValueError(
                 f"num_samples ({self.num_samples}) must be a multiple of chains ({self.chains})"
             )
-        if self.chains > 1 and self.method in ("map", "fixed"):
+        if self.chains > 1 and sampler.point:
             raise ValueError(f"method={self.method!r} has no chains; leave chains at 1")
         priors.get_prior(self.prior)  # a typed error now for an unknown prior set
 
     @property
+    def sampler(self) -> inference.SamplerRecord:
+        """The record of ``method`` (looked up on use: a scoped registration counts)."""
+        return inference.SAMPLERS.get(self.method)
+
+    @property
     def samples_per_fit(self) -> int:
-        return 1 if self.method in ("map", "fixed") else self.num_samples
+        return 1 if self.sampler.point else self.num_samples
 
     def init(self, dim: int, prior: PyTree | None = None) -> GPState:
         """Fresh state; ``prior`` overrides ``self.prior(model, dim)`` for this run only."""
@@ -134,11 +136,13 @@ class GPSurrogate:
 
     def fit(self, key: jax.Array, state: GPState, data: gp.Data) -> GPState:
         """Draw hyperparameters given ``data`` and condition one GP per draw."""
-        # Slice and NUTS burn in on the first fit, MAP restarts widely; "fixed" has no fit.
-        first = state.fits == 0 and self.method != "fixed"
-        # Slice fits differ only in whether they burn in and MAP fits in how many starts
-        # they try: one program each, the flag traced. A NUTS warm-up length sets shapes.
-        warmup = (self.burn_in if first else self.warmup_later) if self.method == "nuts" else None
+        # Samplers burn in on the first fit, MAP restarts widely.
+        sampler, first = self.sampler, state.fits == 0
+        # Fits of a continuing chain differ only in whether they burn in and MAP fits in
+        # how many starts they try: one program each, the flag traced. A sampler that
+        # adapts afresh every fit (NUTS) warms up for a length that sets shapes.
+        adapts = not (sampler.continues or sampler.point)
+        warmup = (self.burn_in if first else self.warmup_later) if adapts else None
         samples, posteriors, position, widths, diagnostics = _fit(
             self, warmup, key, state.prior, data, state.position, state.widths, first
         )
@@ -170,12 +174,17 @@ class GPSurrogate:
         # the ensemble report's 5000 draws x 2000 candidates); equal to a vmap otherwise.
         return jax.lax.map(lambda post: gp.predict(self.model, post, x), posteriors, batch_size=256)
 
+    def for_space(self, space) -> GPSurrogate:
+        """This surrogate with ``space``'s categorical coordinates compared for equality
+        only (an overlap kernel; the same hyperparameters, priors and sampler)."""
+        return replace(self, model=self.model.with_categorical(space.categorical))
+
     def configured(self, samples: int | None = None, burn_in: int | None = None) -> GPSurrogate:
         """This surrogate with ``samples`` draws per fit and ``burn_in`` if given (MAP and
         fixed hyperparameters have neither). ``samples`` draws come from the largest number
         of chains, at most ``chains``, that divides them (16 chains asked for 10 draws run
         10 chains; for 20 draws, 10 chains of 2)."""
-        if self.method in ("map", "fixed"):
+        if self.sampler.point:
             return self
         samples = self.num_samples if samples is None else samples
         chains = max(k for k in range(1, min(self.chains, samples) + 1) if samples % k == 0)
@@ -230,16 +239,30 @@ class GPSurrogate:
 
 @partial(jax.jit, static_argnums=(0, 1))
 def _fit(surrogate: GPSurrogate, warmup, key, prior, data, position, widths, first):
-    """One fit; ``first`` (traced) is whether it is the run's first (samplers burn in, MAP
-    tries ``map_restarts`` starts); ``warmup`` is the NUTS warm-up length, a compile-time
-    constant because it sets the adaptation's shapes (``None`` for the other methods).
-    ``position`` and ``widths`` have a leading chain axis."""
+    """One fit by the sampler ``surrogate.method`` names; ``first`` (traced) is whether it
+    is the run's first (continuing chains burn in, MAP tries ``map_restarts`` starts);
+    ``warmup`` is the warm-up length of a sampler that adapts afresh each fit (NUTS), a
+    compile-time constant because it sets the adaptation's shapes (else ``None``).
+    ``position`` and ``widths`` (the chains' carried tuning) have a leading chain axis."""
     model = surrogate.model
 
     def logdensity(z):
         return _log_posterior(model, prior, data, z)
 
-    if surrogate.method in ("slice", "elliptical", "nuts"):
+    record = inference.SAMPLERS.get(surrogate.method)
+    if record.point:
+        # Later fits start from the previous optimum, which moves little as one point
+        # arrives, plus fresh prior draws so other modes keep being tried.
+        start = jax.tree.map(lambda a: a[0], position)
+        most = max(surrogate.map_restarts, surrogate.map_restarts_later)
+        count = jnp.where(first, surrogate.map_restarts, surrogate.map_restarts_later)
+        draws = jax.vmap(lambda k: priors.sample_unconstrained(k, prior, start))(
+            jax.random.split(key, most - 1)
+        )
+        starts = jax.tree.map(lambda p, d: jnp.concatenate([p[None], d]), start, draws)
+        chain = record.run(key, logdensity, starts, count=count, steps=surrogate.map_steps)
+        positions, last, diagnostics = chain.positions, chain.positions, chain.diagnostics
+    else:
         samples_key, spread_key = jax.random.split(key)
         chains, draws = surrogate.chains, surrogate.num_samples // surrogate.chains
         if chains > 1:
@@ -258,41 +281,22 @@ def _fit(surrogate: GPSurrogate, warmup, key, prior, data, position, widths, fir
         else:
             keys = key[None]  # one chain: the key as before, so Spearmint runs are unchanged
         reference = priors.gaussian_reference(prior, jax.tree.map(lambda a: a[0], position))
-        mean, sd = (jax.flatten_util.ravel_pytree(r)[0] for r in reference)
+        schedule = dict(
+            # A chain that continues burns in on the first fit only; one that adapts
+            # afresh (NUTS) warms up for ``warmup`` steps every fit.
+            burn_in=surrogate.burn_in if warmup is None else warmup,
+            thin=surrogate.thin,
+            burn=first,
+            reference=tuple(jax.flatten_util.ravel_pytree(r)[0] for r in reference),
+        )
 
         def one_chain(k, z, w):
-            if surrogate.method == "slice":
-                return inference.slice_chain(
-                    k,
-                    logdensity,
-                    z,
-                    draws,
-                    burn_in=surrogate.burn_in,
-                    thin=surrogate.thin,
-                    widths=w,
-                    burn=first,
-                )
-            if surrogate.method == "elliptical":
-                return inference.elliptical_slice_chain(
-                    k,
-                    logdensity,
-                    z,
-                    draws,
-                    mean=mean,
-                    sd=sd,
-                    burn_in=surrogate.burn_in,
-                    thin=surrogate.thin,
-                    burn=first,
-                )
-            chain = inference.nuts_chain(k, logdensity, z, draws, warmup=warmup)
-            return chain._replace(tuning=w)
+            return record.run(k, logdensity, z, draws, tuning=w, **schedule)
 
-        if surrogate.method == "elliptical" and chains >= 4 and chains % 2 == 0:
-            chain = inference.parallel_elliptical_slice(
-                samples_key, logdensity, position, draws, burn_in=surrogate.burn_in,
-                thin=surrogate.thin, burn=first,
-            )  # fmt: skip
-            chain = chain._replace(tuning=widths)
+        if record.population is not None and chains >= 4 and chains % 2 == 0:
+            chain = record.population(
+                samples_key, logdensity, position, draws, tuning=widths, **schedule
+            )
         elif chains == 1:
             # Spearmint's one chain runs as it is and gains its chain axis after: a vmap
             # over one chain gives the same draws but ~0.2 s more tracing in every run.
@@ -302,28 +306,11 @@ def _fit(surrogate: GPSurrogate, warmup, key, prior, data, position, widths, fir
             chain = jax.vmap(one_chain)(keys, position, widths)
         positions = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), chain.positions)
         last, widths = jax.tree.map(lambda a: a[:, -1], chain.positions), chain.tuning
-        if surrogate.method == "elliptical":
-            widths = jnp.ones_like(widths)  # elliptical slice keeps no per-chain tuning
         diagnostics = {
             "acceptance": jnp.mean(chain.diagnostics["acceptance"]),
             "divergences": jnp.sum(jnp.asarray(chain.diagnostics["divergences"])),
             "ess": inference.effective_sample_size(chain.positions, chains=True),
         }
-    elif surrogate.method == "fixed":
-        positions = jax.tree.map(lambda leaf: leaf[:1], position)
-        last, diagnostics = position, {}
-    else:
-        # Later fits start from the previous optimum, which moves little as one point
-        # arrives, plus fresh prior draws so other modes keep being tried.
-        start = jax.tree.map(lambda a: a[0], position)
-        most = max(surrogate.map_restarts, surrogate.map_restarts_later)
-        count = jnp.where(first, surrogate.map_restarts, surrogate.map_restarts_later)
-        draws = jax.vmap(lambda k: priors.sample_unconstrained(k, prior, start))(
-            jax.random.split(key, most - 1)
-        )
-        starts = jax.tree.map(lambda p, d: jnp.concatenate([p[None], d]), start, draws)
-        chain = inference.map_fit(logdensity, starts, count=count, steps=surrogate.map_steps)
-        positions, last, diagnostics = chain.positions, chain.positions, chain.diagnostics
     samples = jax.vmap(lambda z: priors.to_constrained(prior, z))(positions)
     posteriors = jax.vmap(gp.posterior, in_axes=(None, 0, None))(model, samples, data)
     diagnostics = {

@@ -49,3 +49,11 @@ class Surrogate(Protocol):
     # A fitted state's attribute ``diagnostics`` (a dict of floats: acceptance, ess, ...)
     # is journalled with each proposal; a method ``fantasize`` conditions on pending
     # points (bojax.gp.fantasies; without it the loop refits on believed outcomes).
+
+
+def for_space(model: Any, space: Any) -> Any:
+    """``model`` adapted to ``space``'s inputs: a surrogate or classifier with a
+    ``for_space(space)`` method adapts itself (the GPs compare categorical coordinates for
+    equality only); one without it sees the unit coordinates as numbers."""
+    adapt = getattr(model, "for_space", None)
+    return model if adapt is None else adapt(space)

@@ -1,0 +1,230 @@
+"""Categorical and ordinal parameters: values, coordinates, conditions and files."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bojax.errors import InvalidValueError, ParameterTypeError, SpaceDefinitionError
+from bojax.parameters import Categorical, Ordinal
+from bojax.spaces import IRRELEVANT, Integer, Real, Space, load_space, repeated_mask
+
+NET = Space(
+    [
+        Categorical("optimizer", ("adam", "sgd", "rmsprop")),
+        Real("momentum", 0.0, 0.99, condition=("optimizer", "in", ("sgd", "rmsprop"))),
+        Categorical("nesterov", (True, False), condition=("optimizer", "==", "sgd")),
+        Ordinal("batch", (16, 32, 64, 128), log=True),
+        Categorical("width", (32, 64, "auto")),
+        Integer("layers", 1, 3),
+    ]
+)
+
+
+def test_choices_round_trip_through_their_bins_and_keep_their_types():
+    point = {"optimizer": "sgd", "momentum": 0.9, "nesterov": False, "batch": 64, "width": "auto",
+             "layers": 2}  # fmt: skip
+    u = NET.to_unit(point)
+    np.testing.assert_allclose(u[[0, 2, 4]], [1.5 / 3, 1.5 / 2, 2.5 / 3])
+    back = NET.from_unit(u)
+    assert back == point
+    assert type(back["nesterov"]) is bool and type(back["batch"]) is int
+    assert NET.from_unit(NET.to_unit(point | {"width": 64}))["width"] == 64
+
+
+def test_ordinal_coordinates_follow_the_declared_spacing():
+    # Powers of two, log-spaced: equal bins, like an integer exponent.
+    batch = Ordinal("batch", (16, 32, 64, 128), log=True)
+    np.testing.assert_allclose(
+        batch.encode(np.array([16, 32, 64, 128])), [1 / 8, 3 / 8, 5 / 8, 7 / 8]
+    )
+    # Linear spacing: 0.1 and 0.2 are closer than 0.2 and 0.5.
+    rate = Ordinal("rate", (0.1, 0.2, 0.5, 1.0))
+    c = rate.encode(np.array([0.1, 0.2, 0.5, 1.0]))
+    assert c[1] - c[0] < c[2] - c[1] < c[3] - c[2] + 1e-12
+    # Consecutive integers are exactly the Integer kind.
+    np.testing.assert_allclose(
+        Ordinal("k", (1, 2, 3, 4, 5)).encode(np.arange(1, 6)),
+        Integer("k", 1, 5).encode(np.arange(1, 6)),
+    )
+    u = np.linspace(0, 1, 1001)
+    np.testing.assert_array_equal(rate.decode(rate.snap(u)), rate.decode(u))
+    assert set(rate.decode(u)) == {0.1, 0.2, 0.5, 1.0}
+
+
+def test_sampling_draws_each_choice_equally_and_snaps():
+    u = NET.sample(jax.random.key(0), 3000)
+    assert np.array_equal(NET.snap(u), u)
+    optimizers = [p["optimizer"] for p in NET.from_unit(u)]
+    counts = np.array([optimizers.count(c) for c in ("adam", "sgd", "rmsprop")])
+    assert abs(counts / 3000 - 1 / 3).max() < 0.03
+    # Conditional choices: momentum exists for sgd and rmsprop, nesterov for sgd only.
+    for p, row in zip(NET.from_unit(u), u, strict=True):
+        assert ("momentum" in p) == (p["optimizer"] != "adam")
+        assert ("nesterov" in p) == (p["optimizer"] == "sgd")
+        assert (row[2] == IRRELEVANT) == (p["optimizer"] != "sgd")
+
+
+def test_points_that_name_the_same_choices_repeat_exactly():
+    u = NET.sample(jax.random.key(1), 50)
+    jitter = u + np.where(u == IRRELEVANT, 0.0, 0.01)
+    assert np.asarray(repeated_mask(NET.snap(np.clip(jitter, -1, 1)), u)).mean() > 0.3
+
+
+@pytest.mark.parametrize(
+    "point, error, message",
+    [
+        ({"optimizer": "adamw"}, InvalidValueError, "not one of the choices"),
+        ({"optimizer": 1}, InvalidValueError, "not one of the choices"),
+        ({"optimizer": "sgd", "momentum": 0.5, "nesterov": 1}, InvalidValueError, "choices"),
+        ({"batch": 48}, InvalidValueError, "not one of"),
+        ({"batch": "64"}, ParameterTypeError, "expected a number"),
+        ({"width": "32"}, InvalidValueError, "choices"),
+    ],
+)
+def test_a_value_outside_the_choices_is_a_typed_error_naming_it(point, error, message):
+    base = {"optimizer": "adam", "batch": 32, "width": 32, "layers": 1}
+    with pytest.raises(error, match=message):
+        NET.validate(base | point)
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: Categorical("a", ("x",)), "at least two"),
+        (lambda: Categorical("a", ("x", "x")), "repeat"),
+        (lambda: Categorical("a", "xy"), "list of values"),
+        (lambda: Categorical("a", ("x", None)), "a choice is"),
+        (lambda: Categorical("a", (1, True)), None),  # True is not 1 here: allowed
+        (lambda: Ordinal("b", (32, 16)), "strictly increasing"),
+        (lambda: Ordinal("b", (0, 16), log=True), "values > 0"),
+        (lambda: Space([Categorical("o", ("a", "b")), Real("m", 0, 1, condition=("o", ">=", 1))]),
+         "orders the categorical"),
+        (lambda: Space([Categorical("o", ("a", "b")), Real("m", 0, 1, condition=("o", "==", "c"))]),
+         "can never hold"),
+    ],
+)  # fmt: skip
+def test_bad_categorical_and_ordinal_definitions_are_refused(make, message):
+    if message is None:
+        make()
+        return
+    with pytest.raises(SpaceDefinitionError, match=message):
+        make()
+
+
+def test_mixed_spaces_serialise_and_load_from_files(tmp_path):
+    assert Space.from_dict(NET.to_dict()) == NET
+    file = tmp_path / "space.toml"
+    file.write_text(
+        '[optimizer]\ntype = "categorical"\nchoices = ["adam", "sgd", "rmsprop"]\n'
+        '[momentum]\ntype = "real"\nlow = 0.0\nhigh = 0.99\n'
+        'condition = ["optimizer", "in", ["sgd", "rmsprop"]]\n'
+        '[nesterov]\ntype = "categorical"\nchoices = [true, false]\n'
+        'condition = ["optimizer", "==", "sgd"]\n'
+        '[batch]\ntype = "ordinal"\nvalues = [16, 32, 64, 128]\nlog = true\n'
+        '[width]\ntype = "categorical"\nchoices = [32, 64, "auto"]\n'
+        '[layers]\ntype = "integer"\nlow = 1\nhigh = 3\n'
+    )
+    assert load_space(file) == NET
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[optimizer]\ntype = "categorical"\nvalues = ["a", "b"]\n')
+    with pytest.raises(SpaceDefinitionError, match="needs choices"):
+        load_space(bad)
+
+
+def test_the_overlap_kernel_is_matern_on_the_hamming_and_euclidean_distance():
+    """Against a float64 NumPy reference: ``r^2 = sum_num ((x - y)/ell)^2 + sum_cat gap^2
+    [x != y] / ell^2``; a categorical's codes carry no order (choices 0 and 2 are as far
+    apart as 0 and 1)."""
+    from bojax.gp import kernels
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(size=(30, 4))
+    x[:, [1, 3]] = (rng.integers(0, 3, size=(30, 2)) + 0.5) / 3  # two categoricals, K = 3
+    ell = np.array([0.3, 0.7, 0.5, 0.2])
+    params = {"amplitude": jnp.asarray(1.7), "lengthscales": jnp.asarray(ell)}
+    mixed = kernels.Overlap(kernels.get_kernel("matern52"), (1, 3))
+    got = np.asarray(kernels.gram(mixed, params, x, x))
+    cat = np.array([False, True, False, True])
+    diff = np.abs(x[:, None, :] - x[None, :, :])
+    diff = np.where(cat, kernels.CATEGORICAL_GAP * (diff > 0), diff) / ell
+    r = np.sqrt((diff**2).sum(-1))
+    want = 1.7 * (1 + np.sqrt(5) * r + 5 / 3 * r**2) * np.exp(-np.sqrt(5) * r)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    a, b, c = (np.array([[0.5, k, 0.5, 1 / 6]]) for k in (1 / 6, 3 / 6, 5 / 6))
+    assert float(kernels.gram(mixed, params, a, b)[0, 0]) == float(
+        kernels.gram(mixed, params, a, c)[0, 0]
+    )
+
+
+@pytest.mark.parametrize("name", ["arc", "se", "matern52"])
+def test_overlap_kernels_stay_positive_definite_with_irrelevant_coordinates(name):
+    from bojax.gp import kernels
+
+    space = NET  # a conditional mixed space: momentum and nesterov are sometimes absent
+    u = space.sample(jax.random.key(3), 200)
+    categorical = tuple(j for j, p in enumerate(space.parameters) if p.categorical)
+    kernel = kernels.Overlap(kernels.get_kernel(name), categorical)
+    params = kernel.init(space.dim)
+    if "rho" in params:
+        params = params | {"rho": jnp.ones(space.dim)}  # the widest arcs
+    params = params | {"lengthscales": jnp.full(space.dim, 0.3)}
+    gram = np.asarray(kernels.gram(kernel, params, u, u))
+    np.testing.assert_allclose(gram, gram.T, atol=1e-12)
+    assert np.linalg.eigvalsh(gram).min() > -1e-9
+
+
+def _network_loss(p):
+    """A stand-in for a training: the optimizer's offset, a bowl in log10(lr), and SGD's
+    momentum (which exists only for SGD) pulling towards 0.9; best -0.05 at SGD."""
+    offset = {"adam": 0.0, "sgd": 0.3, "rmsprop": 0.6}[p["optimizer"]]
+    value = offset + (np.log10(p["lr"]) + 2.5) ** 2 + {"relu": 0.2, "tanh": 0.5}[p["act"]]
+    value += 0.1 * abs(np.log2(p["batch"]) - 6)
+    if p["optimizer"] == "sgd":
+        value += (p["momentum"] - 0.9) ** 2 - 0.35
+    return float(value)
+
+
+MIXED = Space(
+    [
+        Categorical("optimizer", ("adam", "sgd", "rmsprop")),
+        Real("lr", 1e-4, 1e-1, log=True),
+        Real("momentum", 0.0, 0.99, condition=("optimizer", "==", "sgd")),
+        Ordinal("batch", (16, 32, 64, 128, 256), log=True),
+        Categorical("act", ("relu", "tanh")),
+    ]
+)
+
+
+def test_a_mixed_run_resumes_bit_identically_and_compiles_per_bucket_not_per_step(tmp_path):
+    import bojax
+    from bojax.compilation import count_compilations
+
+    run = dict(initial=4, seed=0, progress=False, num_candidates=256, surrogate="gp-map")
+    with count_compilations(fresh=True) as counts:
+        full = bojax.minimize(_network_loss, MIXED, iterations=8, **run)
+    assert counts.of("_fit") == 1, counts  # one data bucket
+    # The discrete moves' batches are padded to powers of two: a handful of programs, not
+    # one per iteration.
+    assert counts.of("score") <= 4, counts
+    assert all(MIXED.validate(r["x"]) == r["x"] for r in full.history)
+    bojax.minimize(_network_loss, MIXED, iterations=3, out=tmp_path, **run)
+    resumed = bojax.minimize(_network_loss, MIXED, iterations=8, out=tmp_path, resume=True, **run)
+    assert [r["x"] for r in resumed.history] == [r["x"] for r in full.history]
+
+
+def test_a_small_discrete_space_is_enumerated_and_its_exhaustion_ends_the_run():
+    import bojax
+
+    space = Space([Categorical("a", ("x", "y", "z")), Ordinal("b", (1, 10, 100), log=True)])
+    values = {("x", 1): 3.0, ("y", 10): 0.0}
+
+    def objective(p):
+        return values.get((p["a"], p["b"]), 1.0 + len(p["a"]) * 0.1 * np.log10(p["b"]))
+
+    result = bojax.minimize(objective, space, iterations=20, initial=2, seed=0, progress=False,
+                            surrogate="gp-map")  # fmt: skip
+    points = [(r["x"]["a"], r["x"]["b"]) for r in result.history]
+    assert len(points) == len(set(points)) == 9  # every point once, then a clear stop
+    assert "the space is exhausted: all 9 of its points" in result.stopped
+    assert result.best_point == {"a": "y", "b": 10}
