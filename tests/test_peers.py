@@ -7,14 +7,18 @@ import numpy as np
 import pytest
 
 from bojax.errors import SettingsError
+from bojax.parameters import Categorical, Condition, Integer, Ordinal, Real
 from bojax.reports.peers import PEERS, RandomSearch, run
-from bojax.spaces import Condition, Integer, Real, Space
+from bojax.spaces import Space
 
 SPACE = Space(
     [
         Integer("layers", 0, 2),
         Real("width", 1.0, 100.0, log=True, condition=Condition("layers", ">=", 1)),
         Real("rate", 0.0, 1.0),
+        Categorical("optimiser", ("sgd", "adam")),
+        Real("momentum", 0.0, 1.0, condition=Condition("optimiser", "==", "sgd")),
+        Ordinal("batch", (16, 32, 64)),
     ]
 )
 
@@ -22,7 +26,8 @@ SPACE = Space(
 def objective(point) -> float:
     if point["rate"] > 0.9:
         raise FloatingPointError("diverged")
-    return point["rate"] + 0.1 * point["layers"] + 0.001 * point.get("width", 0.0)
+    value = point["rate"] + 0.1 * point["layers"] + 0.001 * point.get("width", 0.0)
+    return value + point.get("momentum", 0.5) + point["batch"] / 64
 
 
 def test_random_search_is_seeded_snapped_and_conditional():
@@ -32,6 +37,7 @@ def test_random_search_is_seeded_snapped_and_conditional():
     for record in drawn:
         x = record["x"]
         assert isinstance(x["layers"], int) and ("width" in x) == (x["layers"] >= 1)
+        assert ("momentum" in x) == (x["optimiser"] == "sgd") and x["batch"] in (16, 32, 64)
         assert (record["status"] == "failed") == (x["rate"] > 0.9)
         assert (record["y"] is None) == (record["status"] == "failed")
     assert {r["x"]["layers"] for r in drawn} == {0, 1, 2}
@@ -43,7 +49,10 @@ def test_tpe_is_optunas_define_by_run_study():
     shared initial design included (told points become finished trials)."""
     optuna = pytest.importorskip("optuna")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    design = [{"layers": 2, "width": 10.0, "rate": 0.5}, {"layers": 0, "rate": 0.95}]
+    design = [
+        {"layers": 2, "width": 10.0, "rate": 0.5, "optimiser": "adam", "batch": 32},
+        {"layers": 0, "rate": 0.95, "optimiser": "sgd", "momentum": 0.9, "batch": 16},
+    ]
     records = run(
         PEERS["tpe"].make(SPACE, seed=1, initial=3),
         objective, 12, initial=3, design=design, catch=(FloatingPointError,),
@@ -54,6 +63,9 @@ def test_tpe_is_optunas_define_by_run_study():
         "layers": optuna.distributions.IntDistribution(0, 2),
         "width": optuna.distributions.FloatDistribution(1.0, 100.0, log=True),
         "rate": optuna.distributions.FloatDistribution(0.0, 1.0),
+        "optimiser": optuna.distributions.CategoricalDistribution(["sgd", "adam"]),
+        "momentum": optuna.distributions.FloatDistribution(0.0, 1.0),
+        "batch": optuna.distributions.CategoricalDistribution([16, 32, 64]),
     }
     for point in design:
         failed = point["rate"] > 0.9
@@ -71,6 +83,10 @@ def test_tpe_is_optunas_define_by_run_study():
         if point["layers"] >= 1:
             point["width"] = trial.suggest_float("width", 1.0, 100.0, log=True)
         point["rate"] = trial.suggest_float("rate", 0.0, 1.0)
+        point["optimiser"] = trial.suggest_categorical("optimiser", ["sgd", "adam"])
+        if point["optimiser"] == "sgd":
+            point["momentum"] = trial.suggest_float("momentum", 0.0, 1.0)
+        point["batch"] = trial.suggest_categorical("batch", [16, 32, 64])
         return objective(point)
 
     study.optimize(suggest, n_trials=10, catch=(FloatingPointError,))
@@ -97,9 +113,11 @@ def test_smac_runs_on_the_conditional_space(tmp_path):
     records = run(smac, objective, 6, initial=3, catch=(FloatingPointError,))
     assert len(records) == 6
     for record in records:
-        assert ("width" in record["x"]) == (record["x"]["layers"] >= 1)
+        x = record["x"]
+        assert ("width" in x) == (x["layers"] >= 1)
+        assert ("momentum" in x) == (x["optimiser"] == "sgd") and x["batch"] in (16, 32, 64)
     with pytest.raises(SettingsError, match="initial design"):
-        smac.tell({"layers": 0, "rate": 0.5}, 0.5)  # SMAC3 draws its own start
+        smac.tell(records[0]["x"], 0.5)  # SMAC3 draws its own start
 
 
 def test_unknown_peer_lists_the_known_ones():

@@ -21,8 +21,12 @@ Peers (a :class:`~bojax.registry.Registry` of :class:`Peer` records):
   ``n_startup_trials=initial``; parameters are suggested define-by-run, so a
   conditional parameter is asked for only where its condition holds;
 * ``smac``: SMAC3's hyperparameter-optimisation facade (random forest, log EI, local
-  and random search) on a ConfigSpace with the same conditions (``>=`` conditions
-  only), ``initial`` random configurations first. It draws its own initial design.
+  and random search) on a ConfigSpace with the same conditions (``==``, ``in``, and
+  ``>=`` on integers), ``initial`` random configurations first. It draws its own
+  initial design.
+
+Optuna and SMAC3 see a categorical's choices as categories and an ordinal's values as
+ordered categories (Optuna has no ordinal kind); other registered kinds are refused.
 
 Optuna and SMAC3 are optional: a peer imports its library when made and raises a
 :class:`~bojax.errors.SettingsError` naming the install command when it is missing.
@@ -40,8 +44,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from bojax.errors import SettingsError
+from bojax.parameters import Categorical, Integer, Ordinal, Real
 from bojax.registry import Registry
-from bojax.spaces import Integer, Space
+from bojax.spaces import Space
 
 
 class Optimiser(Protocol):
@@ -98,6 +103,7 @@ class OptunaStudy:
         except ImportError:
             raise missing("tpe" if sampler == "tpe" else f"optuna-{sampler}", "optuna") from None
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        _check_kinds(space)
         if sampler == "tpe":
             made = optuna.samplers.TPESampler(seed=seed, n_startup_trials=initial)
         elif sampler == "bojax":
@@ -112,6 +118,8 @@ class OptunaStudy:
 
     def _distribution(self, p):
         kinds = self.optuna.distributions
+        if isinstance(p, Categorical | Ordinal):  # Optuna has no ordinal kind
+            return kinds.CategoricalDistribution(_choices(p))
         kind = kinds.IntDistribution if isinstance(p, Integer) else kinds.FloatDistribution
         return kind(p.low, p.high, log=p.log)
 
@@ -122,8 +130,11 @@ class OptunaStudy:
             c = p.condition
             if c is not None and (c.parent not in point or not c.holds(point[c.parent])):
                 continue
-            suggest = trial.suggest_int if isinstance(p, Integer) else trial.suggest_float
-            point[p.name] = suggest(p.name, p.low, p.high, log=p.log)
+            if isinstance(p, Categorical | Ordinal):
+                point[p.name] = trial.suggest_categorical(p.name, _choices(p))
+            else:
+                suggest = trial.suggest_int if isinstance(p, Integer) else trial.suggest_float
+                point[p.name] = suggest(p.name, p.low, p.high, log=p.log)
         return point
 
     def tell(self, point: Mapping[str, Any], value: float | None) -> None:
@@ -164,23 +175,29 @@ class SMAC:
         import tempfile
 
         logging.getLogger("smac").setLevel(logging.ERROR)
+        _check_kinds(space)
         configspace = cs.ConfigurationSpace(seed=seed)
         made = {}
         for p in space.parameters:
-            kind = cs.Integer if isinstance(p, Integer) else cs.Float
-            made[p.name] = kind(p.name, (p.low, p.high), log=p.log)
+            if isinstance(p, Categorical | Ordinal):
+                made[p.name] = cs.Categorical(p.name, _choices(p), ordered=isinstance(p, Ordinal))
+            else:
+                kind = cs.Integer if isinstance(p, Integer) else cs.Float
+                made[p.name] = kind(p.name, (p.low, p.high), log=p.log)
         configspace.add(list(made.values()))
         conditions = []
         for p in space.parameters:
             c = p.condition
-            if c is not None:
-                if c.op != ">=":
-                    raise SettingsError(
-                        f"the SMAC3 peer handles '>=' conditions only, not {c.op!r}"
-                    )
-                conditions.append(
-                    cs.GreaterThanCondition(made[p.name], made[c.parent], c.value - 1)
-                )
+            if c is None:
+                continue
+            child, parent = made[p.name], made[c.parent]
+            if c.op == ">=" and isinstance(space[c.parent], Integer):
+                conditions.append(cs.GreaterThanCondition(child, parent, c.value - 1))
+            elif c.op in ("==", "in"):
+                condition = cs.EqualsCondition if c.op == "==" else cs.InCondition
+                conditions.append(condition(child, parent, c.value))
+            else:
+                raise SettingsError(f"the SMAC3 peer cannot express the condition {c}")
         configspace.add(conditions)
         folder = Path(folder) if folder is not None else Path(tempfile.mkdtemp())
         scenario = Scenario(
@@ -211,6 +228,18 @@ class SMAC:
             self.smac.tell(trial, self.value(cost=float("inf"), status=self.crashed))
         else:
             self.smac.tell(trial, self.value(cost=float(value)))
+
+
+def _choices(p) -> list:
+    """A categorical's choices or an ordinal's values: what the peers choose among."""
+    return list(p.choices if isinstance(p, Categorical) else p.values)
+
+
+def _check_kinds(space: Space) -> None:
+    known = Real | Integer | Categorical | Ordinal
+    for p in space.parameters:
+        if not isinstance(p, known):
+            raise SettingsError(f"the peers know no {type(p).__name__} parameter ({p.name!r})")
 
 
 PEERS.register(Peer("random", RandomSearch, "random search"))
