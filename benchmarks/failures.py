@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import methods  # noqa: E402
 
 from bojax.objectives.problems import get_problem  # noqa: E402
+from bojax.reports import peers  # noqa: E402
 
 METHODS = ["bojax gp-probit", "bojax drop", "Optuna TPE"]
 TARGET, BASELINE = "bojax gp-probit", "bojax drop"
@@ -90,22 +91,11 @@ def run_bojax(problem: str, method: str, seed: int, surrogate: dict) -> list[dic
 
 
 def run_optuna(problem: str, method: str, seed: int, surrogate: dict) -> list[dict]:
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    """Optuna's TPE (:mod:`bojax.reports.peers`); a diverged trial is a failed one."""
     objective, base, initial, total = PROBLEMS[problem]
-    spec = get_problem(base)
-    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=initial)
-    study = optuna.create_study(sampler=sampler)
-
-    def trial_objective(trial):
-        point = {p.name: trial.suggest_float(p.name, p.low, p.high) for p in spec.space.parameters}
-        return objective(point)
-
-    study.optimize(trial_objective, n_trials=total, catch=(Diverged,))
-    return [
-        {"y": t.value, "failed": t.state != optuna.trial.TrialState.COMPLETE} for t in study.trials
-    ]
+    tpe = peers.PEERS["tpe"].make(get_problem(base).space, seed=seed, initial=initial)
+    history = peers.run(tpe, objective, total, catch=(Diverged,))
+    return [{"y": r["y"], "failed": r["status"] != "ok"} for r in history]
 
 
 def run(problem: str, method: str, seed: int, folder: Path, surrogate: dict | None = None) -> dict:

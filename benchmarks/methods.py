@@ -13,9 +13,9 @@ The peers are imported when first made, so the bojax arms run without them:
   ``SaasFullyBayesianSingleTaskGP`` (NUTS in NumPyro) + ``qLogExpectedImprovement``,
   each refitted from scratch every iteration with BoTorch's defaults, acquisitions by
   ``optimize_acqf`` (10 restarts, 512 raw samples; BoTorch's tutorials' settings).
-* Optuna: ``TPESampler`` and ``GPSampler`` (the latter needs torch), defaults, with the
-  shared initial design added as finished trials.
-* random search.
+* from :mod:`bojax.reports.peers` (shared with the reports): Optuna's ``TPESampler``,
+  ``GPSampler`` (needs torch) and bojax's Optuna sampler, defaults, with the shared
+  initial design added as finished trials; random search.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import jax
 import numpy as np
 
 import bojax
+from bojax.reports import peers
 
 BOJAX_ARMS = {
     # name: (surrogate, acquisition)
@@ -63,54 +64,21 @@ class BojaxArm:
         return np.asarray(point)
 
 
-class RandomSearch:
-    def __init__(self, name: str, dim: int, seed: int, initial: int):
-        self.rng, self.dim = np.random.default_rng(seed), dim
-
-    def tell(self, u: np.ndarray, y: float) -> None:
-        pass
-
-    def ask(self) -> np.ndarray:
-        return self.rng.uniform(size=self.dim)
-
-
-class OptunaArm:
-    """An Optuna study over ``u0..u{d-1}`` in [0, 1]; points it did not ask for (the
-    shared initial design) are added as finished trials."""
+class PeerArm:
+    """A peer of :mod:`bojax.reports.peers` (Optuna's samplers, random search) on the
+    unit cube ``u0..u{d-1}``."""
 
     def __init__(self, name: str, dim: int, seed: int, initial: int):
-        import optuna
-
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        if name == "Optuna TPE":
-            sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=initial)
-        elif name == "Optuna bojax":  # bojax's default engine as an Optuna sampler
-            from bojax.integrations.optuna import BojaxSampler
-
-            sampler = BojaxSampler(seed=seed, n_startup_trials=initial)
-        else:
-            sampler = optuna.samplers.GPSampler(seed=seed, n_startup_trials=initial)
-        self.optuna, self.dim = optuna, dim
-        self.study = optuna.create_study(sampler=sampler)
-        self.distributions = {
-            f"u{i}": optuna.distributions.FloatDistribution(0.0, 1.0) for i in range(dim)
-        }
-        self.pending = None  # the trial asked last, told when its value arrives
+        self.names = [f"u{i}" for i in range(dim)]
+        space = bojax.Space([bojax.Real(n, 0, 1) for n in self.names])
+        self.peer = peers.PEERS[PEER_OF[name]].make(space, seed=seed, initial=initial)
 
     def tell(self, u: np.ndarray, y: float) -> None:
-        if self.pending is not None:
-            self.study.tell(self.pending, float(y))
-            self.pending = None
-            return
-        params = {f"u{j}": float(u[j]) for j in range(self.dim)}
-        trial = self.optuna.trial.create_trial(
-            params=params, distributions=self.distributions, value=float(y)
-        )
-        self.study.add_trial(trial)
+        self.peer.tell({n: float(v) for n, v in zip(self.names, u, strict=True)}, y)
 
     def ask(self) -> np.ndarray:
-        self.pending = self.study.ask(self.distributions)
-        return np.array([self.pending.params[f"u{j}"] for j in range(self.dim)])
+        point = self.peer.ask()
+        return np.array([point[n] for n in self.names])
 
 
 class BoTorchArm:
@@ -159,14 +127,14 @@ class BoTorchArm:
         return candidate.squeeze(0).detach().numpy()
 
 
+# Names here -> bojax.reports.peers names; BoTorch's arms are the benchmarks' own.
+PEER_OF = {"Optuna TPE": "tpe", "Optuna GP": "optuna-gp", "Optuna bojax": "optuna-bojax"}
+PEER_OF["random"] = "random"
 PEERS: dict[str, tuple[Callable, tuple[str, ...]]] = {
     # name: (class, the modules it needs)
     "BoTorch SAAS": (BoTorchArm, ("botorch",)),
     "BoTorch GP": (BoTorchArm, ("botorch",)),
-    "Optuna TPE": (OptunaArm, ("optuna",)),
-    "Optuna GP": (OptunaArm, ("optuna", "torch")),
-    "Optuna bojax": (OptunaArm, ("optuna",)),
-    "random": (RandomSearch, ()),
+    **{name: (PeerArm, peers.PEERS[peer].packages) for name, peer in PEER_OF.items()},
 }
 
 

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import methods  # noqa: E402
 
 from bojax.objectives.problems import get_problem  # noqa: E402
-from bojax.reports import pyplot  # noqa: E402
+from bojax.reports.figures import pyplot, quartile_band, save  # noqa: E402
 
 FUNCTIONS = ["forrester", "branin", "six_hump_camel", "mccormick", "rosenbrock", "hartmann6"]
 ALL_METHODS = [
@@ -184,11 +184,9 @@ def plot(regrets: dict, path: Path) -> None:
     fig, axes = plt.subplots(rows, columns, figsize=(4.6 * columns, 3.6 * rows), squeeze=False)
     for ax, function in zip(axes.flat, functions, strict=False):
         for k, (name, curves) in enumerate(regrets[function].items()):
-            evaluations = np.arange(1, curves.shape[1] + 1)
-            q25, q50, q75 = np.percentile(np.maximum(curves, 1e-8), [25, 50, 75], axis=0)
             style = "-" if name.startswith("bojax") else "--"
-            ax.semilogy(evaluations, q50, style, color=f"C{k}", label=name, lw=1.4)
-            ax.fill_between(evaluations, q25, q75, color=f"C{k}", alpha=0.12, lw=0)
+            quartile_band(ax, np.maximum(curves, 1e-8), f"C{k}", name, 0.12, ls=style, lw=1.4)
+        ax.set_yscale("log")
         dim = get_problem(function).space.dim
         ax.axvline(2 * dim + 1, color="grey", lw=0.8, ls=":")
         ax.set_title(f"{function} (d = {dim}, {curves.shape[0]} seeds)", fontsize=9)
@@ -199,9 +197,7 @@ def plot(regrets: dict, path: Path) -> None:
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
     fig.suptitle("Median simple regret with quartiles; dotted: end of the initial design")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path, dpi=120)
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -45,7 +45,7 @@ import methods  # noqa: E402
 
 from bojax.compilation import count_compilations  # noqa: E402
 from bojax.objectives.problems import get_problem  # noqa: E402
-from bojax.reports import pyplot  # noqa: E402
+from bojax.reports.figures import pyplot, save  # noqa: E402
 
 ALL_METHODS = [
     "bojax gp-slice",
@@ -214,9 +214,7 @@ def plot(rows: list[dict], path: Path) -> None:
         "Steady time per BO iteration (solid); bojax compilation per data bucket (dotted)",
         fontsize=9,
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path, dpi=120)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:

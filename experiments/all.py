@@ -7,13 +7,15 @@ as it goes), then prints one table of every report's claims with a verdict
 (reproduced / partly / not reproduced) and the numbers behind it, and writes it to
 ``paper_figures/claims.md`` (``claims-quick.md`` with ``--quick``).
 
-Resumable: a report whose ``summary.json`` was made by the current bojax code (the same
-``code_fingerprint``, see ``bojax.reports.provenance``) is not run again unless
-``--redo`` is given, and each script keeps its own finished runs (BO journals, Figure 11
-repeats), so an interrupted regeneration continues where it stopped. Kept runs record
-the code that made them; the ones made by other code are reused with a warning, or rerun
-with ``--discard-stale`` (a change to bojax may or may not change a run's path; the
-fingerprint cannot tell). ``--workers N``
+Resumable: a report whose ``summary.json`` was made by the current code and settings
+(the same ``fingerprint``: the engine, the report's own modules and its settings, not
+figure code; see ``bojax.reports.provenance``) is not run again unless ``--redo`` is
+given, and each script keeps its own finished runs (BO journals, Figure 11 repeats), so
+an interrupted regeneration continues where it stopped. Kept runs record the code that
+made them; the ones made by other code are reused with a warning, or rerun with
+``--discard-stale`` (a change to bojax may or may not change a run's path; the
+fingerprint cannot tell). After a change to figure code only, ``--redo`` re-plots (the
+kept runs make that quick). ``--workers N``
 runs the BNN report's Figure 11 repeats and the arc-kernel report's BO runs on N local
 Dask processes. The arc-kernel report runs Optuna's TPE and SMAC3 beside bojax where
 they are installed (``uv sync --group bench``); ``--quick`` runs every script's
@@ -45,6 +47,7 @@ class Report:
     script: str  # experiments/<script>
     folder: str  # paper_figures/<folder>/ ("{mode}" is "full" or "quick")
     arguments: tuple[str, ...] = ()
+    settings: tuple[tuple[str, object], ...] = ()  # the config() arguments they stand for
 
     def summary_path(self, quick: bool) -> Path:
         mode = "quick" if quick else "full"
@@ -54,9 +57,9 @@ class Report:
 
 REPORTS = (
     Report("ensemble design 1", "ensemble_design", "ensemble_design.py",
-           "ensemble_design/experiment1{suffix}", ("--experiment", "1")),
+           "ensemble_design/experiment1{suffix}", ("--experiment", "1"), (("experiment", 1),)),
     Report("ensemble design 2", "ensemble_design", "ensemble_design.py",
-           "ensemble_design/experiment2{suffix}", ("--experiment", "2")),
+           "ensemble_design/experiment2{suffix}", ("--experiment", "2"), (("experiment", 2),)),
     Report("arc kernel", "arc_kernel", "arc_kernel.py", "arc_kernel/{mode}"),
     Report("hybrid exploration", "hybrid_exploration", "hybrid_exploration.py",
            "hybrid_exploration/{mode}"),
@@ -66,23 +69,43 @@ REPORTS = (
 )  # fmt: skip
 
 
+def peers_here() -> list[str]:
+    """The arc-kernel report's peers that are installed here."""
+    return [p for p, package in PEERS.items() if importlib.util.find_spec(package)]
+
+
+def expected_fingerprint(report: Report, quick: bool) -> str:
+    """The fingerprint a summary made now by ``command(report, quick, ...)`` would have:
+    the present code's and the settings the script would run with."""
+    from bojax.reports.provenance import code_fingerprint, fingerprint
+
+    module = importlib.import_module(f"bojax.reports.{report.module}")
+    extra = {"peers": peers_here()} if report.module == "arc_kernel" else {}
+    cfg = module.config(quick=quick, **dict(report.settings), **extra)
+    return fingerprint(code_fingerprint(report.module), cfg)
+
+
 def is_current(path: Path, fingerprint: str) -> bool:
-    """Whether ``path`` is a summary made by the bojax code with ``fingerprint``."""
+    """Whether ``path`` is a summary whose provenance has ``fingerprint``."""
     try:
         block = json.loads(path.read_text()).get("provenance") or {}
     except (OSError, json.JSONDecodeError):
         return False
-    return block.get("code_fingerprint") == fingerprint
+    return block.get("fingerprint") == fingerprint
 
 
-def stale_runs(report: Report, quick: bool, fingerprint: str) -> tuple[list[Path], int]:
-    """The report's kept runs made by other bojax code (a report module that keeps runs
-    has ``kept_runs(folder)``), and how many kept runs do not record their code."""
+def stale_runs(report: Report, quick: bool) -> tuple[list[Path], int]:
+    """The report's kept runs made by other code than the report's present code (a
+    report module that keeps runs has ``kept_runs(folder)``), and how many kept runs do
+    not record their code."""
+    from bojax.reports.provenance import code_fingerprint
+
     module = importlib.import_module(f"bojax.reports.{report.module}")
     if not hasattr(module, "kept_runs"):
         return [], 0
+    code = code_fingerprint(report.module)
     kept = module.kept_runs(report.summary_path(quick).parent)
-    stale = [path for path, made_by in kept if made_by is not None and made_by != fingerprint]
+    stale = [path for path, made_by in kept if made_by is not None and made_by != code]
     return stale, sum(made_by is None for _, made_by in kept)
 
 
@@ -95,9 +118,8 @@ def command(report: Report, quick: bool, workers: int | None) -> list[str]:
     arguments = [sys.executable, str(ROOT / "experiments" / report.script), *report.arguments]
     if quick:
         arguments.append("--quick")
-    if report.module == "arc_kernel":
-        peers = [p for p, package in PEERS.items() if importlib.util.find_spec(package)]
-        arguments += ["--peers", *peers] if peers else []
+    if report.module == "arc_kernel" and peers_here():
+        arguments += ["--peers", *peers_here()]
     if report.module in ("bnn_surrogate", "arc_kernel") and workers:
         arguments += ["--workers", str(workers)]
     return arguments
@@ -169,9 +191,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sys.path.insert(0, str(ROOT))
     from bojax.reports.claims import markdown
-    from bojax.reports.provenance import code_fingerprint
 
-    fingerprint = code_fingerprint()
     chosen = [r for r in REPORTS if args.only is None or r.name in args.only]
     failed = []
     started = time.perf_counter()
@@ -179,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         heading = f"[{index}/{len(chosen)}] {report.name}"
         if args.judge_only:
             continue
-        stale, unrecorded = stale_runs(report, args.quick, fingerprint)
+        stale, unrecorded = stale_runs(report, args.quick)
         if stale and args.discard_stale:
             discard(stale)
             print(f"{heading}: discarded {len(stale)} kept runs made by other code", flush=True)
@@ -189,8 +209,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{unrecorded} that do not record it (--discard-stale reruns the former)",
                 flush=True,
             )
+        fingerprint = expected_fingerprint(report, args.quick)
         if not args.redo and is_current(report.summary_path(args.quick), fingerprint):
-            print(f"{heading}: current (code {fingerprint}), skipped", flush=True)
+            print(f"{heading}: current (fingerprint {fingerprint}), skipped", flush=True)
             continue
         elapsed = time.perf_counter() - started
         print(f"\n{heading}: running ({elapsed / 60:.1f} min so far)", flush=True)

@@ -31,41 +31,26 @@ def _extra(parser) -> None:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from bojax.reports import script_arguments
+    from bojax.reports import run_script, script_arguments
 
     args, overrides = script_arguments(__doc__, DEFAULT_OUT, OVERRIDES, argv, _extra)
-    import jax
+    return run_script(
+        args, "arc_kernel", overrides | {"peers": args.peers}, _show, fresh=args.fresh
+    )
 
-    jax.config.update("jax_enable_x64", True)  # GP numerics in float64; networks stay float32
-    from contextlib import nullcontext
 
-    from bojax.bo import cluster
-    from bojax.errors import BojaxError, JournalError
-    from bojax.reports import arc_kernel
+def _show(summary: dict) -> str:
+    from bojax.reports.arc_kernel import format_table
 
-    cfg = arc_kernel.config(args.quick, peers=args.peers, **overrides)
-    out = args.out / ("quick" if args.quick else "full")
-    try:
-        parallel = args.workers is not None or args.scheduler is not None
-        with cluster.connect(args.workers, args.scheduler) if parallel else nullcontext() as client:
-            summary = arc_kernel.run(
-                cfg, out, fresh=args.fresh, progress=not args.no_progress, executor=client
-            )
-    except BojaxError as error:
-        print(f"error: {error}", file=sys.stderr)
-        if isinstance(error, JournalError):
-            print("(pass --fresh to discard those runs, or choose another --out)", file=sys.stderr)
-        return {}
-    print(arc_kernel.format_table(summary))
+    lines = [format_table(summary)]
     for method, best in summary["best"].items():
-        print(
+        lines.append(
             f"{method}: median final best validation error "
             f"{100 * summary['final_best_median'][method]:.2f}%; best overall "
             f"{100 * best['validation_error']:.2f}% (test {100 * best['test_error']:.2f}%), "
             f"{best['point']['layers']} hidden layers"
         )
-    print(f"wrote {out}")
-    return summary
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -19,25 +19,10 @@ OVERRIDES += ("max-layers", "max-units", "figure-epochs")
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from bojax.reports import script_arguments
+    from bojax.reports import run_script, script_arguments
 
     args, overrides = script_arguments(__doc__, DEFAULT_OUT, OVERRIDES, argv)
-    import jax
-
-    jax.config.update("jax_enable_x64", True)  # GP numerics in float64
-    from bojax.errors import BojaxError
-    from bojax.reports import architecture_search
-
-    out = args.out / ("quick" if args.quick else "full")
-    try:
-        cfg = architecture_search.config(args.quick, **overrides)
-        summary = architecture_search.run(cfg, out, progress=not args.no_progress)
-    except BojaxError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return {}
-    print(architecture_search.format_summary(summary))
-    print(f"wrote {out}")
-    return summary
+    return run_script(args, "architecture_search", overrides, "format_summary")
 
 
 if __name__ == "__main__":

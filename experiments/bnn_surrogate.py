@@ -16,7 +16,6 @@ repeat per task (``--scheduler`` joins a running cluster; docs/scale-out.md).
 from __future__ import annotations
 
 import sys
-from contextlib import nullcontext
 from pathlib import Path
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "paper_figures" / "bnn_surrogate"
@@ -33,29 +32,11 @@ def _extra(parser) -> None:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from bojax.reports import script_arguments
+    from bojax.reports import run_script, script_arguments
 
     args, overrides = script_arguments(__doc__, DEFAULT_OUT, OVERRIDES, argv, _extra)
-    import jax
-
-    jax.config.update("jax_enable_x64", True)  # GP numerics in float64
-    from bojax.bo import cluster
-    from bojax.errors import BojaxError
-    from bojax.reports import bnn_surrogate
-
     overrides |= {k: tuple(v) for k in ("problems", "arms") if (v := getattr(args, k))}
-    out = args.out / ("quick" if args.quick else "full")
-    try:
-        cfg = bnn_surrogate.config(args.quick, **overrides)
-        parallel = args.workers is not None or args.scheduler is not None
-        with cluster.connect(args.workers, args.scheduler) if parallel else nullcontext() as client:
-            summary = bnn_surrogate.run(cfg, out, progress=not args.no_progress, executor=client)
-    except BojaxError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return {}
-    print(bnn_surrogate.format_summary(summary))
-    print(f"wrote {out}")
-    return summary
+    return run_script(args, "bnn_surrogate", overrides, "format_summary")
 
 
 if __name__ == "__main__":

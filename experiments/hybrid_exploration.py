@@ -19,25 +19,10 @@ OVERRIDES += ("rf-folds", "rf-rows", "candidates")
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from bojax.reports import script_arguments
+    from bojax.reports import run_script, script_arguments
 
     args, overrides = script_arguments(__doc__, DEFAULT_OUT, OVERRIDES, argv)
-    import jax
-
-    jax.config.update("jax_enable_x64", True)  # GP numerics in float64
-    from bojax.errors import BojaxError
-    from bojax.reports import hybrid_exploration
-
-    out = args.out / ("quick" if args.quick else "full")
-    try:
-        cfg = hybrid_exploration.config(args.quick, **overrides)
-        summary = hybrid_exploration.run(cfg, out, progress=not args.no_progress)
-    except BojaxError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return {}
-    print(hybrid_exploration.format_tables(summary))
-    print(f"wrote {out}")
-    return summary
+    return run_script(args, "hybrid_exploration", overrides, "format_tables")
 
 
 if __name__ == "__main__":

@@ -36,9 +36,10 @@ import numpy as np
 from bojax import gp
 from bojax.bo.loop import Settings, ask, init, predict, tell
 from bojax.objectives.problems import get_problem, sin_cos
-from bojax.reports import override, pyplot, run_tasks
+from bojax.reports import configure, read_kept, run_tasks, write_summary
 from bojax.reports.claims import Claim, verdict
-from bojax.reports.provenance import code_fingerprint, stamp
+from bojax.reports.figures import pyplot, quartile_band, save
+from bojax.reports.provenance import code_fingerprint
 from bojax.surrogates.bnn import REPORT_BNN, mixture_log_likelihood
 
 PROBLEMS = ("forrester", "rosenbrock", "mccormick", "six_hump_camel")
@@ -77,13 +78,13 @@ class Config:
     candidates: int = 1024
 
 
+QUICK = {"samples": 600, "burn_in": 600, "repeats": 2, "iterations": 8, "candidates": 512}
+QUICK |= {"snapshots": (0, 1, 3, 5)}
+
+
 def config(quick: bool = False, **overrides: Any) -> Config:
     """The report's settings, or with ``quick`` a few-minute version; then ``overrides``."""
-    cfg = Config()
-    if quick:
-        cfg = replace(cfg, quick=True, samples=600, burn_in=600, repeats=2, iterations=8)
-        cfg = replace(cfg, snapshots=(0, 1, 3, 5), candidates=512)
-    return override(cfg, overrides)
+    return configure(Config(), quick, QUICK, overrides)
 
 
 def initial_count(problem: str) -> int:
@@ -159,16 +160,14 @@ def plot_verification(result: dict, out: Path) -> list[Path]:
         ax.set_ylabel(f"theta_{index}", fontsize=8)
     axes[-1].set_xlabel("kept HMC sweep")
     fig.suptitle("Figure 6: traces of three parameters", fontsize=10)
-    fig.tight_layout()
-    paths.append(_save(fig, out / "figure6_traces.png"))
+    paths.append(save(fig, out / "figure6_traces.png", dpi=130))
 
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     index = max(traces)
     ax.hist(traces[index], bins=60, color="C0")
     ax.set_xlabel(f"theta_{index}")
     ax.set_title(f"Figure 7: posterior histogram of parameter {index}", fontsize=10)
-    fig.tight_layout()
-    paths.append(_save(fig, out / "figure7_histogram.png"))
+    paths.append(save(fig, out / "figure7_histogram.png", dpi=130))
 
     grid, outputs = result["grid"], result["outputs"]
     truth = [sin_cos({"x": v}) for v in grid]
@@ -181,8 +180,7 @@ def plot_verification(result: dict, out: Path) -> list[Path]:
         ax.set_ylim(-4, 4)
         ax.legend(fontsize=7, loc="lower left")
     fig.suptitle("Figure 8: fits of individual posterior samples", fontsize=10)
-    fig.tight_layout()
-    paths.append(_save(fig, out / "figure8_samples.png"))
+    paths.append(save(fig, out / "figure8_samples.png", dpi=130))
 
     mean, sd = outputs.mean(0), outputs.std(0)
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -193,15 +191,8 @@ def plot_verification(result: dict, out: Path) -> list[Path]:
     ax.set_ylim(-4, 4)
     ax.legend(fontsize=8, loc="lower left")
     ax.set_title(f"Figure 9: the BNN's fit, mean +- 2 sd over {len(outputs)} samples", fontsize=10)
-    fig.tight_layout()
-    paths.append(_save(fig, out / "figure9_fit.png"))
+    paths.append(save(fig, out / "figure9_fit.png", dpi=130))
     return paths
-
-
-def _save(fig, path: Path) -> Path:
-    fig.savefig(path, dpi=130)
-    pyplot().close(fig)
-    return path
 
 
 # -- Figure 10: BO of Forrester ------------------------------------------------------------
@@ -267,8 +258,7 @@ def plot_snapshots(snapshots: list[dict], out: Path) -> Path:
         ax.set_ylim(-12, 18)
     axes.flat[0].legend(fontsize=7, loc="upper left")
     fig.suptitle("Figure 10: BO of Forrester with the BNN and LCB (95% band)", fontsize=10)
-    fig.tight_layout()
-    return _save(fig, out / "figure10_forrester_bo.png")
+    return save(fig, out / "figure10_forrester_bo.png", dpi=130)
 
 
 # -- Figure 11: BNN against GP -------------------------------------------------------------
@@ -290,7 +280,7 @@ def bo_run(cfg: Config, arm: str, problem_name: str, seed: int) -> dict[str, Any
         "y": state.y.tolist(),
         "running_min": np.minimum.accumulate(state.y).tolist(),
         "seconds": time.perf_counter() - tick,
-        "code_fingerprint": code_fingerprint(),
+        "code_fingerprint": code_fingerprint("bnn_surrogate"),
     }
 
 
@@ -298,7 +288,7 @@ def kept_runs(out: Path) -> list[tuple[Path, str | None]]:
     """The Figure 11 repeats kept under ``out/runs``, each with the fingerprint of the code
     that made it (None: made before fingerprints were recorded)."""
     return [
-        (path, json.loads(path.read_text()).get("code_fingerprint"))
+        (path, read_kept(path).get("code_fingerprint"))
         for path in sorted((Path(out) / "runs").glob("*/*/seed*.json"))
     ]
 
@@ -321,8 +311,7 @@ def comparison(
                 paths[task] = folder / f"seed{seed}.json"
                 identity = _settings(cfg, arm, problem, seed, cfg.iterations).identity()
                 expected[task] = identity | {"iterations": cfg.iterations}
-                row = json.loads(paths[task].read_text()) if paths[task].exists() else None
-                if row is None or row["settings"] != expected[task]:
+                if read_kept(paths[task], "settings", expected[task]) is None:
                     missing.append(task)
 
     def keep(task, row) -> None:
@@ -378,10 +367,7 @@ def plot_comparison(results: dict[str, dict[str, list]], out: Path) -> Path:
     for ax, problem in zip(axes.flat, problems, strict=False):
         for colour, (arm, rows) in enumerate(results[problem].items()):
             curves = np.array([r["running_min"] for r in rows])
-            q25, q50, q75 = np.percentile(curves, [25, 50, 75], axis=0)
-            steps = np.arange(1, curves.shape[1] + 1)
-            ax.plot(steps, q50, "o-", color=f"C{colour}", ms=3, lw=1, label=ARM_LABELS.get(arm))
-            ax.fill_between(steps, q25, q75, color=f"C{colour}", alpha=0.15, lw=0)
+            quartile_band(ax, curves, f"C{colour}", ARM_LABELS.get(arm), marker="o", ms=3, lw=1)
         ax.axhline(get_problem(problem).optimum, color="k", lw=0.8, ls=":")
         if problem == "rosenbrock":
             ax.set_yscale("symlog", linthresh=0.1)
@@ -392,8 +378,7 @@ def plot_comparison(results: dict[str, dict[str, list]], out: Path) -> Path:
     for ax in list(axes.flat)[len(problems) :]:
         ax.axis("off")
     fig.suptitle("Figure 11: BNN against GP with LCB, median and quartiles", fontsize=10)
-    fig.tight_layout()
-    return _save(fig, out / "figure11_comparison.png")
+    return save(fig, out / "figure11_comparison.png", dpi=130)
 
 
 # -- the whole report ----------------------------------------------------------------------
@@ -426,9 +411,7 @@ def run(
         "figures": [p.name for p in figures],
         "wall_seconds": time.perf_counter() - started,
     }
-    summary = stamp(summary, started, cfg, config(cfg.quick))
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    return summary
+    return write_summary(out, summary, started, cfg, config(cfg.quick), indent=2)
 
 
 def claims(summary: dict[str, Any]) -> list[Claim]:

@@ -14,7 +14,6 @@ cuts the budget (fewer iterations and hyperparameter draws).
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from dataclasses import asdict, dataclass, replace
@@ -29,9 +28,9 @@ from bojax.compilation import count_compilations
 from bojax.errors import SettingsError
 from bojax.objectives.datasets import Regression, get_dataset
 from bojax.objectives.ensemble import EnsembleObjective, Training, design_space
-from bojax.reports import CachedObjective, override, pyplot
+from bojax.reports import CachedObjective, override, write_summary
 from bojax.reports.claims import Claim, verdict
-from bojax.reports.provenance import stamp
+from bojax.reports.figures import pyplot, save
 
 # The report's best designs (Figures 4 and 7 captions), for comparison on our data.
 REPORT_BEST = {
@@ -192,9 +191,7 @@ def run(
         },
         "figures": {k: v.name for k, v in files.items()},
     }
-    summary = stamp(summary, started, cfg, config(cfg.experiment, cfg.quick))
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    return summary
+    return write_summary(out, summary, started, cfg, config(cfg.experiment, cfg.quick))
 
 
 def select(cfg: Config, space, data: Regression, history, rows, reference, progress: bool):
@@ -373,10 +370,7 @@ def _plot_data(data: Regression, path: Path, number: int) -> Path:
         ax.legend(loc="best", fontsize=8)
     axes[0].set_ylabel("y")
     fig.suptitle(f"Figure {number}: {data.name} (seed {data.seed}, noise sd {data.noise_std:g})")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, path, dpi=120)
 
 
 def _plot_fits(data, grid, rows, best, path: Path, number: int) -> Path:
@@ -397,10 +391,7 @@ def _plot_fits(data, grid, rows, best, path: Path, number: int) -> Path:
     axes[0].set_ylabel("y")
     axes[0].legend(loc="best", fontsize=8)
     fig.suptitle(f"Figure {number}: ensemble fits to the training data", y=1.0)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return save(fig, path, dpi=120, bbox_inches="tight")
 
 
 def _plot_exploration(rows, best, cfg: Config, path: Path, number: int) -> Path:
@@ -433,7 +424,4 @@ def _plot_exploration(rows, best, cfg: Config, path: Path, number: int) -> Path:
     axes[-1].legend(loc="best", fontsize=8)
     axes[0].legend(loc="best", fontsize=8)
     fig.suptitle(f"Figure {number}: designs tried by BO (red star: best)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, path, dpi=120)

@@ -31,9 +31,8 @@ runs from the report's start reached the maximum).
 
 from __future__ import annotations
 
-import json
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +41,9 @@ import numpy as np
 from bojax.bo.loop import Settings, ask, init, predict, tell
 from bojax.objectives.forest import ForestObjective, credit_data, tree_space
 from bojax.objectives.problems import sinc
-from bojax.reports import CachedObjective, override, pyplot
+from bojax.reports import CachedObjective, configure, write_summary
 from bojax.reports.claims import Claim, verdict
-from bojax.reports.provenance import stamp
+from bojax.reports.figures import pyplot, save
 from bojax.spaces import Real, Space
 
 # label -> (policy, scaling)
@@ -80,13 +79,12 @@ class Config:
     rf_iterations: int = 20
 
 
+QUICK = {"toy_seeds": 8, "rf_seeds": 3, "rf_max_trees": 60, "rf_folds": 3, "rf_iterations": 12}
+
+
 def config(quick: bool = False, **overrides: Any) -> Config:
     """The full settings, or with ``quick`` a few-minute version; then ``overrides``."""
-    cfg = Config()
-    if quick:
-        cfg = replace(cfg, quick=True, toy_seeds=8, rf_seeds=3, rf_max_trees=60, rf_folds=3)
-        cfg = replace(cfg, rf_iterations=12)
-    return override(cfg, overrides)
+    return configure(Config(), quick, QUICK, overrides)
 
 
 def _settings(
@@ -223,10 +221,7 @@ def plot_toy(results: dict, cfg: Config, out: Path) -> list[Path]:
     )
     axes[0].legend(fontsize=7, loc="upper right")
     fig.suptitle("Figure 1: EI alone on sin(x)/(pi x) (seed 0)", fontsize=10)
-    fig.tight_layout()
-    paths.append(out / "figure1_ei.png")
-    fig.savefig(paths[-1], dpi=130)
-    plt.close(fig)
+    paths.append(save(fig, out / "figure1_ei.png", dpi=130))
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
     state, explored = hybrid["state"], hybrid["explored"]
@@ -237,10 +232,7 @@ def plot_toy(results: dict, cfg: Config, out: Path) -> list[Path]:
     )
     axes[1].legend(fontsize=7, loc="upper right")
     fig.suptitle("Figure 2: the hybrid policy, tau = 4/5 (seed 0)", fontsize=10)
-    fig.tight_layout()
-    paths.append(out / "figure2_hybrid.png")
-    fig.savefig(paths[-1], dpi=130)
-    plt.close(fig)
+    paths.append(save(fig, out / "figure2_hybrid.png", dpi=130))
     return paths
 
 
@@ -332,11 +324,7 @@ def plot_forest(results: dict, cfg: Config, out: Path) -> Path:
         ax.legend(fontsize=7, loc="lower right")
     axes[0].set_ylabel(f"{cfg.rf_folds}-fold CV accuracy (%)")
     fig.suptitle("Random forest on credit_data: final posteriors (seed 0)", fontsize=10)
-    fig.tight_layout()
-    path = out / "figure3_forest.png"
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+    return save(fig, out / "figure3_forest.png", dpi=130)
 
 
 # -- the whole report -------------------------------------------------------------------------
@@ -367,9 +355,7 @@ def run(cfg: Config, out: str | Path, *, progress: bool = True) -> dict[str, Any
         "seconds": {"toy": toy_seconds, "total": time.perf_counter() - started},
         "figures": [p.name for p in figures],
     }
-    summary = stamp(summary, started, cfg, config(cfg.quick))
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=_plain))
-    return summary
+    return write_summary(out, summary, started, cfg, config(cfg.quick), indent=2, default=_plain)
 
 
 def _plain(value):

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from bojax.bo.runs import Run
-from bojax.reports import pyplot
+from bojax.reports.figures import pyplot, save
 
 GRID = 60  # points along a 1-D slice
 GRID_2D = 30  # per axis of the 2-D slice
@@ -50,9 +50,7 @@ def plot_progress(run: Run, path: Path) -> None:
     ax.set_xlabel("evaluation")
     ax.set_ylabel("objective" + (" (maximised)" if run.maximize else " (minimised)"))
     ax.legend(loc="best", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path, dpi=120)
 
 
 def _log_axis(ax, axis: str) -> None:
@@ -70,12 +68,12 @@ def _panels(count: int):
     fig, axes = plt.subplots(rows, columns, figsize=(3.2 * columns, 2.4 * rows), squeeze=False)
     for ax in axes.flat[count:]:
         ax.set_visible(False)
-    return plt, fig, list(axes.flat[:count])
+    return fig, list(axes.flat[:count])
 
 
 def plot_parameters(run: Run, path: Path) -> None:
     best = run.best()
-    plt, fig, axes = _panels(run.space.dim)
+    fig, axes = _panels(run.space.dim)
     n = np.arange(len(run.records))
     failed = np.array([r["status"] != "ok" for r in run.records], dtype=bool)
     for ax, p in zip(axes, run.space.parameters, strict=True):
@@ -90,9 +88,7 @@ def plot_parameters(run: Run, path: Path) -> None:
         ax.set_xlim(-0.5, len(run.records) - 0.5)  # the same evaluations on every panel
         ax.set_title(p.name, fontsize=9)
         ax.set_xlabel("evaluation", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path, dpi=110)
 
 
 def _state(run: Run):
@@ -132,7 +128,7 @@ def plot_slices(run: Run, slices: Path, slice2d: Path) -> list[Path]:
         mean, sd = predict(rows)
         values = run.space.parameters[j].decode(np.clip(rows[:, j], 0.0, 1.0))
         curves[j] = (values, mean, sd)
-    plt, fig, axes = _panels(len(live))
+    fig, axes = _panels(len(live))
     for ax, j in zip(axes, live, strict=True):
         p = run.space.parameters[j]
         values, mean, sd = curves[j]
@@ -147,9 +143,7 @@ def plot_slices(run: Run, slices: Path, slice2d: Path) -> list[Path]:
             _log_axis(ax, "x")
         ax.set_title(p.name, fontsize=9)
     fig.suptitle("posterior mean +- 2 sd through the best point", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(slices, dpi=110)
-    plt.close(fig)
+    save(fig, slices, dpi=110)
 
     if len(live) < 2:
         return [slices]
@@ -166,7 +160,7 @@ def plot_slices(run: Run, slices: Path, slice2d: Path) -> list[Path]:
     fields = [(mean, "posterior mean"), (sd, "posterior sd")]
     if succeeds is not None:
         fields.append((succeeds(rows), "P(success)"))
-    fig, axes = plt.subplots(1, len(fields), figsize=(5 * len(fields), 4), squeeze=False)
+    fig, axes = pyplot().subplots(1, len(fields), figsize=(5 * len(fields), 4), squeeze=False)
     failed = [x for x in failures if pa.name in x and pb.name in x]
     for ax, (field, title) in zip(axes[0], fields, strict=True):
         image = ax.tricontourf(va, vb, field, levels=20)
@@ -182,9 +176,7 @@ def plot_slices(run: Run, slices: Path, slice2d: Path) -> list[Path]:
             _log_axis(ax, "x")
         if pb.log:
             _log_axis(ax, "y")
-    fig.tight_layout()
-    fig.savefig(slice2d, dpi=110)
-    plt.close(fig)
+    save(fig, slice2d, dpi=110)
     return [slices, slice2d]
 
 
