@@ -134,7 +134,7 @@ def summarise(results: dict) -> dict:
                 "propose_seconds": float(
                     np.median([s for r in by_arm[arm] for s in r["propose_seconds"]] or [np.nan])
                 ),
-                "seeds": int(len(final[i])),
+                "seeds": len(final[i]),
             }
             for i, arm in enumerate(arms)
         }

@@ -410,6 +410,13 @@ class Integer(_Interval):
         return self.encode(np.arange(self.low, self.high + 1, dtype=np.float64))
 
 
+def _listed(name: str, field: str, values: Any) -> tuple:
+    """A kind's list of values as a tuple of Python scalars, or a typed error."""
+    if isinstance(values, str) or not isinstance(values, Sequence):
+        raise SpaceDefinitionError(f"{name!r}: {field} must be a list, got {values!r}")
+    return tuple(python_scalar(v) for v in values)
+
+
 @dataclass(frozen=True)
 class Categorical(Parameter):
     """One of unordered ``choices`` (strings, numbers or booleans): an optimiser, an
@@ -436,12 +443,7 @@ class Categorical(Parameter):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        choices = self.choices
-        if isinstance(choices, str) or not isinstance(choices, Sequence):
-            raise SpaceDefinitionError(
-                f"{self.name!r}: choices must be a list of values, got {choices!r}"
-            )
-        choices = tuple(python_scalar(c) for c in choices)
+        choices = _listed(self.name, "choices", self.choices)
         for c in choices:
             if not (isinstance(c, str | bool) or is_number(c)):
                 raise SpaceDefinitionError(
@@ -518,12 +520,7 @@ class Ordinal(Parameter):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        values = self.values
-        if isinstance(values, str) or not isinstance(values, Sequence):
-            raise SpaceDefinitionError(
-                f"{self.name!r}: values must be a list of numbers, got {values!r}"
-            )
-        values = tuple(python_scalar(v) for v in values)
+        values = _listed(self.name, "values", self.values)
         if not all(is_number(v) for v in values):
             raise SpaceDefinitionError(f"{self.name!r}: values must be finite numbers")
         if len(values) < 2 or any(b <= a for a, b in itertools.pairwise(values)):

@@ -249,13 +249,9 @@ def propose(
         everything = _enumeration(space, num_candidates)
         if everything is not None:  # a small discrete space: score every point exactly
             values = _batch_scores(score, args, everything)
-            best = _best_new(everything, values, taken)
-            if best is None:
-                raise SpaceExhaustedError(
-                    f"the space is exhausted: all {len(everything)} of its points are "
-                    "evaluated or pending"
-                )
-            return everything[best], float(values[best])
+            return _best_or_exhausted(
+                everything, values, taken, f"all {len(everything)} of its points are"
+            )
     candidates = candidate_grid(key, space, method, num_candidates)
     refining = method == "sobol" and num_refine > 0
     grid_score = screen if refining and screen is not None else score
@@ -279,10 +275,13 @@ def propose(
             best = _best_new(pool, pool_values, taken)
             if best is not None:
                 return pool[best], float(pool_values[best])
-    best = _best_new(candidates, values, taken)
+    return _best_or_exhausted(candidates, values, taken, f"all {len(candidates)} candidates are")
+
+
+def _best_or_exhausted(points, values, taken, which: str) -> tuple[np.ndarray, float]:
+    """The best new point and its score, or :class:`SpaceExhaustedError` saying that
+    ``which`` (``"all 9 of its points are"``) evaluated or pending."""
+    best = _best_new(points, values, taken)
     if best is None:
-        raise SpaceExhaustedError(
-            f"all {len(candidates)} candidates repeat evaluated or pending points; "
-            "the integer part of the space may be exhausted"
-        )
-    return candidates[best], float(values[best])
+        raise SpaceExhaustedError(f"the space is exhausted: {which} evaluated or pending")
+    return points[best], float(values[best])

@@ -25,7 +25,6 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from bojax.errors import UnknownNameError
 from bojax.objectives.problems import Problem
 from bojax.parameters import Categorical
 from bojax.spaces import Integer, Real, Space
@@ -166,13 +165,6 @@ MIXED_PROBLEMS: dict[str, Problem] = {
         ),
     ]
 }
-
-
-def get_mixed_problem(name: str) -> Problem:
-    try:
-        return MIXED_PROBLEMS[name]
-    except KeyError:
-        raise UnknownNameError("mixed problem", name, list(MIXED_PROBLEMS)) from None
 
 
 def integer_coded(space: Space) -> tuple[Space, Callable[[Mapping], dict]]:

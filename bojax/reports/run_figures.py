@@ -29,8 +29,26 @@ GRID = 60  # points along a 1-D slice
 GRID_2D = 30  # per axis of the 2-D slice
 
 
-def _values(run: Run, name: str) -> np.ndarray:
-    return np.array([r["x"].get(name, np.nan) for r in run.records], dtype=np.float64)
+def _position(p, value):
+    """Where a value sits on its axis: a categorical's choice index, else the value."""
+    return p.index(value) if p.categorical else value
+
+
+def _values(run: Run, p) -> np.ndarray:
+    values = [_position(p, r["x"][p.name]) if p.name in r["x"] else np.nan for r in run.records]
+    return np.array(values, dtype=np.float64)
+
+
+def _scale(ax, p, axis: str) -> None:
+    """A log axis for log-spaced parameters; the choices' names for a categorical, the
+    grid's values for an ordinal."""
+    if getattr(p, "log", False):
+        _log_axis(ax, axis)
+    if p.categorical:
+        getattr(ax, f"set_{axis}ticks")(range(len(p.choices)), [str(c) for c in p.choices])
+    elif not p.continuous:  # an ordinal grid: its values as the ticks
+        values = p.decode(p.grid())
+        getattr(ax, f"set_{axis}ticks")(values, [f"{v:g}" for v in values])
 
 
 def plot_progress(run: Run, path: Path) -> None:
@@ -77,14 +95,14 @@ def plot_parameters(run: Run, path: Path) -> None:
     n = np.arange(len(run.records))
     failed = np.array([r["status"] != "ok" for r in run.records], dtype=bool)
     for ax, p in zip(axes, run.space.parameters, strict=True):
-        values = _values(run, p.name)
+        values = _values(run, p)
         ax.plot(n[~failed], values[~failed], ".", ms=5)
         if failed.any():
             ax.plot(n[failed], values[failed], "x", ms=5, color="tab:red", label="failed")
         if best is not None and p.name in best["x"]:
-            ax.plot(best["iteration"], best["x"][p.name], "*", ms=12, color="tab:orange")
-        if p.log:
-            _log_axis(ax, "y")
+            ax.plot(best["iteration"], _position(p, best["x"][p.name]), "*", ms=12,
+                    color="tab:orange")  # fmt: skip
+        _scale(ax, p, "y")
         ax.set_xlim(-0.5, len(run.records) - 0.5)  # the same evaluations on every panel
         ax.set_title(p.name, fontsize=9)
         ax.set_xlabel("evaluation", fontsize=8)
@@ -132,23 +150,27 @@ def plot_slices(run: Run, slices: Path, slice2d: Path) -> list[Path]:
     for ax, j in zip(axes, live, strict=True):
         p = run.space.parameters[j]
         values, mean, sd = curves[j]
-        ax.plot(values, mean, color="tab:blue")
-        ax.fill_between(values, mean - 2 * sd, mean + 2 * sd, color="tab:blue", alpha=0.2)
-        ax.plot(best["x"][p.name], best["y"], "*", ms=12, color="tab:orange")
-        where = [x[p.name] for x in failures if p.name in x]
+        if p.categorical:  # one prediction per choice: points with 2 sd bars
+            values = np.array([p.index(v) for v in values], dtype=np.float64)
+            ax.errorbar(values, mean, 2 * sd, fmt="o", color="tab:blue", ms=4)
+        else:
+            ax.plot(values, mean, color="tab:blue")
+            ax.fill_between(values, mean - 2 * sd, mean + 2 * sd, color="tab:blue", alpha=0.2)
+        ax.plot(_position(p, best["x"][p.name]), best["y"], "*", ms=12, color="tab:orange")
+        where = [_position(p, x[p.name]) for x in failures if p.name in x]
         if where:  # failed evaluations' coordinates, as a rug on the axis
             ax.plot(where, np.zeros(len(where)), "|", ms=10, color="tab:red",
                     transform=ax.get_xaxis_transform())  # fmt: skip
-        if p.log:
-            _log_axis(ax, "x")
+        _scale(ax, p, "x")
         ax.set_title(p.name, fontsize=9)
     fig.suptitle("posterior mean +- 2 sd through the best point", fontsize=10)
     save(fig, slices, dpi=110)
 
-    if len(live) < 2:
+    ordered = [j for j in live if not run.space.parameters[j].categorical]
+    if len(ordered) < 2:  # the 2-D slice needs two ordered axes
         return [slices]
-    spread = {j: float(np.ptp(curves[j][1])) for j in live}
-    a, b = sorted(live, key=lambda j: -spread[j])[:2]
+    spread = {j: float(np.ptp(curves[j][1])) for j in ordered}
+    a, b = sorted(ordered, key=lambda j: -spread[j])[:2]
     axis = np.linspace(0.0, 1.0, GRID_2D)
     ua, ub = np.meshgrid(axis, axis, indexing="xy")
     rows = np.repeat(centre[None], ua.size, axis=0)
@@ -172,10 +194,8 @@ def plot_slices(run: Run, slices: Path, slice2d: Path) -> list[Path]:
         ax.set_xlabel(pa.name)
         ax.set_ylabel(pb.name)
         ax.set_title(title, fontsize=10)
-        if pa.log:
-            _log_axis(ax, "x")
-        if pb.log:
-            _log_axis(ax, "y")
+        _scale(ax, pa, "x")
+        _scale(ax, pb, "y")
     save(fig, slice2d, dpi=110)
     return [slices, slice2d]
 
