@@ -93,7 +93,7 @@ def test_a_value_outside_the_choices_is_a_typed_error_naming_it(point, error, me
     [
         (lambda: Categorical("a", ("x",)), "at least two"),
         (lambda: Categorical("a", ("x", "x")), "repeat"),
-        (lambda: Categorical("a", "xy"), "list of values"),
+        (lambda: Categorical("a", "xy"), "choices must be a list"),
         (lambda: Categorical("a", ("x", None)), "a choice is"),
         (lambda: Categorical("a", (1, True)), None),  # True is not 1 here: allowed
         (lambda: Ordinal("b", (32, 16)), "strictly increasing"),
