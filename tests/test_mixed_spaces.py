@@ -248,3 +248,27 @@ def test_mixed_problems_reach_their_stated_optima_and_nothing_sampled_beats_them
     assert [type(p).__name__ for p in coded] == ["Integer", "Integer", "Real", "Real"]
     assert decode({"h1": 1, "h2": 4, "x1": 0.5, "x2": 0.0}) == {"h1": "camel", "h2": "beale3",
                                                                "x1": 0.5, "x2": 0.0}  # fmt: skip
+
+
+def test_the_mixed_training_task_compiles_one_trainer_for_every_choice():
+    from bojax.compilation import count_compilations
+    from bojax.objectives.mixednet import MixedNetObjective, Training
+
+    objective = MixedNetObjective(training=Training(epochs=2))
+    good = {"optimizer": "adam", "activation": "relu", "normalisation": "none", "layers": 2,
+            "width": 128, "learning_rate": 3e-3}  # fmt: skip
+    bad = {
+        "optimizer": "sgd",
+        "momentum": 0.5,
+        "activation": "tanh",
+        "normalisation": "layernorm",
+        "layers": 1,
+        "width": 16,
+        "learning_rate": 1e-4,
+    }
+    with count_compilations(fresh=True) as counts:
+        errors = [objective(good), objective(bad), objective(good)]
+    assert counts.of("_train_and_score") == 1, counts
+    assert errors[0] == errors[2]  # deterministic per (seed, point)
+    # Chance is 0.9 on ten classes; two epochs of Adam already learn, 1e-4 SGD does not.
+    assert errors[0] < 0.8 < errors[1] <= 1.0, errors

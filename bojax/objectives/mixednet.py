@@ -1,0 +1,181 @@
+"""A training task with the choices network designers write: MLPs on MNIST-1D.
+
+The space (:func:`mixednet_space`) mixes every parameter kind:
+
+    optimizer in {sgd, adam, rmsprop}; momentum in [0.5, 0.99] (for sgd only);
+    activation in {relu, tanh, gelu, silu}; normalisation in {none, layernorm};
+    layers in {1, 2, 3}; width in {16, 32, 64, 128, 256} (log-spaced ordinal);
+    learning_rate in [1e-4, 1] (log).
+
+Training is ``epochs`` passes of minibatches over MNIST-1D's training split
+(:func:`bojax.objectives.deepnet.mnist1d`); the objective is the validation error. Every
+choice is a traced number, so one compiled trainer serves every design: the network is
+padded to the widest and deepest one (absent units masked, absent layers skipped), the
+activation is picked by ``lax.switch``, layer norm (over the present units only) by a
+flag, and the three optimisers share one state ``(m, v)`` and are selected per step:
+
+* sgd: ``m <- mu m + g``, ``theta <- theta - lr m``;
+* adam: ``m <- 0.9 m + 0.1 g``, ``v <- 0.999 v + 0.001 g^2``, bias-corrected, ``theta <-
+  theta - lr m_hat / (sqrt(v_hat) + 1e-8)`` (Kingma & Ba 2015);
+* rmsprop: ``v <- 0.9 v + 0.1 g^2``, ``theta <- theta - lr g / (sqrt(v) + 1e-8)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from bojax.objectives.deepnet import Classification, mnist1d, point_key
+from bojax.parameters import Categorical, Ordinal
+from bojax.spaces import Integer, Real, Space
+
+OPTIMIZERS = ("sgd", "adam", "rmsprop")
+ACTIVATIONS = ("relu", "tanh", "gelu", "silu")
+NORMALISATIONS = ("none", "layernorm")
+WIDTHS = (16, 32, 64, 128, 256)
+
+
+def mixednet_space(max_layers: int = 3) -> Space:
+    return Space(
+        [
+            Categorical("optimizer", OPTIMIZERS),
+            Real("momentum", 0.5, 0.99, condition=("optimizer", "==", "sgd")),
+            Categorical("activation", ACTIVATIONS),
+            Categorical("normalisation", NORMALISATIONS),
+            Integer("layers", 1, max_layers),
+            Ordinal("width", WIDTHS, log=True),
+            Real("learning_rate", 1e-4, 1.0, log=True),
+        ]
+    )
+
+
+@dataclass(frozen=True)
+class Training:
+    """Fixed training settings (not searched)."""
+
+    epochs: int = 10
+    batch_size: int = 128
+    max_layers: int = 3
+
+
+def _activation(index, z):
+    return jax.lax.switch(index, [jax.nn.relu, jnp.tanh, jax.nn.gelu, jax.nn.silu], z)
+
+
+def _forward(params, design, x):
+    """Logits of the padded network for the design's traced choices."""
+    mask = (jnp.arange(WIDTHS[-1]) < design["width"]).astype(x.dtype)
+    active = jnp.sum(mask)
+    h = x
+    for k, (w, b) in enumerate(params["hidden"]):
+        z = (h @ w + b) * mask
+        mean = jnp.sum(z, -1, keepdims=True) / active
+        var = jnp.sum(((z - mean) * mask) ** 2, -1, keepdims=True) / active
+        z = jnp.where(design["layernorm"], (z - mean) / jnp.sqrt(var + 1e-5) * mask, z)
+        z = _activation(design["activation"], z) * mask
+        h = z if k == 0 else jnp.where(k < design["layers"], z, h)  # absent: skipped
+    w, b = params["out"]
+    return h @ w + b
+
+
+def _init(key, inputs: int, classes: int, layers: int):
+    keys = jax.random.split(key, layers + 1)
+    width = WIDTHS[-1]
+    sizes = [inputs] + [width] * layers
+
+    def dense(k, n_in, n_out):
+        return jax.random.normal(k, (n_in, n_out)) * jnp.sqrt(2.0 / n_in), jnp.zeros(n_out)
+
+    hidden = [dense(keys[i], sizes[i], width) for i in range(layers)]
+    return {"hidden": hidden, "out": dense(keys[-1], width, classes)}
+
+
+def _update(design, step, grads, params, state):
+    """One step of the design's optimiser; all three computed, one selected."""
+    lr, mu, which = design["learning_rate"], design["momentum"], design["optimizer"]
+    t = step + 1.0
+
+    def leaf(g, p, m, v):
+        m_sgd = mu * m + g
+        m_adam, v_adam = 0.9 * m + 0.1 * g, 0.999 * v + 0.001 * g**2
+        v_rms = 0.9 * v + 0.1 * g**2
+        adam = (m_adam / (1 - 0.9**t)) / (jnp.sqrt(v_adam / (1 - 0.999**t)) + 1e-8)
+        rms = g / (jnp.sqrt(v_rms) + 1e-8)
+        step_dir = jnp.select([which == 0, which == 1], [m_sgd, adam], rms)
+        m_new = jnp.select([which == 0, which == 1], [m_sgd, m_adam], m)
+        v_new = jnp.where(which == 1, v_adam, jnp.where(which == 2, v_rms, v))
+        return p - lr * step_dir, m_new, v_new
+
+    def part(i):
+        return jax.tree.map(lambda *a: leaf(*a)[i], grads, params, state["m"], state["v"])
+
+    return part(0), {"m": part(1), "v": part(2)}
+
+
+@partial(jax.jit, static_argnums=(1, 5))
+def _train_and_score(key, training: Training, design, data, valid, classes: int):
+    x, y = data
+    init_key, order_key = jax.random.split(key)
+    params = _init(init_key, x.shape[1], classes, training.max_layers)
+    state = jax.tree.map(jnp.zeros_like, {"m": params, "v": params})
+    per_epoch = x.shape[0] // training.batch_size
+    steps = training.epochs * per_epoch
+
+    def loss(p, xb, yb):
+        logits = _forward(p, design, xb)
+        return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), yb[:, None], 1))
+
+    def body(step, carry):
+        params, state = carry
+        epoch, i = step // per_epoch, step % per_epoch
+        order = jax.random.permutation(jax.random.fold_in(order_key, epoch), x.shape[0])
+        idx = jax.lax.dynamic_slice(order, (i * training.batch_size,), (training.batch_size,))
+        grads = jax.grad(loss)(params, x[idx], y[idx])
+        return _update(design, step, grads, params, state)
+
+    params, _ = jax.lax.fori_loop(0, steps, body, (params, state))
+    logits = _forward(params, design, valid[0])
+    wrong = jnp.sum(jnp.argmax(logits, -1) != valid[1])
+    return jnp.where(jnp.all(jnp.isfinite(logits)), wrong, valid[1].shape[0])
+
+
+class MixedNetObjective:
+    """``point -> validation error`` of the design's MLP on MNIST-1D; deterministic per
+    (seed, point). A diverged training scores as every example wrong."""
+
+    def __init__(self, data: Classification | None = None, training: Training = Training(),
+                 seed: int = 0):  # fmt: skip
+        self.data = mnist1d() if data is None else data
+        self.training, self.seed = training, seed
+        self.space = mixednet_space(training.max_layers)
+
+    def design(self, point: Mapping[str, Any]) -> dict:
+        point = self.space.validate(point)
+        return {
+            "optimizer": jnp.asarray(OPTIMIZERS.index(point["optimizer"])),
+            "momentum": jnp.asarray(float(point.get("momentum", 0.0))),
+            "activation": jnp.asarray(ACTIVATIONS.index(point["activation"])),
+            "layernorm": jnp.asarray(point["normalisation"] == "layernorm"),
+            "layers": jnp.asarray(int(point["layers"])),
+            "width": jnp.asarray(int(point["width"])),
+            "learning_rate": jnp.asarray(float(point["learning_rate"])),
+        }
+
+    def __call__(self, point: Mapping[str, Any]) -> float:
+        d = self.data
+        wrong = _train_and_score(
+            point_key(self.seed, self.space.validate(point)),
+            self.training,
+            self.design(point),
+            (jnp.asarray(d.x_train), jnp.asarray(d.y_train)),
+            (jnp.asarray(d.x_valid), jnp.asarray(d.y_valid)),
+            d.classes,
+        )
+        error = float(wrong) / len(d.y_valid)
+        return error if math.isfinite(error) else 1.0
