@@ -121,3 +121,20 @@ def test_failure_benchmark_counts_wasted_evaluations_and_keeps_its_runs(tmp_path
     assert run["evaluations"] == 30 and 0 <= run["wasted"] <= run["failures"] <= 30
     assert row["mean_wasted"] == run["wasted"] and row["median_regret"] == run["regret"] >= 0
     assert failures.main([*argv, "--out", str(tmp_path)])["rows"] == summary["rows"]  # reused
+
+
+@pytest.mark.slow
+def test_mixed_benchmark_runs_keeps_its_runs_and_ranks_the_arms(tmp_path):
+    mixed = load("mixed")
+    argv = ["--seeds", "2", "--evaluations", "14", "--initial", "6", "--problems", "func3c",
+            "--arms", "bojax", "bojax integer codes", "random", "--out", str(tmp_path)]  # fmt: skip
+    summary = mixed.main(argv)
+    runs = sorted((tmp_path / "mixed_runs" / "func3c").glob("*/seed*.json"))
+    assert len(runs) == 6 and all(len(json.loads(p.read_text())["y"]) == 14 for p in runs)
+    row = summary["func3c"]
+    assert set(row) == {"bojax", "bojax integer codes", "random"}
+    assert sorted(r["mean_rank"] for r in row.values()) == pytest.approx([1, 2, 3], abs=1.01)
+    assert sum(r["mean_rank"] for r in row.values()) == pytest.approx(6.0)
+    assert all(r["median"] >= 0 for r in row.values())  # regret against the known optimum
+    stamps = [p.stat().st_mtime_ns for p in runs]
+    assert mixed.main(argv) == summary and [p.stat().st_mtime_ns for p in runs] == stamps
