@@ -109,11 +109,12 @@ def run_one(problem: str, arm: str, seed: int, evaluations: int, initial: int) -
     return {"y": ys, "propose_seconds": seconds}
 
 
-def collect(problems, arms, seeds, evaluations, initial, runs: Path, console) -> dict:
+def collect(problems, arms, seeds, evaluations, initial, runs: Path, console,
+            training_seeds: int = 10) -> dict:  # fmt: skip
     results: dict = {}
     for problem in problems:
         for arm in arms:
-            for seed in range(min(seeds, 10) if problem == TRAINING else seeds):
+            for seed in range(min(seeds, training_seeds) if problem == TRAINING else seeds):
                 path = runs / problem / arm.replace(" ", "-") / f"seed{seed}.json"
                 if path.exists():
                     run = json.loads(path.read_text())
@@ -214,6 +215,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seeds", type=int, help="seeds (default 20; quick 3)")
     parser.add_argument("--evaluations", type=int, help="evaluations per run (default 40)")
     parser.add_argument("--initial", type=int, default=10, help="random points first")
+    parser.add_argument("--training-seeds", type=int, default=10, help="seeds of the training task")
     parser.add_argument("--problems", nargs="+", default=PROBLEMS, choices=PROBLEMS)
     parser.add_argument("--arms", nargs="+", default=ARMS, choices=ARMS)
     parser.add_argument("--speed", action="store_true", help="time a steady ask only")
@@ -231,7 +233,9 @@ def main(argv: list[str] | None = None) -> dict:
         else:
             console.print(f"[yellow]{arm} is not installed: skipped[/yellow]")
     runs = args.out / "mixed_runs"
-    results = collect(args.problems, arms, seeds, evaluations, args.initial, runs, console)
+    results = collect(
+        args.problems, arms, seeds, evaluations, args.initial, runs, console, args.training_seeds
+    )
     summary = summarise(results)
     console.print(table(summary))
     name = "mixed_quick.json" if args.quick else "mixed.json"
