@@ -272,3 +272,18 @@ def test_the_mixed_training_task_compiles_one_trainer_for_every_choice():
     assert errors[0] == errors[2]  # deterministic per (seed, point)
     # Chance is 0.9 on ten classes; two epochs of Adam already learn, 1e-4 SGD does not.
     assert errors[0] < 0.8 < errors[1] <= 1.0, errors
+
+
+def test_batches_on_a_mixed_space_are_distinct_valid_points():
+    import bojax
+
+    state = bojax.init(MIXED, bojax.Settings(initial=5, seed=1, surrogate="gp-map",
+                                             num_candidates=128))  # fmt: skip
+    for row in MIXED.sample(jax.random.key(5), 5, "sobol"):
+        state = bojax.tell(state, row, _network_loss(MIXED.from_unit(row)))
+    points, state, infos = bojax.ask_batch(state, 3)
+    assert len({tuple(p) for p in np.asarray(points)}) == 3
+    assert all(info["phase"] == "bo" for info in infos)
+    for u in points:  # proposals are snapped points of the space
+        np.testing.assert_array_equal(MIXED.snap(u), u)
+        assert MIXED.validate(MIXED.from_unit(u)) == MIXED.from_unit(u)
