@@ -77,13 +77,15 @@ def _refine(
     max_iterations: int,
     tolerance: float,
     fixed: tuple[int, ...] = (),
+    held: np.ndarray | None = None,
 ):
     """Maximise ``score`` from every start inside ``[0, 1]^d`` by L-BFGS-B (SciPy) on the
     sum over starts, as BoTorch's ``gen_candidates_scipy`` does: the starts do not
     interact, so the joint problem is the separate ones solved in one batched pass. Stops
     at ``max_iterations`` or when the projected gradient's largest entry is below
     ``tolerance``; one compiled value-and-gradient program per batch shape. Coordinates
-    ``fixed`` (categorical and ordinal ones) keep their start values."""
+    ``fixed`` (categorical and ordinal ones) keep their start values, and so do all
+    coordinates of the rows where ``held`` is true (the batch keeps its shape)."""
     from scipy.optimize import minimize
 
     def objective(flat):
@@ -92,11 +94,13 @@ def _refine(
         return float(value), np.asarray(grad, dtype=np.float64)
 
     bounds = [(0.0, 1.0)] * starts.size
-    if fixed:
+    if fixed or held is not None:
         starts = np.clip(starts, 0.0, 1.0)  # a fixed irrelevant -1 is snapped back later
-        for i, j in np.ndindex(starts.shape[0], len(fixed)):
-            value = float(starts[i, fixed[j]])
-            bounds[i * starts.shape[1] + fixed[j]] = (value, value)
+        d = starts.shape[1]
+        for i in range(starts.shape[0]):
+            columns = range(d) if held is not None and held[i] else fixed
+            for j in columns:
+                bounds[i * d + j] = (float(starts[i, j]),) * 2
     result = minimize(
         objective,
         starts.ravel(),
@@ -145,20 +149,22 @@ def _alternate(score, args, space, starts, moves, max_iterations, tolerance, rou
     point if it scores higher, until no point moves or ``rounds`` are done (the
     alternating scheme of BoTorch's mixed optimiser, with Optuna's one-move neighbours)."""
     points = space.snap(starts)
+    held = np.zeros(len(points), bool)  # rows whose numeric part is already refined
     for _ in range(rounds):
-        points = space.snap(_refine(score, args, points, max_iterations, tolerance, moves))
+        refined = _refine(score, args, points, max_iterations, tolerance, moves, held)
+        points = space.snap(refined)
         values = _scores(score, args, points)
         moved, owners = _neighbours(space, points, moves)
         if not len(moved):
             break
         moved_values = _batch_scores(score, args, moved)
-        improved = False
+        held[:] = True
         for i in range(len(points)):
             own = np.flatnonzero(owners == i)
             if own.size and np.nanmax(moved_values[own], initial=-np.inf) > values[i]:
                 points[i] = moved[own[np.nanargmax(moved_values[own])]]
-                improved = True
-        if not improved:
+                held[i] = False  # moved: its numeric part is refined again
+        if held.all():
             break
     return points
 
