@@ -1,0 +1,192 @@
+"""Finite kinds: unordered :class:`Categorical` choices and :class:`Ordinal` grids."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from bojax.errors import InvalidValueError, SpaceDefinitionError
+from bojax.parameters.base import (
+    Condition,
+    Parameter,
+    as_real_scalar,
+    checked_unit,
+    is_number,
+    python_scalar,
+    same_value,
+)
+
+
+def _listed(name: str, field: str, values: Any) -> tuple:
+    """A kind's list of values as a tuple of Python scalars, or a typed error."""
+    if isinstance(values, str) or not isinstance(values, Sequence):
+        raise SpaceDefinitionError(f"{name!r}: {field} must be a list, got {values!r}")
+    return tuple(python_scalar(v) for v in values)
+
+
+@dataclass(frozen=True)
+class Categorical(Parameter):
+    """One of unordered ``choices`` (strings, numbers or booleans): an optimiser, an
+    activation, a normalisation.
+
+    Choice ``k`` of ``K`` owns the bin ``[k/K, (k+1)/K)`` of the unit interval and encodes
+    to its centre ``(k + 1/2) / K``, so uniform sampling draws each choice with
+    probability ``1/K``. The coordinate's order means nothing: surrogates read a
+    categorical through its kind (``categorical = True``) and compare choices for
+    equality only (an overlap kernel), and the acquisition optimiser moves it by
+    switching choices, never by gradient steps.
+    """
+
+    kind: ClassVar[str] = "categorical"
+    ordered: ClassVar[bool] = False
+    continuous: ClassVar[bool] = False
+    #: Surrogates compare the coordinates of such kinds for equality only.
+    categorical: ClassVar[bool] = True
+    required_keys: ClassVar[tuple[str, ...]] = ("choices",)
+    optional_keys: ClassVar[tuple[str, ...]] = ("condition",)
+
+    choices: tuple = ()
+    condition: Condition | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        choices = _listed(self.name, "choices", self.choices)
+        for c in choices:
+            if not (isinstance(c, str | bool) or is_number(c)):
+                raise SpaceDefinitionError(
+                    f"{self.name!r}: a choice is a string, a finite number or a boolean, got {c!r}"
+                )
+        if len(choices) < 2:
+            raise SpaceDefinitionError(f"{self.name!r}: needs at least two choices")
+        repeated = [c for i, c in enumerate(choices) if any(same_value(c, d) for d in choices[:i])]
+        if repeated:
+            raise SpaceDefinitionError(f"{self.name!r}: choices repeat: {repeated}")
+        object.__setattr__(self, "choices", choices)
+
+    def index(self, value: Any) -> int:
+        for k, choice in enumerate(self.choices):
+            if same_value(value, choice):
+                return k
+        raise InvalidValueError(
+            self.name, f"{python_scalar(value)!r} is not one of the choices {list(self.choices)}"
+        )
+
+    def check(self, value: Any) -> Any:
+        return self.choices[self.index(value)]
+
+    def encode(self, values: np.ndarray) -> np.ndarray:
+        index = [self.index(v) for v in np.asarray(values, dtype=object).ravel()]
+        return ((np.asarray(index, np.float64) + 0.5) / len(self.choices)).reshape(np.shape(values))
+
+    def indices(self, u: np.ndarray) -> np.ndarray:
+        """The choice index of each unit coordinate."""
+        k = np.floor(checked_unit(self.name, u) * len(self.choices))
+        return np.clip(k, 0, len(self.choices) - 1).astype(np.int64)
+
+    def decode(self, u: np.ndarray) -> np.ndarray:
+        out = np.empty(np.shape(u), dtype=object)
+        out[...] = np.asarray(self.choices, dtype=object)[self.indices(u)]
+        return out
+
+    def snap(self, u: np.ndarray) -> np.ndarray:
+        return (self.indices(u) + 0.5) / len(self.choices)
+
+    def describe(self) -> str:
+        return f"categorical {list(self.choices)}"
+
+    def grid(self) -> np.ndarray:
+        return (np.arange(len(self.choices)) + 0.5) / len(self.choices)
+
+    def neighbours(self, u: float) -> np.ndarray:
+        """Every other choice: choices have no order, so each is one move away."""
+        grid = self.grid()
+        return np.delete(grid, self.indices(np.asarray(u)))
+
+
+@dataclass(frozen=True)
+class Ordinal(Parameter):
+    """One of an ordered numeric grid ``values`` (batch sizes 16/32/64/128, a few
+    learning rates); ``log=True`` spaces it logarithmically.
+
+    With ``t`` the identity or ``log``, value ``v_k`` encodes to
+    ``(t(v_k) - z_low) / (z_high - z_low)``, where the interval extends half a gap beyond
+    each end (``z_low = t(v_0) - (t(v_1) - t(v_0)) / 2``, likewise at the top); a unit
+    coordinate decodes to the value nearest in ``t``. Each value owns the bin between the
+    midpoints to its neighbours, so the model sees the grid's spacing (in log where
+    declared) and an ``Integer`` is the special case of consecutive integers.
+    """
+
+    kind: ClassVar[str] = "ordinal"
+    continuous: ClassVar[bool] = False
+    required_keys: ClassVar[tuple[str, ...]] = ("values",)
+    optional_keys: ClassVar[tuple[str, ...]] = ("log", "condition")
+
+    values: tuple = ()
+    log: bool = False
+    condition: Condition | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        values = _listed(self.name, "values", self.values)
+        if not all(is_number(v) for v in values):
+            raise SpaceDefinitionError(f"{self.name!r}: values must be finite numbers")
+        if len(values) < 2 or any(b <= a for a, b in itertools.pairwise(values)):
+            raise SpaceDefinitionError(
+                f"{self.name!r}: needs two or more strictly increasing values, got {values!r}"
+            )
+        if not isinstance(self.log, bool):
+            raise SpaceDefinitionError(f"{self.name!r}: log is true or false, got {self.log!r}")
+        if self.log and values[0] <= 0:
+            raise SpaceDefinitionError(f"{self.name!r}: a log-spaced grid needs values > 0")
+        object.__setattr__(self, "values", values)
+
+    def _centres(self) -> np.ndarray:
+        t = (
+            np.log(np.asarray(self.values, np.float64))
+            if self.log
+            else np.asarray(self.values, np.float64)
+        )
+        low, high = t[0] - (t[1] - t[0]) / 2, t[-1] + (t[-1] - t[-2]) / 2
+        return (t - low) / (high - low)
+
+    def _index(self, value: Any) -> int:
+        value = as_real_scalar(self.name, value)
+        for k, v in enumerate(self.values):
+            if value == v:
+                return k
+        raise InvalidValueError(self.name, f"{value!r} is not one of {list(self.values)}")
+
+    def check(self, value: Any) -> int | float:
+        return self.values[self._index(value)]
+
+    def encode(self, values: np.ndarray) -> np.ndarray:
+        index = [self._index(v) for v in np.asarray(values).ravel()]
+        return self._centres()[np.asarray(index, np.int64)].reshape(np.shape(values))
+
+    def indices(self, u: np.ndarray) -> np.ndarray:
+        """The grid index of each unit coordinate: the nearest centre."""
+        centres = self._centres()
+        edges = (centres[1:] + centres[:-1]) / 2
+        return np.searchsorted(edges, checked_unit(self.name, u), side="right")
+
+    def decode(self, u: np.ndarray) -> np.ndarray:
+        return np.asarray(self.values)[self.indices(u)]
+
+    def snap(self, u: np.ndarray) -> np.ndarray:
+        return self._centres()[self.indices(u)]
+
+    def describe(self) -> str:
+        return f"ordinal {list(self.values)}" + (" log" if self.log else "")
+
+    def grid(self) -> np.ndarray:
+        return self._centres()
+
+    def neighbours(self, u: float) -> np.ndarray:
+        """The grid values just below and above."""
+        k = int(self.indices(np.asarray(u)))
+        centres = self._centres()
+        return centres[[j for j in (k - 1, k + 1) if 0 <= j < len(centres)]]

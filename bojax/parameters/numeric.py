@@ -1,0 +1,127 @@
+"""Numeric kinds on an interval: :class:`Real` and :class:`Integer` (optionally log)."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from bojax.errors import OutOfBoundsError, ParameterTypeError, SpaceDefinitionError
+from bojax.parameters.base import Condition, Parameter, as_real_scalar, checked_unit
+
+
+@dataclass(frozen=True)
+class _Interval(Parameter):
+    """A kind that maps a (log-)linear interval ``[z_low, z_high]`` onto ``[0, 1]``."""
+
+    low: float
+    high: float
+    log: bool = False
+    condition: Condition | None = None  # relevant only when this holds (and the parent is)
+
+    required_keys: ClassVar[tuple[str, ...]] = ("low", "high")
+    optional_keys: ClassVar[tuple[str, ...]] = ("log", "condition")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for bound in (self.low, self.high):
+            if (
+                isinstance(bound, bool)
+                or not isinstance(bound, numbers.Real)
+                or not math.isfinite(bound)
+            ):
+                raise SpaceDefinitionError(
+                    f"{self.name!r}: bounds must be finite numbers, got {bound!r}"
+                )
+        if not self.low < self.high:
+            raise SpaceDefinitionError(
+                f"{self.name!r}: need low < high, got [{self.low}, {self.high}]"
+            )
+        if not isinstance(self.log, bool):
+            raise SpaceDefinitionError(f"{self.name!r}: log is true or false, got {self.log!r}")
+
+    def _z_bounds(self) -> tuple[float, float]:
+        return float(self.low), float(self.high)
+
+    def _t(self, z):
+        return np.log(z) if self.log else z
+
+    def encode(self, values: np.ndarray) -> np.ndarray:
+        t_low, t_high = (self._t(z) for z in self._z_bounds())
+        return (self._t(values) - t_low) / (t_high - t_low)
+
+    def _relaxed(self, u: np.ndarray) -> np.ndarray:
+        """The continuous value ``z`` a unit coordinate stands for."""
+        t_low, t_high = (self._t(z) for z in self._z_bounds())
+        t = t_low + checked_unit(self.name, u) * (t_high - t_low)
+        return np.exp(t) if self.log else t
+
+    def describe(self) -> str:
+        return f"{self.kind} [{self.low}, {self.high}]" + (" log" if self.log else "")
+
+
+@dataclass(frozen=True)
+class Real(_Interval):
+    """A real parameter on ``[low, high]``; ``log=True`` spaces it logarithmically."""
+
+    kind: ClassVar[str] = "real"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.log and self.low <= 0:
+            raise SpaceDefinitionError(f"{self.name!r}: a log-scaled real needs low > 0")
+
+    def check(self, value: Any) -> float:
+        value = as_real_scalar(self.name, value)
+        if not self.low <= value <= self.high:
+            raise OutOfBoundsError(self.name, value, self.low, self.high)
+        return value
+
+    def decode(self, u: np.ndarray) -> np.ndarray:
+        return np.clip(self._relaxed(u), self.low, self.high)
+
+    def snap(self, u: np.ndarray) -> np.ndarray:
+        return np.asarray(u, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class Integer(_Interval):
+    """An integer parameter on ``{low, ..., high}``; ``log=True`` spaces it logarithmically."""
+
+    kind: ClassVar[str] = "integer"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for bound in (self.low, self.high):
+            if not float(bound).is_integer():
+                raise SpaceDefinitionError(
+                    f"{self.name!r}: integer bounds must be whole, got {bound!r}"
+                )
+        object.__setattr__(self, "low", int(self.low))
+        object.__setattr__(self, "high", int(self.high))
+        if self.log and self.low < 1:
+            raise SpaceDefinitionError(f"{self.name!r}: a log-scaled integer needs low >= 1")
+
+    def _z_bounds(self) -> tuple[float, float]:
+        return self.low - 0.5, self.high + 0.5
+
+    def check(self, value: Any) -> int:
+        real = as_real_scalar(self.name, value)
+        if not real.is_integer():
+            raise ParameterTypeError(self.name, f"expected an integer, got {value!r}")
+        value = int(real)
+        if not self.low <= value <= self.high:
+            raise OutOfBoundsError(self.name, value, self.low, self.high)
+        return value
+
+    def decode(self, u: np.ndarray) -> np.ndarray:
+        return np.clip(np.floor(self._relaxed(u) + 0.5), self.low, self.high).astype(np.int64)
+
+    def snap(self, u: np.ndarray) -> np.ndarray:
+        return self.encode(self.decode(u).astype(np.float64))
+
+    def grid(self) -> np.ndarray:
+        return self.encode(np.arange(self.low, self.high + 1, dtype=np.float64))
