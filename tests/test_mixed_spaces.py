@@ -244,6 +244,8 @@ def test_mixed_problems_reach_their_stated_optima_and_nothing_sampled_beats_them
     plan = {f"s{i}": i % 5 for i in range(25)}
     assert pest(plan) == pest(plan)
     assert 15 < pest({f"s{i}": 0 for i in range(25)}) <= 25
+    coded, _ = integer_coded(NET)  # a condition on a categorical tests its code
+    assert coded["momentum"].condition.value == (1, 2) and coded["nesterov"].condition.value == 1
     coded, decode = integer_coded(MIXED_PROBLEMS["func2c"].space)
     assert [type(p).__name__ for p in coded] == ["Integer", "Integer", "Real", "Real"]
     assert decode({"h1": 1, "h2": 4, "x1": 0.5, "x2": 0.0}) == {"h1": "camel", "h2": "beale3",

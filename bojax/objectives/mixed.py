@@ -22,11 +22,12 @@ categorical parameters (:func:`integer_coded`), for the benchmark's comparison.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 import numpy as np
 
 from bojax.objectives.problems import Problem
-from bojax.parameters import Categorical
+from bojax.parameters import Categorical, Condition
 from bojax.spaces import Integer, Real, Space
 
 _CAMEL_MIN = -1.031628453489877
@@ -170,11 +171,20 @@ MIXED_PROBLEMS: dict[str, Problem] = {
 def integer_coded(space: Space) -> tuple[Space, Callable[[Mapping], dict]]:
     """``space`` with each categorical replaced by an integer code ``0 .. K-1`` (the
     workaround without categorical parameters), and the map from coded points back."""
+
+    def coded_condition(condition):
+        parent = space[condition.parent] if condition is not None else None
+        if not isinstance(parent, Categorical):
+            return condition
+        codes = tuple(parent.index(v) for v in condition.values)
+        value = codes if condition.op == "in" else codes[0]
+        return Condition(condition.parent, condition.op, value)
+
     coded = Space(
         [
-            Integer(p.name, 0, len(p.choices) - 1, condition=p.condition)
+            Integer(p.name, 0, len(p.choices) - 1, condition=coded_condition(p.condition))
             if isinstance(p, Categorical)
-            else p
+            else replace(p, condition=coded_condition(p.condition))
             for p in space.parameters
         ]
     )
