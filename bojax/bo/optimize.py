@@ -143,16 +143,19 @@ def _neighbours(space: Space, points: np.ndarray, moves: tuple[int, ...]):
     return space.snap(np.stack(rows)), np.asarray(owners)
 
 
-def _alternate(score, args, space, starts, moves, max_iterations, tolerance, rounds=4):
+def _alternate(score, args, space, starts, moves, max_iterations, tolerance):
     """Local search on a mixed space from every start: gradient refinement of the numeric
     coordinates with the discrete ones held, then the best single discrete move of each
-    point if it scores higher, until no point moves or ``rounds`` are done (the
-    alternating scheme of BoTorch's mixed optimiser, with Optuna's one-move neighbours)."""
+    point if it scores higher, until no point moves (the alternating scheme of BoTorch's
+    mixed optimiser, with Optuna's one-move neighbours). At most ``max(4, 2 m)`` rounds for
+    ``m`` discrete parameters, so a walk can change each of them."""
     points = space.snap(starts)
     held = np.zeros(len(points), bool)  # rows whose numeric part is already refined
-    for _ in range(rounds):
-        refined = _refine(score, args, points, max_iterations, tolerance, moves, held)
-        points = space.snap(refined)
+    numeric = len(moves) < space.dim
+    for _ in range(max(4, 2 * len(moves))):
+        if numeric:
+            refined = _refine(score, args, points, max_iterations, tolerance, moves, held)
+            points = space.snap(refined)
         values = _scores(score, args, points)
         moved, owners = _neighbours(space, points, moves)
         if not len(moved):
