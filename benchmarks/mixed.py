@@ -162,7 +162,7 @@ def summarise(results: dict) -> dict:
 
 def table(summary: dict) -> Table:
     arms = list(next(iter(summary.values())))
-    t = Table(title="final regret: median [q25, q75] (mean rank); lowest median in bold")
+    t = Table(title="final regret: median \\[q25, q75] (mean rank); lowest median in bold")
     t.add_column("problem")
     for arm in arms:
         t.add_column(arm, justify="right")
