@@ -276,6 +276,7 @@ def test_the_mixed_training_task_compiles_one_trainer_for_every_choice():
     assert errors[0] < 0.8 < errors[1] <= 1.0, errors
 
 
+@pytest.mark.slow  # 12 s of programs no other fast test compiles; batching is generic
 def test_batches_on_a_mixed_space_are_distinct_valid_points():
     import bojax
 
