@@ -65,33 +65,13 @@ def get(problem: str) -> Problem:
 ARMS = ["bojax", "bojax integer codes", "optuna-gp", "tpe", "smac", "random"]
 
 
-class BojaxArm:
-    """bojax's ask/tell on ``space`` (the defaults: ``gp-slice`` and LogEI)."""
-
-    def __init__(self, space, seed: int, initial: int, **_):
-        self.space = space
-        self.state = bojax.init(space, bojax.Settings(initial=initial, seed=seed))
-        self.asked = None
-
-    def ask(self):
-        self.asked, self.state, _ = bojax.ask(self.state)
-        return self.space.from_unit(self.asked)
-
-    def tell(self, point, value):
-        u = self.asked if self.asked is not None else self.space.to_unit(point)
-        self.state = bojax.tell(self.state, u, math.nan if value is None else value)
-        self.asked = None
-
-
 def make_arm(arm: str, space, seed: int, initial: int, budget: int):
     """``(optimiser, decode)``: the optimiser proposes points of the space it was given,
     ``decode`` maps them to the problem's own points."""
-    if arm == "bojax":
-        return BojaxArm(space, seed, initial), dict
-    if arm == "bojax integer codes":
-        coded, decode = integer_coded(space)
-        return BojaxArm(coded, seed, initial), decode
-    return PEERS.get(arm).make(space, seed=seed, initial=initial, budget=budget), dict
+    decode = dict
+    if arm == "bojax integer codes":  # the same peer on the space written as codes
+        (space, decode), arm = integer_coded(space), "bojax"
+    return PEERS.get(arm).make(space, seed=seed, initial=initial, budget=budget), decode
 
 
 def run_one(problem: str, arm: str, seed: int, evaluations: int, initial: int) -> dict:

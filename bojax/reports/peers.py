@@ -14,6 +14,7 @@ a point the peer did not propose (a shared initial design) as a finished trial.
 
 Peers (a :class:`~bojax.registry.Registry` of :class:`Peer` records):
 
+* ``bojax``: bojax's own ask/tell with its defaults (for benchmarks in a peer's terms);
 * ``random``: uniform points of the unit cube (NumPy's generator seeded with ``seed``),
   snapped to the space, so integers and conditions hold;
 * ``tpe``, ``optuna-gp``, ``optuna-bojax``: an Optuna study with its TPE sampler, its
@@ -235,6 +236,26 @@ def _choices(p) -> list:
     return list(p.choices if isinstance(p, Categorical) else p.values)
 
 
+class BojaxAskTell:
+    """bojax's own ``init``/``ask``/``tell`` on ``space`` with its default settings
+    (``gp-slice`` and LogEI), ``initial`` random points first."""
+
+    def __init__(self, space: Space, seed: int, initial: int, **_: Any):
+        import bojax
+
+        self._bojax, self.space, self.asked = bojax, space, None
+        self.state = bojax.init(space, bojax.Settings(initial=initial, seed=seed))
+
+    def ask(self) -> dict[str, Any]:
+        self.asked, self.state, _ = self._bojax.ask(self.state)
+        return self.space.from_unit(self.asked)
+
+    def tell(self, point: Mapping[str, Any], value: float | None) -> None:
+        u = self.asked if self.asked is not None else self.space.to_unit(point)
+        self.state = self._bojax.tell(self.state, u, np.nan if value is None else value)
+        self.asked = None
+
+
 def _check_kinds(space: Space) -> None:
     known = Real | Integer | Categorical | Ordinal
     for p in space.parameters:
@@ -243,6 +264,7 @@ def _check_kinds(space: Space) -> None:
 
 
 PEERS.register(Peer("random", RandomSearch, "random search"))
+PEERS.register(Peer("bojax", BojaxAskTell, "bojax ask/tell (gp-slice, LogEI)"))
 PEERS.register(Peer("tpe", partial(OptunaStudy, sampler="tpe"), "Optuna TPE", ("optuna",)))
 PEERS.register(Peer("optuna-gp", partial(OptunaStudy, sampler="gp"), "Optuna GP", OPTUNA_GP))
 PEERS.register(
