@@ -110,6 +110,8 @@ class GPClassifier:
     def for_space(self, space) -> GPClassifier:
         """This classifier with ``space``'s categorical coordinates compared for equality
         only (an overlap kernel)."""
+        if not space.categorical:  # itself: no re-validation on every fit
+            return self
         return replace(self, model=self.model.with_categorical(space.categorical))
 
     def _hyperprior(self, dim: int) -> PyTree:

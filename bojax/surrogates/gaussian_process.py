@@ -177,6 +177,8 @@ class GPSurrogate:
     def for_space(self, space) -> GPSurrogate:
         """This surrogate with ``space``'s categorical coordinates compared for equality
         only (an overlap kernel; the same hyperparameters, priors and sampler)."""
+        if not space.categorical:  # itself: no re-validation on every fit
+            return self
         return replace(self, model=self.model.with_categorical(space.categorical))
 
     def configured(self, samples: int | None = None, burn_in: int | None = None) -> GPSurrogate:
