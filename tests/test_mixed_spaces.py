@@ -151,6 +151,11 @@ def test_the_overlap_kernel_is_matern_on_the_hamming_and_euclidean_distance():
     r = np.sqrt((diff**2).sum(-1))
     want = 1.7 * (1 + np.sqrt(5) * r + 5 / 3 * r**2) * np.exp(-np.sqrt(5) * r)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    # The additive part: b times the share of categoricals two points agree on, so points
+    # that share a choice covary however much else differs.
+    additive = np.asarray(kernels.gram(mixed, params | {"additive": jnp.asarray(0.4)}, x, x))
+    agree = (x[:, None, [1, 3]] == x[None, :, [1, 3]]).mean(-1)
+    np.testing.assert_allclose(additive, want + 0.4 * agree, rtol=1e-12, atol=1e-14)
     a, b, c = (np.array([[0.5, k, 0.5, 1 / 6]]) for k in (1 / 6, 3 / 6, 5 / 6))
     assert float(kernels.gram(mixed, params, a, b)[0, 0]) == float(
         kernels.gram(mixed, params, a, c)[0, 0]

@@ -102,9 +102,11 @@ def _pack(settings: Settings, state: BOState) -> dict[str, Any]:
     """The chains' positions as JSON: the surrogate's, and the failure classifier's under
     ``"classifier"`` once something failed (absent before, as in older journals)."""
     surrogate = state.surrogate
-    packed = {"fits": 0} if surrogate is None else settings.make_surrogate().pack(surrogate)
+    packed = (
+        {"fits": 0} if surrogate is None else settings.make_surrogate(state.space).pack(surrogate)
+    )
     if state.classifier is not None:
-        packed["classifier"] = settings.make_failure_model().pack(state.classifier)
+        packed["classifier"] = settings.make_failure_model(state.space).pack(state.classifier)
     return packed
 
 
@@ -112,14 +114,15 @@ def _unpack(settings: Settings, space: Space, saved: dict[str, Any]) -> tuple[An
     """``(surrogate state, classifier state)`` from :func:`_pack`'s output."""
     saved = dict(saved)
     classifier = saved.pop("classifier", None)
-    model = settings.make_failure_model()
+    # Adapted to the space, as when fitted: a categorical space's kernel has more parameters.
+    model = settings.make_failure_model(space)
     if classifier is not None and model is not None:
         classifier = model.unpack(space.dim, classifier)
     else:
         classifier = None
     if saved["fits"] == 0:
         return None, classifier
-    return settings.make_surrogate().unpack(space.dim, saved), classifier
+    return settings.make_surrogate(space).unpack(space.dim, saved), classifier
 
 
 def _restore(state: BOState, journal: Journal, records: list[dict[str, Any]]) -> BOState:

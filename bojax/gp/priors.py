@@ -54,8 +54,17 @@ def map_prior(fn, prior: Prior, *trees):
     return jax.tree.map(fn, prior, *trees, is_leaf=_is_distribution)
 
 
+#: The prior of the additive categorical part's amplitude (:class:`~bojax.gp.kernels.
+#: Overlap`), the same in every prior set: narrow, so a choice's own effect must show in
+#: the data before it counts. Against Half-Cauchy(1), as the amplitude has, the median
+#: final value of bojax went from -0.0018 to -0.0246 on Func2C (20 seeds, optimum -0.206)
+#: and from 13.95 to 13.68 on pest control (6 seeds); ``docs/design.md``.
+ADDITIVE_PRIOR = dist.HalfCauchy(0.1)
+
+
 def _prior_by_name(model: GP, dim: int, positive: Callable[[str], dist.Distribution]) -> Prior:
-    """N(0, 1) on mean parameters, Uniform(0, 1) on ``rho``, ``positive(name)`` elsewhere."""
+    """N(0, 1) on mean parameters, Uniform(0, 1) on ``rho``, :data:`ADDITIVE_PRIOR` on
+    ``additive``, ``positive(name)`` elsewhere."""
     params = model.init_params(dim)
 
     def choose(path, value):
@@ -67,6 +76,8 @@ def _prior_by_name(model: GP, dim: int, positive: Callable[[str], dist.Distribut
         name = getattr(path[-1], "key", None)
         if name == "rho":
             return dist.Uniform(0.0, 1.0)
+        if name == "additive":
+            return ADDITIVE_PRIOR
         return positive(name)
 
     return jax.tree_util.tree_map_with_path(choose, params)
