@@ -1,10 +1,13 @@
 """Categorical and ordinal parameters: values, coordinates, conditions and files."""
 
+from dataclasses import replace
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from bojax import gp
 from bojax.errors import InvalidValueError, ParameterTypeError, SpaceDefinitionError
 from bojax.parameters import Categorical, Ordinal
 from bojax.spaces import IRRELEVANT, Integer, Real, Space, load_space, repeated_mask
@@ -156,6 +159,7 @@ def test_the_overlap_kernel_is_matern_on_the_hamming_and_euclidean_distance():
     additive = np.asarray(kernels.gram(mixed, params | {"additive": jnp.asarray(0.4)}, x, x))
     agree = (x[:, None, [1, 3]] == x[None, :, [1, 3]]).mean(-1)
     np.testing.assert_allclose(additive, want + 0.4 * agree, rtol=1e-12, atol=1e-14)
+    assert "additive" in mixed.init(4)  # on by default, sampled with the others
     a, b, c = (np.array([[0.5, k, 0.5, 1 / 6]]) for k in (1 / 6, 3 / 6, 5 / 6))
     assert float(kernels.gram(mixed, params, a, b)[0, 0]) == float(
         kernels.gram(mixed, params, a, c)[0, 0]
@@ -315,3 +319,36 @@ def test_the_failure_classifier_learns_a_failing_choice():
     # Dropping failures instead (failure_model="none") proposed rmsprop in 7-9 of these ten
     # steps on seeds 3-5; the classifier, over the overlap kernel, in 0-2.
     assert sum(r["x"]["optimizer"] == "rmsprop" for r in bo) <= 2, [r["x"] for r in bo]
+
+
+@pytest.mark.slow
+def test_the_additive_part_learns_each_choice_from_points_that_differ_elsewhere():
+    """Pest control's shape: 25 categoricals of 5 choices and 30 points, which differ from
+    a new point in about 20 choices. The joint kernel alone sees them as nearly
+    independent; the additive part learns each choice's effect from every point that made
+    it. On additive targets (3 draws) its predictions of new points correlate with the
+    truth (0.41-0.55 with the default sampler); the joint kernel's barely do (0.17-0.29)."""
+    from bojax.surrogates import SURROGATES
+
+    m, c = 25, 5
+    space = Space([Categorical(f"c{i}", tuple("abcde")) for i in range(m)])
+    correlations = {True: [], False: []}
+    for seed in range(3):
+        effects = np.random.default_rng(seed).normal(size=(m, c))
+
+        def target(u, effects=effects):
+            return effects[np.arange(m), (u * c).astype(int)].sum(-1)
+
+        train = space.sample(jax.random.key(10 * seed), 30)
+        test = space.sample(jax.random.key(10 * seed + 1), 200)
+        y = target(train)
+        data = gp.make_data(train, (y - y.mean()) / y.std())
+        for additive in (True, False):
+            surrogate = SURROGATES.get("gp-slice").for_space(space)
+            kernel = replace(surrogate.model.kernel, additive=additive)
+            surrogate = replace(surrogate, model=replace(surrogate.model, kernel=kernel))
+            fitted = surrogate.fit(jax.random.key(0), surrogate.init(space.dim), data)
+            mean, _ = surrogate.predict(fitted, jnp.asarray(test))
+            correlations[additive].append(np.corrcoef(np.mean(mean, 0), target(test))[0, 1])
+    with_part, without = np.mean(correlations[True]), np.mean(correlations[False])
+    assert with_part > 0.35 and with_part > without + 0.15, correlations

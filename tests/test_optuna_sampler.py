@@ -50,16 +50,16 @@ def mixed(trial):
 def test_categorical_and_stepped_parameters_are_modelled_jointly():
     sampler = BojaxSampler(seed=1, **FAST)
     study = optuna.create_study(sampler=sampler)
-    study.optimize(mixed, n_trials=14)
+    study.optimize(mixed, n_trials=20)
     space = sampler.infer_relative_search_space(study, study.trials[-1])
     assert set(space) == {"kind", "batch", "drop", "x"}
     later = study.trials[5:]  # after the 5 random start-up trials: bojax's proposals
     steps = [t.params["drop"] / 0.1 for t in study.trials]
     assert all(abs(k - round(k)) < 1e-9 and 0 <= round(k) <= 5 for k in steps)
     assert all(t.params["batch"] % 16 == 0 for t in study.trials)
-    # Random choices pick "b" in 3 of these 9 trials on average (5 or more: 14 % of the
-    # time); the model learns it is best (5-6 of 9 on seeds 0-5).
-    assert sum(t.params["kind"] == "b" for t in later) >= 5, [t.params for t in later]
+    # Random choices pick "b" in 5 of these 15 trials on average (10 or more: 0.8 % of the
+    # time); the model learns it is best (10-13 of 15 on seeds 0-5).
+    assert sum(t.params["kind"] == "b" for t in later) >= 10, [t.params for t in later]
     assert study.best_value < 0.6
 
 
