@@ -110,12 +110,13 @@ class GP:
         object.__setattr__(self, "kernel", get_kernel(self.kernel))
         object.__setattr__(self, "mean", get_mean(self.mean))
 
-    def with_categorical(self, categorical: tuple[int, ...]) -> GP:
+    def with_categorical(self, categorical: tuple[int, ...], additive: bool = True) -> GP:
         """This GP with the coordinates ``categorical`` compared for equality only (its
-        kernel wrapped in :class:`~bojax.gp.kernels.Overlap`; same parameters)."""
+        kernel wrapped in :class:`~bojax.gp.kernels.Overlap`, with the additive part
+        and its ``additive`` parameter unless ``additive=False``)."""
         if not categorical:
             return self
-        return replace(self, kernel=Overlap(self.kernel, tuple(categorical)))
+        return replace(self, kernel=Overlap(self.kernel, tuple(categorical), additive))
 
     def init_params(self, dim: int, noise: float = 1e-3) -> dict:
         """Default hyperparameters: the kernel's and mean's defaults, noise variance ``noise``."""

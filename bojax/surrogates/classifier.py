@@ -109,10 +109,13 @@ class GPClassifier:
 
     def for_space(self, space) -> GPClassifier:
         """This classifier with ``space``'s categorical coordinates compared for equality
-        only (an overlap kernel)."""
+        only (an overlap kernel). Without the regression GP's additive part: its narrow
+        prior is set for standardised outputs, not for this latent scale (amplitude
+        around 400), and the classifier was measured without it."""
         if not space.categorical:  # itself: no re-validation on every fit
             return self
-        return replace(self, model=self.model.with_categorical(space.categorical))
+        model = self.model.with_categorical(space.categorical, additive=False)
+        return replace(self, model=model)
 
     def _hyperprior(self, dim: int) -> PyTree:
         """The named prior set's priors on the kernel and the mean (no noise: the latent

@@ -176,7 +176,8 @@ class GPSurrogate:
 
     def for_space(self, space) -> GPSurrogate:
         """This surrogate with ``space``'s categorical coordinates compared for equality
-        only (an overlap kernel; the same hyperparameters, priors and sampler)."""
+        only, plus an additive part (:class:`~bojax.gp.kernels.Overlap`; one more
+        hyperparameter, sampled with the others)."""
         if not space.categorical:  # itself: no re-validation on every fit
             return self
         return replace(self, model=self.model.with_categorical(space.categorical))
