@@ -344,9 +344,9 @@ def test_the_additive_part_learns_each_choice_from_points_that_differ_elsewhere(
         y = target(train)
         data = gp.make_data(train, (y - y.mean()) / y.std())
         for additive in (True, False):
-            surrogate = SURROGATES.get("gp-slice").for_space(space)
-            kernel = replace(surrogate.model.kernel, additive=additive)
-            surrogate = replace(surrogate, model=replace(surrogate.model, kernel=kernel))
+            default = SURROGATES.get("gp-slice")
+            model = default.model.with_categorical(space.categorical, additive)
+            surrogate = replace(default, model=model)
             fitted = surrogate.fit(jax.random.key(0), surrogate.init(space.dim), data)
             mean, _ = surrogate.predict(fitted, jnp.asarray(test))
             correlations[additive].append(np.corrcoef(np.mean(mean, 0), target(test))[0, 1])
