@@ -41,6 +41,7 @@ from bojax.gp import bucket_size
 from bojax.spaces import IRRELEVANT, Space, repeated_mask
 
 Score = Callable[[jax.Array, object], jax.Array]
+POLISHED = 3
 
 
 def _padded(points: np.ndarray, dim: int) -> np.ndarray:
@@ -152,9 +153,13 @@ def _alternate(score, args, space, starts, moves, max_iterations, tolerance):
     points = space.snap(starts)
     held = np.zeros(len(points), bool)  # rows whose numeric part is already refined
     numeric = len(moves) < space.dim
+    # The batched L-BFGS-B runs until its slowest start converges, while the best start
+    # settles in a few tens of steps; the rounds only need their ranking, so they get a
+    # quarter of the budget and the winner alone is polished with all of it at the end.
+    round_iterations = max(1, max_iterations // 4)
     for _ in range(max(4, 2 * len(moves))):
         if numeric:
-            refined = _refine(score, args, points, max_iterations, tolerance, moves, held)
+            refined = _refine(score, args, points, round_iterations, tolerance, moves, held)
             points = space.snap(refined)
         values = _scores(score, args, points)
         moved, owners = _neighbours(space, points, moves)
@@ -169,6 +174,13 @@ def _alternate(score, args, space, starts, moves, max_iterations, tolerance):
                 held[i] = False  # moved: its numeric part is refined again
         if held.all():
             break
+    if numeric:
+        values = _scores(score, args, points)
+        for best in np.argsort(np.where(np.isfinite(values), values, -np.inf))[::-1][:POLISHED]:
+            alone = points[best : best + 1]
+            points[best] = space.snap(
+                _refine(score, args, alone, max_iterations, tolerance, moves)
+            )[0]
     return points
 
 
