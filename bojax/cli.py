@@ -9,6 +9,10 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
+
+from bojax import terminal
+from bojax.terminal import error_line, plain, styled
 
 app = typer.Typer(
     help="bojax: Bayesian optimisation of neural-network designs in JAX.",
@@ -75,7 +79,7 @@ def demo(
         )
         summary = ensemble_design.run(cfg, out, fresh=True, progress=True)
     except BojaxError as error:
-        console.print(f"[bold red]error:[/bold red] {error}")
+        console.print(error_line(error))
         raise typer.Exit(code=1) from None
     _print_ensemble_summary(console, summary, out)
 
@@ -126,7 +130,7 @@ def optimize(**options: Any) -> None:
     from bojax.errors import BojaxError
     from bojax.user_code import load_module
 
-    console = Console()
+    console = terminal.console()  # prints user values and errors as they are
     run = {name: options.pop(name) for name in _RUN_OPTIONS}
     try:
         for module in run["plugin"] or ():
@@ -149,16 +153,18 @@ def optimize(**options: Any) -> None:
                 resume=run["resume"],
             )
     except BojaxError as error:
-        console.print(f"[bold red]error:[/bold red] {error}")
+        console.print(error_line(error))
         raise typer.Exit(code=1) from None
     where = ", ".join(f"{k}={_format_value(v, 6)}" for k, v in result.best_point.items())
     known = "" if optimum is None else f"optimum {optimum:.6g}; "
     console.print(
-        f"best {result.best_value:.6g} at {where}  ({known}"
-        f"{result.evaluations} evaluations, {result.failures} failed, {result.seconds:.1f} s)"
+        plain(
+            f"best {result.best_value:.6g} at {where}  ({known}{result.evaluations} "
+            f"evaluations, {result.failures} failed, {result.seconds:.1f} s)"
+        )
     )
     if result.stopped:
-        console.print(f"stopped early: {result.stopped}")
+        console.print(f"stopped early: {plain(result.stopped)}")
     if run["out"] is not None:
         console.print(f"journal: {run['out'] / 'journal.jsonl'}")
 
@@ -300,11 +306,11 @@ def show(
     from bojax.bo.runs import load_run
     from bojax.errors import BojaxError
 
-    console = Console()
+    console = terminal.console()  # a run folder is untrusted: no markup, escapes shown
     try:
         record = load_run(run)
     except BojaxError as error:
-        console.print(f"[bold red]error:[/bold red] {error}")
+        console.print(error_line(error))
         raise typer.Exit(code=1) from None
     settings = record.settings
     if record.finished:
@@ -312,20 +318,20 @@ def show(
         status = "finished" + (f" (stopped early: {stopped})" if stopped else "")
     else:
         status = f"running or interrupted, {len(record.pending)} evaluation(s) in flight"
-    console.print(f"[bold]{run}[/bold]: {status}")
+    console.print(Text.assemble((plain(run), "bold"), ": ", plain(status)))
     console.print(
-        "settings: " + ", ".join(f"{k}={_format_value(v)}" for k, v in settings.items()),
-        highlight=False,
+        plain("settings: " + ", ".join(f"{k}={_format_value(v)}" for k, v in settings.items()))
     )
     for p in record.space.parameters:
         extra = f" if {p.condition}" if p.condition else ""
-        console.print(f"  {p.name}: {p.describe()}{extra}", highlight=False)
+        console.print(plain(f"  {p.name}: {p.describe()}{extra}"))
 
     names = record.space.names
     wide = len(names) > 5  # many parameters: one column of name=value pairs
     table = Table(title=f"{len(record.records)} evaluations ({len(record.failures)} failed)")
     for column in ("#", "phase", *(["point"] if wide else names), "y", "best so far", "s"):
-        table.add_column(column, justify="left" if column in ("phase", "point") else "right")
+        justify = "left" if column in ("phase", "point") else "right"
+        table.add_column(plain(column), justify=justify)
     for column in ("acquisition", "ess", "P(success)"):
         table.add_column(column, justify="right")
     best_so_far = record.best_so_far()
@@ -337,11 +343,12 @@ def show(
             if wide
             else [_format_value(point[n]) if n in point else "-" for n in names]
         )
-        y = _format_value(entry["y"]) if entry["status"] == "ok" else "[red]failed[/red]"
+        values = [plain(v) for v in values]
+        y = _format_value(entry["y"]) if entry["status"] == "ok" else styled("failed", "red")
         diagnostics = entry.get("diagnostics", {})
         table.add_row(
-            str(entry["iteration"]),
-            entry["phase"],
+            plain(entry["iteration"]),
+            plain(entry["phase"]),
             *values,
             y,
             _format_value(best),
@@ -353,22 +360,19 @@ def show(
     console.print(table)
     for entry in record.failures:
         where = ", ".join(f"{k}={_format_value(v)}" for k, v in entry["x"].items())
-        console.print(
-            f"  failed at #{entry['iteration']} ({where}): {entry['error']}", highlight=False
-        )
+        console.print(plain(f"  failed at #{entry['iteration']} ({where}): {entry['error']}"))
     best = record.best()
     if best is not None:
         where = ", ".join(f"{k}={_format_value(v)}" for k, v in best["x"].items())
         goal = "max" if record.maximize else "min"
-        console.print(
-            f"best ({goal}) {best['y']:.6g} at {where} (evaluation #{best['iteration']})",
-            highlight=False,
-        )
+        number = best["iteration"]
+        console.print(plain(f"best ({goal}) {best['y']:.6g} at {where} (evaluation #{number})"))
     if record.sampler is not None:
         console.print(
-            f"sampler: chain state kept for iteration {record.sampler.get('iteration')} "
-            f"after {record.sampler.get('fits', '?')} fits",
-            highlight=False,
+            plain(
+                f"sampler: chain state kept for iteration {record.sampler.get('iteration')} "
+                f"after {record.sampler.get('fits', '?')} fits"
+            )
         )
 
 
@@ -388,11 +392,11 @@ def plot(
     from bojax.errors import BojaxError
     from bojax.reports.run_figures import plot_run
 
-    console = Console()
+    console = terminal.console()
     try:
         paths = plot_run(load_run(run), out or run / "figures", slices=slices)
     except BojaxError as error:
-        console.print(f"[bold red]error:[/bold red] {error}")
+        console.print(error_line(error))
         raise typer.Exit(code=1) from None
     for path in paths:
         console.print(f"wrote {path}", highlight=False)
@@ -423,7 +427,7 @@ def list_registered(
         for module in plugin or ():
             load_module(module)
     except BojaxError as error:
-        console.print(f"[bold red]error:[/bold red] {error}")
+        console.print(error_line(error))
         raise typer.Exit(code=1) from None
 
     def names(registry) -> tuple[str, ...]:
@@ -432,7 +436,7 @@ def list_registered(
     shown = [r for r in registries() if kind is None or kind in names(r)]
     if not shown:
         known = ", ".join(r.plural.replace(" ", "-") for r in registries())
-        console.print(f"[bold red]error:[/bold red] no registry {kind!r}; known: {known}")
+        console.print(error_line(f"no registry {kind!r}; known: {known}"))
         raise typer.Exit(code=1)
     for registry in shown:
         console.print(f"[bold]{registry.plural}[/bold]: {', '.join(registry.names())}")

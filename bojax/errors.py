@@ -85,6 +85,14 @@ class JournalError(BojaxError, ValueError):
     """A run journal is corrupt, or does not match the run that tries to resume it."""
 
 
+class RunLockedError(JournalError):
+    """Another live process is running in the same run folder (the error names it)."""
+
+
+class RunFolderError(JournalError, OSError):
+    """A run folder cannot be created or written (permissions, a full disk)."""
+
+
 class CholeskyError(BojaxError, np.linalg.LinAlgError):
     """The Cholesky factorisation failed even with the largest jitter of the ladder."""
 

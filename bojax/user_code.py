@@ -8,8 +8,11 @@ Anything wrong (no colon, a missing file or module, a module that fails to impor
 missing or non-callable attribute) is an :class:`~bojax.errors.ObjectiveReferenceError`
 raised before any evaluation runs.
 
-An objective loaded from a file is pickled by value, so Dask workers that cannot import
-the file still receive it (``cloudpickle.register_pickle_by_value``).
+An objective loaded from a file is pickled by value, so Dask workers and fresh processes
+that cannot import the file still receive it: the file's module is registered with
+``cloudpickle.register_pickle_by_value``, and the objective comes wrapped in
+:class:`ByValue`, because Dask tries the standard ``pickle`` first, which would send the
+function by reference to a module named ``bojax_user_<stem>`` that no worker has.
 """
 
 from __future__ import annotations
@@ -48,6 +51,30 @@ def _module_from_file(path: Path):
     return module
 
 
+class ByValue:
+    """A callable that pickles by value through ``cloudpickle`` whichever pickler is used;
+    it forwards calls and attributes (``batch``, ...) to the object it wraps."""
+
+    def __init__(self, target: Callable):
+        self.target = target
+
+    def __call__(self, *args, **kwargs):
+        return self.target(*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        if name == "target":  # not set yet (a copy being built): no recursion
+            raise AttributeError(name)
+        return getattr(self.target, name)
+
+    def __reduce__(self):
+        import cloudpickle
+
+        return cloudpickle.loads, (cloudpickle.dumps(self.target),)
+
+    def __repr__(self) -> str:
+        return f"ByValue({self.target!r})"
+
+
 def _module_by_name(name: str):
     try:
         return importlib.import_module(name)
@@ -72,8 +99,11 @@ def load_module(where: str):
     """Import ``where``, a module name (``my_package.plugins``) or a file
     (``path/to/plugins.py``); what it registers at import (a kernel, an acquisition, a
     surrogate, ...) is then known to bojax. :class:`ObjectiveReferenceError` if it fails."""
-    is_file = where.endswith(".py") or "/" in where or "\\" in where
-    return _module_from_file(Path(where)) if is_file else _module_by_name(where)
+    return _module_from_file(Path(where)) if _is_file(where) else _module_by_name(where)
+
+
+def _is_file(where: str) -> bool:
+    return where.endswith(".py") or "/" in where or "\\" in where
 
 
 def load_objective(reference: str) -> Callable:
@@ -98,4 +128,4 @@ def load_objective(reference: str) -> Callable:
         raise ObjectiveReferenceError(
             f"{reference}: is a {type(target).__name__}, not a function of a point"
         )
-    return target
+    return ByValue(target) if _is_file(where) else target

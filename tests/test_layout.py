@@ -20,6 +20,7 @@ LAYERS = [
         "bojax.parameters",
         "bojax.spaces",
         "bojax.user_code",
+        "bojax.terminal",
     ),
     ("bojax.gp",),
     ("bojax.inference",),

@@ -16,15 +16,21 @@ why in ``Result.stopped``: ``max_failures`` failed evaluations, or a probability
 success below ``min_success_probability`` everywhere the acquisition optimiser looked.
 
 Only the driver writes the journal: workers return ``(y, error)``. Points handed out and
-not yet finished are kept in the journal's ``pending.json``, so a driver killed with
-evaluations in flight re-issues exactly those on ``resume``. An evaluation lost to the
-executor (a killed worker, a broken pool) is submitted again up to ``retries`` times and
-then recorded as failed; the objective's own errors are recorded at once, never retried.
+not yet finished are kept in the journal's ``pending.json``, each written there as
+started before it starts, so a driver killed with evaluations in flight re-issues
+exactly those on ``resume``. An evaluation lost to the executor (a killed worker, a
+broken pool) or to the driver's death is submitted again up to ``retries`` times and
+then recorded as failed: a design that kills the process running it is not proposed
+forever. The objective's own errors are recorded at once, never retried. With
+``isolate`` (or a ``timeout``) every evaluation runs in a fresh process
+(:mod:`bojax.bo.isolation`), so a hang or a crash fails only that evaluation. A run
+holds its folder's lock (:meth:`~bojax.bo.journal.Journal.lock`) while it runs.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import math
 import time
 from dataclasses import dataclass, fields
@@ -41,6 +47,7 @@ from bojax.bo.evaluation import (
     evaluate,
     evaluate_batch,
 )
+from bojax.bo.isolation import evaluate_isolated
 from bojax.bo.journal import Journal
 from bojax.bo.loop import BOState, ask_batch, fit_models, init, model_based
 from bojax.bo.loop import tell as tell_state
@@ -152,7 +159,8 @@ def _resumed_flights(journal: Journal, history: list[dict], space: Space) -> lis
         u = np.asarray(entry["u"], np.float64)
         if u.shape != (space.dim,):
             raise JournalError(f"{journal.pending_path} holds a point of the wrong size")
-        flights.append(Flight(entry["proposal"], u, entry["x"], entry["info"], 0, 0.0))
+        started = entry.get("attempts", 0)  # how often it was started before
+        flights.append(Flight(entry["proposal"], u, entry["x"], entry["info"], started, 0.0))
     return flights
 
 
@@ -191,14 +199,18 @@ def minimize(
     pool = as_executor(executor)
     q = (1 if executor is None else concurrency(pool)) if settings.q is None else settings.q
     journal = Journal(out) if out is not None else None
-    state, history, queued = _open(journal, init(space, settings), resume)
-    run = _Run(objective, settings, pool, q, journal, history, progress)
-    run.loop(state, queued, settings.initial + settings.iterations)
-    where = f" Finished evaluations are in {journal.records_path}." if journal else ""
-    result = _result(settings, history, time.perf_counter() - run.started, run.stopped, where)
-    if journal is not None:
-        summary = {f.name: getattr(result, f.name) for f in fields(result) if f.name != "history"}
-        journal.write_summary(summary)
+    with contextlib.nullcontext() if journal is None else journal.lock():
+        state, history, queued = _open(journal, init(space, settings), resume)
+        run = _Run(objective, settings, pool, q, journal, history, progress)
+        run.loop(state, queued, settings.initial + settings.iterations)
+        where = f" Finished evaluations are in {journal.records_path}." if journal else ""
+        seconds = time.perf_counter() - run.started
+        result = _result(settings, history, seconds, run.stopped, where)
+        if journal is not None:
+            summary = {
+                f.name: getattr(result, f.name) for f in fields(result) if f.name != "history"
+            }
+            journal.write_summary(summary)
     return result
 
 
@@ -234,6 +246,8 @@ class _Run:
         self.stopped: str | None = None  # why no more points are issued, once that holds
         self.started = time.perf_counter()
         self.running: dict[cf.Future, Flight] = {}
+        self.queued: list[Flight] = []  # to issue again before asking for new points
+        self.bar: _Progress | None = None
         proposals = [r.get("proposal", r["iteration"]) for r in history]
         self.next_proposal = max(proposals, default=-1) + 1
 
@@ -251,24 +265,35 @@ class _Run:
     def loop(self, state: BOState, queued: list[Flight], total: int) -> BOState:
         self._check_failures(state)
         self.next_proposal = max([f.proposal + 1 for f in queued] + [self.next_proposal])
+        self.queued = list(queued)  # re-issued from a resumed run, in proposal order
         with _Progress(self.progress, total, len(self.history)) as bar:
+            self.bar = bar
             while True:
                 room = min(self.q - len(self.running), total - len(state.y) - len(self.running))
-                if room > 0 and queued:
-                    for flight in queued[:room]:
-                        self._submit(flight._replace(issued=time.perf_counter()))
-                    queued = queued[room:]
-                    self._save_pending(queued)
+                concluded = False
+                if room > 0 and self.queued:
+                    for _ in range(min(room, len(self.queued))):
+                        flight = self.queued.pop(0)._replace(issued=time.perf_counter())
+                        if flight.attempts > self.retries:  # it was running when we died
+                            state, concluded = (
+                                self._conclude(state, flight, math.nan, _died(flight)),
+                                True,
+                            )
+                        else:
+                            self._submit(flight)
+                    self._save_pending()
                 elif room > 0 and self.stopped is None:
-                    state = self._issue(state, room, queued)
+                    state = self._issue(state, room)
                 if not self.running:
+                    if concluded:  # no evaluation, but a record: there may be more to issue
+                        continue
                     break
                 done, _ = cf.wait(self.running, return_when=cf.FIRST_COMPLETED)
                 for future in sorted(done, key=lambda f: self.running[f].proposal):
-                    state = self._finish(state, future, bar, queued)
+                    state = self._finish(state, future)
         return state
 
-    def _issue(self, state: BOState, count: int, queued: list[Flight]) -> BOState:
+    def _issue(self, state: BOState, count: int) -> BOState:
         """Ask for ``count`` new points and hand them out; sets ``stopped`` if the loop
         says to stop instead."""
         n, settings = len(state.y), self.settings
@@ -298,61 +323,83 @@ class _Run:
             self.next_proposal += 1
             flights.append(flight)
         batched = callable(getattr(self.objective, "batch", None))
-        if isinstance(self.pool, Inline) and batched and len(flights) > 1:
+        inline = isinstance(self.pool, Inline) and not self.settings.isolated
+        if inline and batched and len(flights) > 1:
             self._submit_batch(flights)
         else:
             for flight in flights:
                 self._submit(flight)
-        self._save_pending(queued)
+        self._save_pending()
         return state
 
     def _submit(self, flight: Flight) -> None:
-        future = self.pool.submit(evaluate, self.objective, flight.point, flight.attempts)
-        self.running[future] = flight._replace(attempts=flight.attempts + 1)
+        """Hand ``flight`` to the executor, after writing it down as started."""
+        flight = flight._replace(attempts=flight.attempts + 1)
+        self._save_pending(starting=[flight])
+        if self.settings.isolated:
+            task = (evaluate_isolated, self.objective, flight.point, self.settings.timeout)
+        else:
+            task = (evaluate, self.objective, flight.point)
+        self.running[self.pool.submit(*task, flight.attempts)] = flight
 
     def _submit_batch(self, flights: list[Flight]) -> None:
         """Evaluate ``flights`` in one ``objective.batch`` call (:func:`evaluate_batch`)."""
+        flights = [f._replace(attempts=f.attempts + 1) for f in flights]
+        self._save_pending(starting=flights)
         results = evaluate_batch(self.objective, [f.point for f in flights])
         for flight, outcome in zip(flights, results, strict=True):
             future: cf.Future = cf.Future()
             future.set_result(outcome)
-            self.running[future] = flight._replace(attempts=1)
+            self.running[future] = flight
 
-    def _finish(self, state: BOState, future: cf.Future, bar, queued: list[Flight]) -> BOState:
+    def _finish(self, state: BOState, future: cf.Future) -> BOState:
         flight = self.running.pop(future)
         try:
             y, error = future.result()
         except Exception as lost:  # the executor lost it (killed worker, broken pool)
-            y, error = math.nan, self._retry(flight, lost, queued)
+            y, error = math.nan, self._retry(flight, lost)
             if error is None:
                 return state
+        return self._conclude(state, flight, y, error)
+
+    def _conclude(self, state: BOState, flight: Flight, y: float, error: str | None) -> BOState:
+        """Tell the loop, journal the record and take it off the pending list."""
         n = len(state.y)
         state = tell_state(state, flight.u, y)
         record = _record(n, flight, y, error, time.perf_counter() - flight.issued)
         self.history.append(record)
         if self.journal is not None:
             self.journal.append(record)
-            self._save_pending(queued)
-        bar.update(state, record)
+            self._save_pending()
+        self.bar.update(state, record)
         if error:
             self._check_failures(state, error)
         return state
 
-    def _retry(self, flight: Flight, lost: Exception, queued: list[Flight]) -> str | None:
+    def _retry(self, flight: Flight, lost: Exception) -> str | None:
         """Submit a lost evaluation again if retries are left (None), else say why it failed."""
         if flight.attempts <= self.retries:
             try:
                 self._submit(flight)
-                self._save_pending(queued)
+                self._save_pending()
                 return None
             except Exception as refused:  # a broken pool refuses new work too
                 lost = refused
         return f"evaluation lost after {flight.attempts} attempt(s): {_describe(lost)}"
 
-    def _save_pending(self, queued: list[Flight]) -> None:
+    def _save_pending(self, starting: list[Flight] = ()) -> None:
+        """Write what is running, queued and about to start (``starting``) to the journal."""
         if self.journal is not None:
-            flights = sorted([*self.running.values(), *queued], key=lambda f: f.proposal)
+            flights = [*self.running.values(), *self.queued, *starting]
+            flights.sort(key=lambda f: f.proposal)
             self.journal.save_pending([f.to_json() for f in flights])
+
+
+def _died(flight: Flight) -> str:
+    return (
+        f"the process died during this evaluation ({flight.attempts} start(s)); "
+        "not retried again (retries setting)"
+    )
 
 
 def _describe(error: BaseException) -> str:

@@ -36,7 +36,10 @@ def evaluate(objective: Objective, point: dict[str, Any], attempt: int = 0):
         value = objective(dict(point))
     except Exception as error:  # the objective is user code: record, don't crash the run
         return math.nan, f"{type(error).__name__}: {error}"
-    return checked(value)
+    try:
+        return checked(value)
+    except Exception as error:  # a value whose conversion itself raises
+        return math.nan, f"objective returned an unusable {type(value).__name__}: {error}"
 
 
 def checked(value: Any) -> tuple[float, str | None]:
@@ -44,10 +47,24 @@ def checked(value: Any) -> tuple[float, str | None]:
     if isinstance(value, np.ndarray | jax.Array) and value.size == 1:
         value = value.reshape(()).item()
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return math.nan, f"objective returned {type(value).__name__} {value!r}, expected a number"
+        kind = type(value).__name__
+        return math.nan, f"objective returned {kind} {_short(value)}, expected a number"
+    try:
+        value = float(value)
+    except (OverflowError, ValueError, TypeError) as error:  # 10**400, odd Real subclasses
+        return math.nan, f"objective returned {_short(value)}, not a float: {error}"
     if not math.isfinite(value):
         return math.nan, f"objective returned {value!r}"
-    return float(value), None
+    return value, None
+
+
+def _short(value: Any, limit: int = 200) -> str:
+    """``repr(value)`` cut to ``limit`` characters: a journal line stays readable."""
+    try:
+        text = repr(value)
+    except Exception as error:  # a broken __repr__ is the objective's problem, not ours
+        text = f"<{type(value).__name__} whose repr raised {type(error).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class Inline:

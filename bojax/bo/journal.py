@@ -13,30 +13,44 @@
   point, diagnostics), replaced atomically whenever that set changes; a resume issues
   them again. Records and pending entries share the ``proposal`` number.
 * ``summary.json``: best point, best value, counts and time, at the end.
+* ``lock``: held (``flock``) by the process running in the folder, and naming it; the
+  kernel releases it when that process dies, so a killed run leaves no stale lock.
 
 Floats are written with ``repr`` precision by :mod:`json`, so they read back bit-exact.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Mapping
+import socket
+import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from bojax.errors import JournalError
+from bojax.errors import JournalError, RunFolderError, RunLockedError
+
+try:
+    import fcntl
+except ImportError:  # Windows: runs are not locked there
+    fcntl = None
 
 FORMAT_VERSION = 1
 
 
 def _write_atomic(path: Path, payload: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w") as handle:
-        json.dump(payload, handle, indent=1)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    text = json.dumps(payload, indent=1)
+    try:
+        with open(tmp, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as error:  # a full disk, a folder made read-only: the old file stands
+        raise RunFolderError(f"cannot write {path}: {error.strerror or error}") from None
 
 
 class Journal:
@@ -49,6 +63,40 @@ class Journal:
         self.sampler_path = self.folder / "sampler.json"
         self.summary_path = self.folder / "summary.json"
         self.pending_path = self.folder / "pending.json"
+
+    # -- the lock ----------------------------------------------------------------------
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the folder for one process: :class:`RunLockedError`, naming the holder,
+        if another live process holds it. ``flock`` is released by the kernel when its
+        holder dies, so a killed run never leaves a stale lock behind."""
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            handle = open(self.folder / "lock", "a+")
+        except OSError as error:
+            raise RunFolderError(
+                f"cannot write the run folder {self.folder}: {error.strerror}"
+            ) from None
+        with handle:
+            if fcntl is not None:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    handle.seek(0)
+                    holder = handle.read(500).strip() or "a process that has not said who it is"
+                    raise RunLockedError(
+                        f"{self.folder} is in use by another run ({holder}); wait for it to "
+                        "end, or stop it first"
+                    ) from None
+            handle.seek(0)
+            handle.truncate()
+            since = time.strftime("%Y-%m-%d %H:%M:%S")
+            handle.write(f"pid {os.getpid()} on {socket.gethostname()} since {since}\n")
+            handle.flush()
+            try:
+                yield
+            finally:
+                handle.truncate(0)  # released: it names nobody
 
     # -- header ----------------------------------------------------------------------
     def exists(self) -> bool:
@@ -117,11 +165,19 @@ class Journal:
         return records
 
     def append(self, record: Mapping[str, Any]) -> None:
+        """Add one record durably; if the disk refuses, :class:`RunFolderError` carries
+        the record's line, so the evaluation is not lost with the run."""
         line = json.dumps(record, allow_nan=False) + "\n"
-        with open(self.records_path, "a") as handle:
-            handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
+        try:
+            with open(self.records_path, "a") as handle:
+                handle.write(line)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError as error:
+            raise RunFolderError(
+                f"cannot write {self.records_path}: {error.strerror or error}. The evaluation "
+                f"that just finished was not recorded; its record is: {line.strip()}"
+            ) from None
 
     # -- sampler state and summary -------------------------------------------------------
     def save_sampler(self, iteration: int, state: Mapping[str, Any]) -> None:

@@ -249,8 +249,31 @@ class Settings:
         identity=False,
     )
     retries: int = setting(
-        1, "resubmissions of an evaluation the executor lost", count(), identity=False
+        1,
+        "resubmissions of an evaluation that was lost (its worker or the driver died) "
+        "before it is recorded as failed",
+        count(),
+        identity=False,
     )
+    isolate: bool = setting(
+        False,
+        "evaluate each point in a fresh process, so a crash or a kill fails that "
+        "evaluation and not the run (costs a process start)",
+        boolean,
+        identity=False,
+    )
+    timeout: float | None = setting(
+        None,
+        "seconds an evaluation may take before it is killed and recorded as failed "
+        "(evaluates in a fresh process, as isolate)",
+        number(0.0, open_low=True, optional=True),
+        identity=False,
+    )
+
+    @property
+    def isolated(self) -> bool:
+        """Whether evaluations run in a process of their own (``isolate`` or a ``timeout``)."""
+        return self.isolate or self.timeout is not None
 
     def __post_init__(self) -> None:
         for spec in fields(self):

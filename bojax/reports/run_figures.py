@@ -24,9 +24,16 @@ import numpy as np
 
 from bojax.bo.runs import Run
 from bojax.reports.figures import pyplot, save
+from bojax.terminal import plain
 
 GRID = 60  # points along a 1-D slice
 GRID_2D = 30  # per axis of the 2-D slice
+
+
+def _text(value: object) -> str:
+    """A run folder's text as a label: control characters shown as codes, and ``$``
+    escaped, so matplotlib does not parse it as mathtext (an odd ``$`` fails the draw)."""
+    return plain(value).replace("$", r"\$")
 
 
 def _position(p, value):
@@ -45,7 +52,7 @@ def _scale(ax, p, axis: str) -> None:
     if getattr(p, "log", False):
         _log_axis(ax, axis)
     if p.categorical:
-        getattr(ax, f"set_{axis}ticks")(range(len(p.choices)), [str(c) for c in p.choices])
+        getattr(ax, f"set_{axis}ticks")(range(len(p.choices)), [_text(c) for c in p.choices])
     elif not p.continuous:  # an ordinal grid: its values as the ticks
         values = p.decode(p.grid())
         getattr(ax, f"set_{axis}ticks")(values, [f"{v:g}" for v in values])
@@ -104,7 +111,7 @@ def plot_parameters(run: Run, path: Path) -> None:
                     color="tab:orange")  # fmt: skip
         _scale(ax, p, "y")
         ax.set_xlim(-0.5, len(run.records) - 0.5)  # the same evaluations on every panel
-        ax.set_title(p.name, fontsize=9)
+        ax.set_title(_text(p.name), fontsize=9)
         ax.set_xlabel("evaluation", fontsize=8)
     save(fig, path, dpi=110)
 
@@ -162,7 +169,7 @@ def plot_slices(run: Run, slices: Path, slice2d: Path) -> list[Path]:
             ax.plot(where, np.zeros(len(where)), "|", ms=10, color="tab:red",
                     transform=ax.get_xaxis_transform())  # fmt: skip
         _scale(ax, p, "x")
-        ax.set_title(p.name, fontsize=9)
+        ax.set_title(_text(p.name), fontsize=9)
     fig.suptitle("posterior mean +- 2 sd through the best point", fontsize=10)
     save(fig, slices, dpi=110)
 
@@ -191,8 +198,8 @@ def plot_slices(run: Run, slices: Path, slice2d: Path) -> list[Path]:
         if failed:
             ax.plot([x[pa.name] for x in failed], [x[pb.name] for x in failed], "x",
                     color="tab:red", ms=6)  # fmt: skip
-        ax.set_xlabel(pa.name)
-        ax.set_ylabel(pb.name)
+        ax.set_xlabel(_text(pa.name))
+        ax.set_ylabel(_text(pb.name))
         ax.set_title(title, fontsize=10)
         _scale(ax, pa, "x")
         _scale(ax, pb, "y")

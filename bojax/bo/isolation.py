@@ -1,0 +1,116 @@
+"""Evaluations in a process of their own: a hang, a crash or an out-of-memory kill of the
+objective is recorded as a failed evaluation instead of taking the run down.
+
+:func:`evaluate_isolated` starts a fresh Python (``python -m bojax.bo.isolation``), hands
+it the objective and the point (pickled with ``cloudpickle``, so functions of ``__main__``
+and of objective files travel by value), waits at most ``timeout`` seconds, and reads the
+outcome back from a file (the objective's own prints go to the terminal as usual). The
+child runs in a session of its own, so a timeout kills it together with anything it
+started (data-loader processes, compilers). What is recorded when it goes wrong:
+
+* a timeout: ``"timed out after 60 s"``;
+* a signal: ``"the evaluation's process was killed by SIGKILL (out of memory?)"``, or
+  ``SIGSEGV`` and so on;
+* an exit without an outcome (``sys.exit``, ``os._exit``): its exit status.
+
+Each evaluation pays for a process start and the imports of the objective (about a second
+with JAX), so isolate objectives that take much longer than that or that may hang or
+crash. Inside a Dask worker or a process pool it works the same way, and the worker
+survives what kills the objective.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bojax.bo.evaluation import Objective, Outcome, evaluate
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _why_died(returncode: int) -> str:
+    if returncode < 0:
+        name = _signal_name(-returncode)
+        hint = " (out of memory?)" if name == "SIGKILL" else ""
+        return f"the evaluation's process was killed by {name}{hint}"
+    return f"the evaluation's process exited with status {returncode} before returning"
+
+
+def _kill(process: subprocess.Popen) -> None:
+    """Kill the child and everything in its session, then reap it."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        process.kill()
+    process.wait()
+
+
+def evaluate_isolated(
+    objective: Objective, point: dict[str, Any], timeout: float | None = None, attempt: int = 0
+) -> Outcome:
+    """``(y, None)`` or ``(nan, why)`` from ``objective(point)`` run in a fresh process,
+    killed after ``timeout`` seconds (no limit when None). Never raises for what the
+    objective or its process does; ``attempt`` only keeps retried tasks distinct."""
+    import cloudpickle
+
+    del attempt
+    with tempfile.TemporaryDirectory(prefix="bojax-evaluation-") as folder:
+        task, outcome = Path(folder) / "task.pkl", Path(folder) / "outcome.pkl"
+        try:
+            task.write_bytes(cloudpickle.dumps((objective, dict(point))))
+        except Exception as error:
+            return math.nan, f"the objective cannot be sent to a process: {error}"
+        env = dict(os.environ)
+        # The child sees the modules the parent sees (a script's folder, plugins).
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "bojax.bo.isolation", str(task), str(outcome)],
+            env=env,
+            start_new_session=True,
+        )
+        try:
+            returncode = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill(process)
+            return math.nan, f"timed out after {timeout:g} s"
+        except BaseException:  # the driver is interrupted: leave no orphan behind
+            _kill(process)
+            raise
+        if returncode == 0 and outcome.exists():
+            return cloudpickle.loads(outcome.read_bytes())
+        return math.nan, _why_died(returncode)
+
+
+def _child(task: str, outcome: str) -> None:
+    """The child's side: load the task, evaluate, write the outcome atomically."""
+    import cloudpickle
+
+    try:
+        objective, point = cloudpickle.loads(Path(task).read_bytes())
+    except Exception as error:
+        result: Outcome = (
+            math.nan,
+            f"the objective could not be loaded in a fresh process: {type(error).__name__}: "
+            f"{error}",
+        )
+    else:
+        result = evaluate(objective, point)
+    partial = Path(outcome + ".tmp")
+    partial.write_bytes(cloudpickle.dumps(result))
+    os.replace(partial, outcome)
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1], sys.argv[2])

@@ -1,0 +1,47 @@
+"""Text from a run folder (or an objective's error) made safe to print.
+
+A run folder is data that anyone may have written: a parameter name or an error text may
+hold Rich markup (``[/data]`` crashes Rich's parser, ``[link=...]`` would render) or
+terminal escape sequences (``\\x1b]0;...`` retitles the terminal, ``\\x1b[2J`` clears it).
+The ``bojax`` commands print such text through :func:`plain` on a console made by
+:func:`console`, which interprets no markup; their own styling goes through Rich ``Text``
+objects instead.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+from rich.console import Console
+from rich.text import Text
+
+
+def plain(value: object) -> str:
+    """``str(value)`` with every control and format character (escape sequences, bidi
+    overrides, carriage returns) shown as a visible ``\\x..``/``\\u....`` code."""
+    text = str(value)
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        if ch == "\n" or unicodedata.category(ch) not in ("Cc", "Cf", "Zl", "Zp"):
+            out.append(ch)
+        else:
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+    return "".join(out)
+
+
+def console() -> Console:
+    """A console that prints strings as they are: no markup, no highlighting."""
+    return Console(markup=False, highlight=False)
+
+
+def styled(text: object, style: str) -> Text:
+    """``plain(text)`` in ``style``."""
+    return Text(plain(text), style=style)
+
+
+def error_line(error: object) -> Text:
+    """``error: <text>`` with the label in bold red and the text as it is."""
+    return Text.assemble(("error: ", "bold red"), plain(error))
