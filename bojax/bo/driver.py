@@ -281,7 +281,6 @@ class _Run:
                             )
                         else:
                             self._submit(flight)
-                    self._save_pending()
                 elif room > 0 and self.stopped is None:
                     state = self._issue(state, room)
                 if not self.running:
@@ -329,7 +328,6 @@ class _Run:
         else:
             for flight in flights:
                 self._submit(flight)
-        self._save_pending()
         return state
 
     def _submit(self, flight: Flight) -> None:
@@ -380,8 +378,7 @@ class _Run:
         """Submit a lost evaluation again if retries are left (None), else say why it failed."""
         if flight.attempts <= self.retries:
             try:
-                self._submit(flight)
-                self._save_pending()
+                self._submit(flight)  # writes the pending list
                 return None
             except Exception as refused:  # a broken pool refuses new work too
                 lost = refused
