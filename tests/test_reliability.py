@@ -6,6 +6,7 @@ untrusted folder. Real subprocesses and real signals throughout."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import fractions
 import json
 import math
@@ -14,6 +15,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -22,6 +24,7 @@ import pytest
 from typer.testing import CliRunner
 
 import bojax
+from bojax.bo import driver
 from bojax.bo.evaluation import evaluate
 from bojax.bo.isolation import evaluate_isolated
 from bojax.bo.journal import Journal
@@ -283,3 +286,151 @@ def test_a_file_objective_runs_on_dask_workers_through_the_cli(tmp_path):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     records = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
     assert len(records) == 4 and all(r["status"] == "ok" for r in records), records
+
+
+# -- an executor that never answers ------------------------------------------------------------
+class _Forgetful:
+    """An executor that silently drops the tasks of designs with x < 0.35 (a hung worker, a
+    task its scheduler lost); the others run here, unisolated, to keep the test fast."""
+
+    def __init__(self):
+        self.dropped = 0
+
+    def submit(self, fn, objective, point, *args):
+        future = concurrent.futures.Future()
+        if point["x"] < 0.35:
+            self.dropped += 1
+            return future  # never completes
+        future.set_result(evaluate(objective, point))
+        return future
+
+
+def test_an_evaluation_the_executor_never_answers_is_retried_then_recorded(monkeypatch):
+    monkeypatch.setattr(driver, "NO_ANSWER_GRACE", 0.05)
+    executor, results = _Forgetful(), []
+    run = threading.Thread(
+        target=lambda: results.append(bojax.minimize(
+            lambda p: (p["x"] - 0.7) ** 2, SPACE, executor=executor, q=2, timeout=0.05,
+            initial=4, iterations=4, seed=3, **FAST,
+        )),
+        daemon=True,
+    )  # fmt: skip
+    run.start()
+    run.join(timeout=60)
+    assert results, "the driver is still waiting for an answer that never comes"
+    (result,) = results
+    lost = [r for r in result.history if r["status"] == "failed"]
+    assert lost and all(r["x"]["x"] < 0.35 for r in lost)
+    assert all("lost after 2 attempt(s)" in r["error"] for r in lost)
+    assert all("gave no answer 0.1 s after" in r["error"] for r in lost)
+    assert executor.dropped == 2 * len(lost)  # retries = 1: two submissions each
+    assert result.evaluations == 8
+
+
+# -- chaos: hangs, worker crashes and driver kills on Dask, with resumes ----------------------
+_CHAOS_OBJECTIVE = """
+import fcntl, json, os, signal, time
+from pathlib import Path
+
+DIR = Path(os.environ["BOJAX_CHAOS_DIR"])
+# What the n-th call does, whichever design it evaluates.
+FAULTS = {1: "hang", 3: "crash-worker", 5: "kill-driver", 7: "segfault", 9: "hang",
+          11: "kill-driver", 13: "crash-worker", 15: "hang"}
+
+
+def _log(name, entry):
+    with open(DIR / name, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.seek(0)
+        n = len(handle.read().splitlines())
+        handle.write(json.dumps({"n": n, **entry}) + "\\n")
+    return n
+
+
+def objective(p):
+    n = _log("calls", {"pid": os.getpid(), "x": p})
+    fault = FAULTS.get(n)
+    if fault == "hang":
+        time.sleep(600)
+    elif fault == "crash-worker":  # the isolated evaluation's parent is its Dask worker
+        os.kill(os.getppid(), signal.SIGKILL)
+        time.sleep(600)
+    elif fault == "kill-driver":
+        os.kill(int((DIR / "driver.pid").read_text()), signal.SIGKILL)
+        time.sleep(600)
+    elif fault == "segfault":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    y = (p["x"] - 0.3) ** 2 + (0.1 if p["kind"] == "b" else 0.0)
+    _log("returned", {"x": p, "y": y})
+    return y
+"""
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.slow  # a Dask cluster per launch, a fresh Python per evaluation: ~2 minutes
+def test_chaos_every_evaluation_is_recorded_exactly_once(tmp_path):
+    """Hangs, segfaults, killed workers and a driver killed by its objective and at random
+    moments, resumed until the run ends: each proposal is recorded once, in sequence, with
+    the value the objective returned or the reason it failed; no design runs more than
+    ``retries + 1`` times (Dask's own rescheduling used to multiply that by 4); and no
+    evaluation's process outlives the run."""
+    (tmp_path / "objective.py").write_text(_CHAOS_OBJECTIVE)
+    (tmp_path / "space.toml").write_text(
+        "[x]\ntype = 'real'\nlow = 0\nhigh = 1\n\n"
+        "[kind]\ntype = 'categorical'\nchoices = ['a', 'b']\n"
+    )
+    out, total = tmp_path / "run", 12
+    command = [
+        sys.executable, "-m", "bojax.cli", "optimize", f"{tmp_path / 'objective.py'}:objective",
+        "--space", str(tmp_path / "space.toml"), "--workers", "2", "--out", str(out),
+        "--initial", "6", "--iterations", "6", "--surrogate", "gp-map", "--candidates", "64",
+        "--timeout", "4", "--seed", "0",
+    ]  # fmt: skip
+    env = {**os.environ, "BOJAX_CHAOS_DIR": str(tmp_path)}
+    rng = np.random.default_rng(0)
+    for launch in range(20):
+        resume = ["--resume"] if out.exists() else []
+        log = tmp_path / f"launch-{launch}.log"  # a file: an orphan would hold a pipe open
+        with open(log, "w") as sink:
+            driver = subprocess.Popen(
+                command + resume, env=env, cwd=tmp_path, stdout=sink, stderr=subprocess.STDOUT
+            )
+        (tmp_path / "driver.pid").write_text(str(driver.pid))
+        try:  # the first launches are also killed at a random moment
+            driver.wait(timeout=rng.uniform(8, 25) if launch < 3 else 400)
+        except subprocess.TimeoutExpired:
+            driver.kill()
+            driver.wait()
+            continue
+        output = log.read_text()
+        if driver.returncode == 0:
+            break
+        assert driver.returncode == -signal.SIGKILL, output[-3000:]
+    else:
+        raise AssertionError("the run did not finish in 20 launches")
+    assert f"{total} evaluations" in output, output[-2000:]
+
+    records, calls = _lines(out / "journal.jsonl"), _lines(tmp_path / "calls")
+    assert [r["iteration"] for r in records] == list(range(total))
+    assert sorted(r["proposal"] for r in records) == list(range(total))  # each exactly once
+    returned = {json.dumps(r["x"], sort_keys=True): r["y"] for r in _lines(tmp_path / "returned")}
+    reasons = ("timed out after 4 s", "killed by SIGSEGV", "KilledWorker", "process died")
+    for record in records:
+        if record["status"] == "ok":  # the value the objective returned for that design
+            assert returned[json.dumps(record["x"], sort_keys=True)] == record["y"]
+        else:
+            assert any(reason in record["error"] for reason in reasons), record["error"]
+    assert any(r["status"] == "failed" for r in records)
+    assert len(calls) > 15  # every fault of the schedule happened
+    per_design = {}
+    for call in calls:
+        key = json.dumps(call["x"], sort_keys=True)
+        per_design[key] = per_design.get(key, 0) + 1
+    assert max(per_design.values()) <= 2  # retries = 1
+    deadline = time.time() + 10  # the hung evaluations whose driver or worker died
+    while any(_alive(c["pid"]) for c in calls) and time.time() < deadline:
+        time.sleep(0.5)
+    assert not [c["pid"] for c in calls if _alive(c["pid"])]

@@ -8,11 +8,14 @@
 
 Local workers are separate processes with one thread each (an objective that trains a
 network should own its process, and JAX is not fork-safe), each restarted by its nanny
-if it dies. Local workers allocate accelerator memory as they need it
-(``XLA_PYTHON_CLIENT_PREALLOCATE=false`` unless set): by default each JAX process takes
-75 % of a GPU, so the second process on one GPU failed to start cuSolver. On a SLURM
-machine, start the scheduler and workers with dask-jobqueue and pass its address
-(docs/scale-out.md).
+if it dies. A task whose worker dies is not rescheduled by Dask (``allowed_failures=0``):
+the driver resubmits it up to ``retries`` times, then records it as failed. A scheduler
+you start yourself should do the same (``distributed.scheduler.allowed-failures: 0``),
+or each of bojax's attempts is tried up to four times. Local workers allocate
+accelerator memory as they need it (``XLA_PYTHON_CLIENT_PREALLOCATE=false`` unless
+set): by default each JAX process takes 75 % of a GPU, so the second process on one GPU
+failed to start cuSolver. On a SLURM machine, start the scheduler and workers with
+dask-jobqueue and pass its address (docs/scale-out.md).
 """
 
 from __future__ import annotations
@@ -59,7 +62,10 @@ def connect(
         # No dashboard, and the scheduler's HTTP endpoint on a free port: the default,
         # 8787, warned (and moved) whenever a second cluster ran in the same session.
         "dashboard_address": "127.0.0.1:0",
-        "scheduler_kwargs": {"dashboard": False},
+        # One attempt per submission: bojax's ``retries`` bounds the attempts of a task
+        # whose worker dies. Dask's default (3 more) made a design that kills its worker
+        # run 8 times before it was recorded as failed.
+        "scheduler_kwargs": {"dashboard": False, "allowed_failures": 0},
         **cluster_options,
     }
     if "XLA_PYTHON_CLIENT_PREALLOCATE" not in os.environ:

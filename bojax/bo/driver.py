@@ -24,7 +24,9 @@ then recorded as failed: a design that kills the process running it is not propo
 forever. The objective's own errors are recorded at once, never retried. With
 ``isolate`` (or a ``timeout``) every evaluation runs in a fresh process
 (:mod:`bojax.bo.isolation`), so a hang or a crash fails only that evaluation. A run
-holds its folder's lock (:meth:`~bojax.bo.journal.Journal.lock`) while it runs.
+holds its folder's lock (:meth:`~bojax.bo.journal.Journal.lock`) while it runs. With a
+``timeout`` the driver never waits forever either: an evaluation the executor has not
+answered ``NO_ANSWER_GRACE`` seconds past its timeout counts as lost.
 """
 
 from __future__ import annotations
@@ -54,6 +56,11 @@ from bojax.bo.loop import tell as tell_state
 from bojax.bo.settings import Settings
 from bojax.errors import JournalError, ObjectiveError, SpaceExhaustedError
 from bojax.spaces import Space
+
+# Seconds past its ``timeout`` (at least; or the timeout itself, if longer) that the
+# driver waits for an executor's answer before it counts the evaluation as lost: room for
+# a process start, imports and a busy scheduler.
+NO_ANSWER_GRACE = 60.0
 
 
 @dataclass(frozen=True)
@@ -246,6 +253,11 @@ class _Run:
         self.stopped: str | None = None  # why no more points are issued, once that holds
         self.started = time.perf_counter()
         self.running: dict[cf.Future, Flight] = {}
+        self.submitted: dict[cf.Future, float] = {}  # perf_counter at each submission
+        # With a timeout, an executor that has not answered well after it is lost: the
+        # evaluation's own process enforces the timeout, this only catches a silent worker.
+        timeout = settings.timeout
+        self.answer_limit = None if timeout is None else timeout + max(NO_ANSWER_GRACE, timeout)
         self.queued: list[Flight] = []  # to issue again before asking for new points
         self.bar: _Progress | None = None
         proposals = [r.get("proposal", r["iteration"]) for r in history]
@@ -287,9 +299,38 @@ class _Run:
                     if concluded:  # no evaluation, but a record: there may be more to issue
                         continue
                     break
-                done, _ = cf.wait(self.running, return_when=cf.FIRST_COMPLETED)
+                done, _ = cf.wait(
+                    self.running, timeout=self._until_overdue(), return_when=cf.FIRST_COMPLETED
+                )
                 for future in sorted(done, key=lambda f: self.running[f].proposal):
                     state = self._finish(state, future)
+                if not done:
+                    state = self._give_up_overdue(state)
+        return state
+
+    def _until_overdue(self) -> float | None:
+        """Seconds until the first running evaluation is overdue; None without a limit."""
+        if self.answer_limit is None or not self.running:
+            return None
+        first = min(self.submitted[future] for future in self.running)
+        return max(0.0, first + self.answer_limit - time.perf_counter())
+
+    def _give_up_overdue(self, state: BOState) -> BOState:
+        """Treat evaluations the executor has not answered within ``answer_limit`` as lost
+        (a hung worker, a task its scheduler dropped): resubmit or record them."""
+        now = time.perf_counter()
+        overdue = [f for f in self.running if now - self.submitted[f] >= self.answer_limit]
+        for future in sorted(overdue, key=lambda f: self.running[f].proposal):
+            flight = self.running.pop(future)
+            self.submitted.pop(future)
+            future.cancel()
+            silent = TimeoutError(
+                f"the executor gave no answer {self.answer_limit:g} s after the evaluation "
+                f"was handed to it (timeout={self.settings.timeout:g} s)"
+            )
+            error = self._retry(flight, silent)
+            if error is not None:
+                state = self._conclude(state, flight, math.nan, error)
         return state
 
     def _issue(self, state: BOState, count: int) -> BOState:
@@ -338,7 +379,8 @@ class _Run:
             task = (evaluate_isolated, self.objective, flight.point, self.settings.timeout)
         else:
             task = (evaluate, self.objective, flight.point)
-        self.running[self.pool.submit(*task, flight.attempts)] = flight
+        future = self.pool.submit(*task, flight.attempts)
+        self.running[future], self.submitted[future] = flight, time.perf_counter()
 
     def _submit_batch(self, flights: list[Flight]) -> None:
         """Evaluate ``flights`` in one ``objective.batch`` call (:func:`evaluate_batch`)."""
@@ -348,10 +390,11 @@ class _Run:
         for flight, outcome in zip(flights, results, strict=True):
             future: cf.Future = cf.Future()
             future.set_result(outcome)
-            self.running[future] = flight
+            self.running[future], self.submitted[future] = flight, time.perf_counter()
 
     def _finish(self, state: BOState, future: cf.Future) -> BOState:
         flight = self.running.pop(future)
+        self.submitted.pop(future)
         try:
             y, error = future.result()
         except Exception as lost:  # the executor lost it (killed worker, broken pool)

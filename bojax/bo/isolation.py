@@ -16,7 +16,8 @@ started (data-loader processes, compilers). What is recorded when it goes wrong:
 Each evaluation pays for a process start and the imports of the objective (about a second
 with JAX), so isolate objectives that take much longer than that or that may hang or
 crash. Inside a Dask worker or a process pool it works the same way, and the worker
-survives what kills the objective.
+survives what kills the objective. The child ends itself when the process that started
+it dies, so a killed driver or worker leaves no orphaned training behind.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -93,10 +95,26 @@ def evaluate_isolated(
         return math.nan, _why_died(returncode)
 
 
+def _exit_with_parent(interval: float = 0.5) -> None:
+    """End this process once the process that started it is gone (a SIGKILLed driver or
+    Dask worker): its timeout died with it, and a hung training must not hold a GPU on."""
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval)
+        os._exit(70)
+
+    threading.Thread(target=watch, name="bojax-parent-watch", daemon=True).start()
+
+
 def _child(task: str, outcome: str) -> None:
     """The child's side: load the task, evaluate, write the outcome atomically."""
     import cloudpickle
 
+    _exit_with_parent()
     try:
         objective, point = cloudpickle.loads(Path(task).read_bytes())
     except Exception as error:
