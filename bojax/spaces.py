@@ -22,6 +22,7 @@ the report's relevance-agnostic baseline.
 from __future__ import annotations
 
 import warnings
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
 from pathlib import Path
@@ -109,7 +110,7 @@ class Space:
                 kinds = ", ".join(k.__name__ for k in PARAMETER_KINDS.values())
                 raise SpaceDefinitionError(f"expected parameters ({kinds}), got {p!r}")
         names = [p.name for p in parameters]
-        duplicated = sorted({n for n in names if names.count(n) > 1})
+        duplicated = sorted(n for n, k in Counter(names).items() if k > 1)  # one pass
         if duplicated:
             raise SpaceDefinitionError(f"parameter names repeat: {duplicated}")
         for i, p in enumerate(parameters):
@@ -296,11 +297,27 @@ class Space:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Space:
-        try:
-            specs = [dict(s) for s in data["parameters"]]
-            return cls([parameter_from_spec(s.pop("name"), s) for s in specs])
-        except (KeyError, TypeError) as error:
-            raise SpaceDefinitionError(f"not a serialised space: {error}") from error
+        """The space :meth:`to_dict` wrote. The data may come from a hand-edited journal
+        or file, so every entry is checked and an error names the entry it is about."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("parameters"), list):
+            raise SpaceDefinitionError(
+                "not a serialised space: expected {'parameters': [...]}, got "
+                f"{type(data).__name__}"
+            )
+        unknown = sorted(map(str, set(data) - {"parameters"}))
+        if unknown:
+            raise SpaceDefinitionError(
+                f"a serialised space holds only 'parameters'; unknown keys {unknown}"
+            )
+        parameters = []
+        for i, spec in enumerate(data["parameters"]):
+            if not isinstance(spec, Mapping) or "name" not in spec:
+                raise SpaceDefinitionError(
+                    f"parameters[{i}]: expected a table with a name and a type, got {spec!r}"
+                )
+            spec = dict(spec)
+            parameters.append(parameter_from_spec(spec.pop("name"), spec))
+        return cls(parameters)
 
 
 def load_space(path: str | Path) -> Space:
@@ -329,7 +346,9 @@ def load_space(path: str | Path) -> Space:
 
     A file holding ``{"parameters": [...]}`` (what :meth:`Space.to_dict` writes, as in a
     run's journal) loads too. Raises :class:`SpaceDefinitionError` naming the file for a
-    missing or unreadable file, a syntax error or a bad parameter.
+    missing or unreadable file, text that is not UTF-8 or not valid TOML/JSON (with the
+    line), a key given twice in a JSON object (JSON itself would keep the last silently),
+    or a bad parameter (naming it).
     """
     import json
     import tomllib
@@ -339,14 +358,31 @@ def load_space(path: str | Path) -> Space:
     if suffix not in (".toml", ".json"):
         raise SpaceDefinitionError(f"{path}: a space file ends in .toml or .json")
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as error:
         raise SpaceDefinitionError(f"{path}: cannot read the space file ({error})") from error
     try:
-        data = tomllib.loads(text) if suffix == ".toml" else json.loads(text)
-    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as error:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        raise SpaceDefinitionError(
+            f"{path}:{line}: not UTF-8 text (byte {raw[error.start]:#04x})"
+        ) from error
+    try:
+        data = (
+            tomllib.loads(text) if suffix == ".toml" else json.loads(text, object_pairs_hook=_once)
+        )
+    except SpaceDefinitionError as error:
+        raise SpaceDefinitionError(f"{path}: {error}") from error
+    except (ValueError, RecursionError) as error:
+        # Decode errors carry the line; ValueError also covers an integer of more digits
+        # than Python converts, RecursionError brackets nested beyond the parser's depth.
         raise SpaceDefinitionError(f"{path}: not valid {suffix[1:].upper()}: {error}") from error
-    if not isinstance(data, dict) or not data:
+    if not isinstance(data, dict):
+        raise SpaceDefinitionError(
+            f"{path}: expected one table per parameter, got {type(data).__name__}"
+        )
+    if not data:
         raise SpaceDefinitionError(f"{path}: no parameters (expected one table per parameter)")
     try:
         if isinstance(data.get("parameters"), list):
@@ -355,6 +391,17 @@ def load_space(path: str | Path) -> Space:
         return Space(specs)
     except SpaceDefinitionError as error:
         raise SpaceDefinitionError(f"{path}: {error}") from error
+
+
+def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict, refusing a key given twice: ``json`` would keep the last
+    value silently, and a space file's author meant one of them."""
+    data = {}
+    for key, value in pairs:
+        if key in data:
+            raise SpaceDefinitionError(f"the key {key!r} appears twice in one JSON object")
+        data[key] = value
+    return data
 
 
 def repeated_mask(

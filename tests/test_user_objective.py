@@ -93,6 +93,164 @@ def test_a_missing_space_file_is_a_typed_error(tmp_path):
         load_space(tmp_path / "nowhere.toml")
 
 
+HUGE = str(10**400)
+
+
+def real(fields, name="x"):
+    """A JSON space of one real parameter with ``fields`` after its type."""
+    return '{"' + name + '": {"type": "real", ' + fields + "}}"
+
+
+def integer(fields):
+    return '{"x": {"type": "integer", ' + fields + "}}"
+
+
+def choices(listed):
+    return '{"c": {"type": "categorical", "choices": ' + listed + "}}"
+
+
+def conditioned(condition):
+    """A categorical ``a`` and a real ``x`` with ``condition`` on it."""
+    return (
+        '{"a": {"type": "categorical", "choices": ["p", "q"]}, '
+        '"x": {"type": "real", "low": 0, "high": 1, "condition": ' + condition + "}}"
+    )
+
+
+# A space file is untrusted input: whatever JSON or TOML lets through (NaN, 1e400, a key
+# given twice, integers beyond any float), each is a SpaceDefinitionError naming the file
+# and the parameter (or, for text that does not parse, the line) -- never an OverflowError,
+# a TypeError, a silently kept last value or a space that decodes to NaN.
+@pytest.mark.parametrize(
+    ("name", "text", "message", "where"),
+    [
+        # Numbers JSON's parser accepts beyond JSON: NaN, Infinity, 1e400 (= inf).
+        ("s.json", real('"low": NaN, "high": 1'), "finite numbers, got nan", "'x'"),
+        ("s.json", real('"low": 0, "high": Infinity'), "finite numbers", "'x'"),
+        ("s.json", real('"low": -Infinity, "high": 0'), "finite numbers", "'x'"),
+        ("s.json", real('"low": 0, "high": 1e400'), "finite numbers", "'x'"),
+        ("s.toml", "[x]\ntype = 'real'\nlow = nan\nhigh = 1\n", "finite numbers", "'x'"),
+        ("s.toml", "[x]\ntype = 'real'\nlow = 0\nhigh = inf\n", "finite numbers", "'x'"),
+        # Integers past every float: an OverflowError before.
+        ("s.json", integer('"low": 0, "high": ' + HUGE), "finite numbers", "'x'"),
+        ("s.json", real('"low": -' + HUGE + ', "high": 0'), "finite numbers", "'x'"),
+        ("s.toml", "[x]\ntype = 'integer'\nlow = 0\nhigh = " + HUGE + "\n", "finite", "'x'"),
+        ("s.json", '{"o": {"type": "ordinal", "values": [1, ' + HUGE + "]}}", "finite", "'o'"),
+        ("s.json", choices('["a", ' + HUGE + "]"), "a choice is", "'c'"),
+        # Integers a float64 coordinate cannot tell apart; ranges whose width overflows.
+        ("s.json", integer('"low": 0, "high": ' + str(2**70)), r"2\*\*53", "'x'"),
+        ("s.json", real('"low": -1e308, "high": 1e308'), "overflows", "'x'"),
+        ("s.json", '{"o": {"type": "ordinal", "values": [-8e307, 8e307]}}', "float64", "'o'"),
+        ("s.json", '{"o": {"type": "ordinal", "values": [' + str(2**60) + ", "
+         + str(2**60 + 1) + "]}}", "float64", "'o'"),
+        # Booleans and strings where numbers belong; inconsistent bounds.
+        ("s.json", real('"low": true, "high": 2'), "got True", "'x'"),
+        ("s.toml", "[x]\ntype = 'real'\nlow = 0\nhigh = true\n", "got True", "'x'"),
+        ("s.json", real('"low": "0", "high": 1'), "finite numbers", "'x'"),
+        ("s.json", real('"low": 1, "high": 1'), "low < high", "'x'"),
+        ("s.json", real('"low": 0, "high": 1, "log": true'), "low > 0", "'x'"),
+        ("s.json", integer('"low": -2, "high": 3, "log": true'), ">= 1", "'x'"),
+        # A key given twice: JSON keeps the last silently, TOML refuses.
+        ("s.json", real('"low": 0, "high": 1, "high": 5'), "'high' appears twice", None),
+        ("s.json", real('"low": 0, "high": 1}, "x": {"type": "real", "low": 0, "high": 2'),
+         "'x' appears twice", None),
+        ("s.toml", "[x]\ntype = 'real'\nlow = 0\nhigh = 1\n[x]\nlow = 2\n", "line 5", None),
+        ("s.json", '{"parameters": [{"name": "x", "type": "real", "low": 0, "high": 1}, '
+         '{"name": "x", "type": "integer", "low": 0, "high": 1}]}', "names repeat", "'x'"),
+        # Choices: too few, repeated, or not a string, finite number or boolean.
+        ("s.json", choices("[]"), "two choices", "'c'"),
+        ("s.json", choices('["a", "a"]'), "repeat", "'c'"),
+        ("s.json", choices("[1, 1.0]"), "repeat", "'c'"),
+        ("s.json", choices('[{"a": 1}, "b"]'), "a choice is", "'c'"),
+        ("s.json", choices('[[1], "b"]'), "a choice is", "'c'"),
+        ("s.json", choices('[null, "b"]'), "a choice is", "'c'"),
+        ("s.json", choices("[NaN, 1]"), "a choice is", "'c'"),
+        ("s.json", choices('"ab"'), "must be a list", "'c'"),
+        # Shapes: the top level, missing and unknown keys, a journal layout gone wrong.
+        ("s.json", "[1, 2]", "got list", None),
+        ("s.json", "null", "got NoneType", None),
+        ("s.json", "{}", "no parameters", None),
+        ("s.json", real('"low": 0'), r"missing \['high'\]", "'x'"),
+        ("s.json", real('"low": 0, "high": 1, "step": 1'), "unknown keys", "'x'"),
+        ("s.json", '{"x": {"type": ["real"], "low": 0, "high": 1}}', "type must be", "'x'"),
+        ("s.json", '{"parameters": ["x"]}', r"parameters\[0\]", None),
+        ("s.json", '{"parameters": [{"type": "real", "low": 0, "high": 1}]}', "with a name",
+         None),
+        ("s.json", '{"parameters": [{"name": "x", "type": "real", "low": 0, "high": 1}], '
+         '"y": 1}', r"unknown keys \['y'\]", None),
+        # Conditions: errors name the parameter that carries the condition.
+        ("s.json", conditioned('["a", "==", ["p"]]'), "compares", "'x'"),
+        ("s.json", conditioned('{"parent": "a", "op": "==", "value": "p", "z": 1}'),
+         "parent, op, value", "'x'"),
+        ("s.json", conditioned('{"parent": "a"}'), "parent, op, value", "'x'"),
+        ("s.json", conditioned('["a", "in", NaN]'), "non-empty sequence", "'x'"),
+        # Text that is no JSON/TOML at all.
+        ("s.json", b'{"x": {"type": "real",\n "low": 0, "\xff": 1}}', "s.json:2: not UTF-8", None),
+        ("s.toml", b"[x]\ntype = 'r\xe9al'\n", "s.toml:2: not UTF-8", None),
+        ("s.json", "", "line 1 column 1", None),
+        ("s.toml", "", "no parameters", None),
+        ("s.json", '{"x": ' + "[" * 100_000 + "]" * 100_000 + "}", "not valid JSON", None),
+        ("s.json", real('"low": 0, "high": 1' + "0" * 5000), "digits", None),
+    ],
+    ids=lambda value: str(value)[:40],  # the texts of 10**400 and deep nesting are long
+)  # fmt: skip
+def test_a_hostile_space_file_is_a_typed_error_naming_file_and_parameter(
+    tmp_path, name, text, message, where
+):
+    path = tmp_path / name
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(SpaceDefinitionError, match=message) as error:
+        load_space(path)
+    assert str(path) in str(error.value)
+    if where is not None:
+        assert where in str(error.value)
+
+
+def test_a_directory_or_a_missing_path_is_a_typed_error(tmp_path):
+    (tmp_path / "folder.json").mkdir()
+    for path, message in [
+        (tmp_path / "folder.json", "cannot read"),
+        (tmp_path / "missing.json", "cannot read"),
+        (tmp_path, "ends in .toml or .json"),
+    ]:
+        with pytest.raises(SpaceDefinitionError, match=message):
+            load_space(path)
+
+
+def test_a_serialised_space_names_the_entry_that_is_wrong():
+    for data, message in [
+        (None, "expected {'parameters'"),
+        ({"parameters": 5}, "expected {'parameters'"),
+        ({"parameters": [None]}, "parameters\\[0\\]"),
+        ({"parameters": [{"name": "x", "type": "real", "low": 0, "high": 1}, "y"]},
+         "parameters\\[1\\]"),
+    ]:  # fmt: skip
+        with pytest.raises(SpaceDefinitionError, match=message):
+            Space.from_dict(data)
+
+
+def test_a_wide_integer_range_is_not_enumerated_into_memory():
+    """An all-integer space counts its values before building a grid: [0, 10**12] is a
+    valid range (the grid would need 8 TB), so the optimiser samples it instead."""
+    from bojax.bo.optimize import _enumeration
+
+    assert _enumeration(Space([Integer("n", 0, 10**12)]), 4096) is None
+    assert _enumeration(Space([Integer("n", 0, 3)]), 4096).shape == (4, 1)
+
+
+def test_checking_a_long_list_of_choices_or_parameters_is_linear():
+    """A space file may list many choices or parameters; a pairwise check would take
+    minutes on 20 000 of them."""
+    import time
+
+    from bojax.parameters import Categorical
+
+    start = time.perf_counter()
+    Categorical("c", tuple(range(20_000)))
+    Space([Real(f"x{i}", 0, 1) for i in range(20_000)])
+    assert time.perf_counter() - start < 5.0
+
+
 # -- objective references ------------------------------------------------------------------
 
 

@@ -38,7 +38,7 @@ import numpy as np
 
 from bojax.errors import SpaceExhaustedError
 from bojax.gp import bucket_size
-from bojax.spaces import IRRELEVANT, Space, repeated_mask
+from bojax.spaces import IRRELEVANT, Integer, Space, repeated_mask
 
 Score = Callable[[jax.Array, object], jax.Array]
 POLISHED = 3
@@ -184,13 +184,23 @@ def _alternate(score, args, space, starts, moves, max_iterations, tolerance):
     return points
 
 
+def _size(p) -> int | None:
+    """How many values a parameter has (None for a continuum), an integer's counted
+    without building its grid: ``[0, 10**12]`` is a valid range and no array."""
+    if isinstance(p, Integer):
+        return p.high - p.low + 1
+    grid = p.grid()
+    return None if grid is None else len(grid)
+
+
 def _enumeration(space: Space, limit: int) -> np.ndarray | None:
     """Every distinct point of a space whose parameters all have finitely many values,
     snapped (conditions collapse the irrelevant ones), when there are at most ``limit``
     combinations; None otherwise."""
-    grids = [p.grid() for p in space.parameters]
-    if any(g is None for g in grids) or math.prod(len(g) for g in grids) > limit:
+    sizes = [_size(p) for p in space.parameters]
+    if None in sizes or math.prod(sizes) > limit:
         return None
+    grids = [p.grid() for p in space.parameters]
     points = np.array(list(itertools.product(*grids)), dtype=np.float64)
     return np.unique(space.snap(points), axis=0)
 

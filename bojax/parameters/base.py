@@ -32,12 +32,17 @@ _COMPARISONS = {
 
 
 def is_number(value: Any) -> bool:
-    """A finite real that is not a bool (``True == 1`` in Python, not in a space)."""
-    return (
-        isinstance(value, numbers.Real)
-        and not isinstance(value, bool | np.bool_)
-        and math.isfinite(value)
-    )
+    """A finite real that is not a bool (``True == 1`` in Python, not in a space).
+
+    An integer too large for a float (``10**400`` from a JSON or TOML file) is not one:
+    every model reads values as float64, and ``math.isfinite`` would raise on it.
+    """
+    if not isinstance(value, numbers.Real) or isinstance(value, bool | np.bool_):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def python_scalar(value: Any) -> Any:
@@ -124,6 +129,20 @@ class Condition:
         return f"{self.parent} {self.op} {self.value}"
 
 
+def _condition(name: str, given: Sequence | Mapping) -> Condition:
+    """The :class:`Condition` of parameter ``name`` from ``(parent, op, value)`` or a
+    journal's ``{"parent": ..., "op": ..., "value": ...}``. Its errors name the parameter
+    that carries it: a condition's own checks only know the parent it compares."""
+    try:
+        return Condition(**given) if isinstance(given, Mapping) else Condition(*given)
+    except TypeError as error:  # a key or an entry too many or too few
+        raise SpaceDefinitionError(
+            f"parameter {name!r}: condition is (parent, op, value), got {given!r}"
+        ) from error
+    except SpaceDefinitionError as error:
+        raise SpaceDefinitionError(f"parameter {name!r}: {error}") from error
+
+
 def as_real_scalar(name: str, value: Any) -> float:
     """``value`` as a Python float, or a typed error. Booleans and strings are refused."""
     value = python_scalar(value)  # 0-d NumPy/JAX arrays
@@ -175,7 +194,7 @@ class Parameter:
             )
         condition = getattr(self, "condition", None)
         if isinstance(condition, tuple | list):  # ("layers", ">=", 3) is accepted too
-            object.__setattr__(self, "condition", Condition(*condition))
+            object.__setattr__(self, "condition", _condition(self.name, condition))
         elif condition is not None and not isinstance(condition, Condition):
             raise SpaceDefinitionError(
                 f"{self.name!r}: condition must be a Condition or (parent, op, value), "
@@ -239,7 +258,7 @@ class Parameter:
             )
         condition = spec.get("condition")
         if isinstance(condition, Mapping):  # a journal's serialised Condition
-            spec["condition"] = Condition(**condition)
+            spec["condition"] = _condition(name, condition)
         elif condition is not None and not (
             isinstance(condition, list | tuple) and len(condition) == 3
         ):

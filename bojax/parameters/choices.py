@@ -28,6 +28,12 @@ def _listed(name: str, field: str, values: Any) -> tuple:
     return tuple(python_scalar(v) for v in values)
 
 
+def _identity(choice: Any) -> tuple:
+    """A hashable key equal for two choices exactly when :func:`same_value` says so:
+    booleans, strings and numbers apart, ``1 == 1.0`` among numbers."""
+    return (isinstance(choice, bool), isinstance(choice, str), choice)
+
+
 @dataclass(frozen=True)
 class Categorical(Parameter):
     """One of unordered ``choices`` (strings, numbers or booleans): an optimiser, an
@@ -62,7 +68,11 @@ class Categorical(Parameter):
                 )
         if len(choices) < 2:
             raise SpaceDefinitionError(f"{self.name!r}: needs at least two choices")
-        repeated = [c for i, c in enumerate(choices) if any(same_value(c, d) for d in choices[:i])]
+        seen, repeated = set(), []
+        for c in choices:  # one pass: a file may list many choices
+            if _identity(c) in seen:
+                repeated.append(c)
+            seen.add(_identity(c))
         if repeated:
             raise SpaceDefinitionError(f"{self.name!r}: choices repeat: {repeated}")
         object.__setattr__(self, "choices", choices)
@@ -143,6 +153,14 @@ class Ordinal(Parameter):
         if self.log and values[0] <= 0:
             raise SpaceDefinitionError(f"{self.name!r}: a log-spaced grid needs values > 0")
         object.__setattr__(self, "values", values)
+        with np.errstate(all="ignore"):
+            centres = self._centres()
+        if not (np.isfinite(centres).all() and (np.diff(centres) > 0).all()):
+            # [-1e308, 1e308] overflows the grid's span; [2**53, 2**53 + 1] are two values
+            # with one float64: either way two values would share a coordinate.
+            raise SpaceDefinitionError(
+                f"{self.name!r}: values too far apart or too close for float64, got {values!r}"
+            )
 
     def _centres(self) -> np.ndarray:
         t = (

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 from bojax.errors import OutOfBoundsError, ParameterTypeError, SpaceDefinitionError
-from bojax.parameters.base import Condition, Parameter, as_real_scalar, checked_unit
+from bojax.parameters.base import Condition, Parameter, as_real_scalar, checked_unit, is_number
+
+#: The largest integer bound: float64, the coordinates' type, holds every integer up to it.
+EXACT_INTEGERS = 2**53
 
 
 @dataclass(frozen=True)
@@ -28,11 +30,7 @@ class _Interval(Parameter):
     def __post_init__(self) -> None:
         super().__post_init__()
         for bound in (self.low, self.high):
-            if (
-                isinstance(bound, bool)
-                or not isinstance(bound, numbers.Real)
-                or not math.isfinite(bound)
-            ):
+            if not is_number(bound):
                 raise SpaceDefinitionError(
                     f"{self.name!r}: bounds must be finite numbers, got {bound!r}"
                 )
@@ -42,6 +40,12 @@ class _Interval(Parameter):
             )
         if not isinstance(self.log, bool):
             raise SpaceDefinitionError(f"{self.name!r}: log is true or false, got {self.log!r}")
+        if not self.log and not math.isfinite(float(self.high) - float(self.low)):
+            # [-1e308, 1e308]: each bound is finite, the width is not, and every unit
+            # coordinate would decode to NaN.
+            raise SpaceDefinitionError(
+                f"{self.name!r}: high - low overflows a float, got [{self.low}, {self.high}]"
+            )
 
     def _z_bounds(self) -> tuple[float, float]:
         return float(self.low), float(self.high)
@@ -99,6 +103,12 @@ class Integer(_Interval):
             if not float(bound).is_integer():
                 raise SpaceDefinitionError(
                     f"{self.name!r}: integer bounds must be whole, got {bound!r}"
+                )
+            if abs(bound) > EXACT_INTEGERS:
+                # Coordinates are float64: beyond 2**53 neighbouring integers share one,
+                # so a proposal could not name the integer it means.
+                raise SpaceDefinitionError(
+                    f"{self.name!r}: integer bounds must lie within +-2**53, got {bound!r}"
                 )
         object.__setattr__(self, "low", int(self.low))
         object.__setattr__(self, "high", int(self.high))
