@@ -1,6 +1,8 @@
 """bojax inside Optuna, through Optuna's public API only."""
 
 import math
+import re
+import warnings
 
 import pytest
 
@@ -154,3 +156,115 @@ def test_after_failed_trials_only_bojax_proposes_away_from_them():
     asking = optuna.trial.create_trial(params={}, distributions={}, value=0.0)
     proposal = sampler.sample_relative(study, asking, space)
     assert proposal and proposal["x"] > 0.7
+
+
+# -- trials bojax could not have proposed -----------------------------------------------------
+F, I, C = (
+    optuna.distributions.FloatDistribution,
+    optuna.distributions.IntDistribution,
+    optuna.distributions.CategoricalDistribution,
+)
+SPACE = {"x": F(0.0, 1.0), "n": I(1, 4), "k": C(["a", "b"])}
+WIDER = {**SPACE, "x": F(0.0, 10.0)}
+START = [(0.1, 1, "a"), (0.4, 2, "b"), (0.7, 3, "a")]
+
+
+def started(extra=()):
+    """A study of three completed trials (the sampler's start-up), then ``extra`` trials
+    as ``(params, distributions, state)``; and a fresh sampler."""
+    sampler = BojaxSampler(seed=0, n_startup_trials=3, **FAST)
+    study = optuna.create_study(sampler=sampler)
+    for x, n, k in START:
+        params = {"x": x, "n": n, "k": k}
+        study.add_trial(
+            optuna.trial.create_trial(params=params, distributions=SPACE, value=(x - 0.5) ** 2)
+        )
+    for params, distributions, state in extra:
+        study.add_trial(
+            optuna.trial.create_trial(params=params, distributions=distributions, state=state)
+        )
+    return study, sampler
+
+
+def propose(study, sampler):
+    asking = optuna.trial.create_trial(params={}, distributions={}, value=0.0)
+    return sampler.sample_relative(
+        study, asking, sampler.infer_relative_search_space(study, asking)
+    )
+
+
+def enqueued_out_of_range(study):
+    """A completed trial whose enqueued x = 5 lies outside suggest_float's [0, 1]: Optuna
+    warns and keeps the value."""
+    study.enqueue_trial({"x": 5.0})
+    trial = study.ask()
+    with pytest.warns(UserWarning, match="out of range"):
+        trial.suggest_float("x", 0.0, 1.0)
+    trial.suggest_int("n", 1, 4)
+    trial.suggest_categorical("k", ["a", "b"])
+    study.tell(trial, 0.0)
+
+
+FAIL, RUNNING, PRUNED = (optuna.trial.TrialState[s] for s in ("FAIL", "RUNNING", "PRUNED"))
+
+
+@pytest.mark.parametrize(
+    ("extra", "reason"),
+    [
+        (enqueued_out_of_range, r"trial 3 \(COMPLETE\).*'x': value 5.0 is outside"),
+        ([({"x": 5.0, "n": 1, "k": "a"}, WIDER, FAIL)], r"trial 3 \(FAIL\).*outside"),
+        ([({"x": 0.5, "n": 1, "k": "z"}, {**SPACE, "k": C(["a", "z"])}, FAIL)],
+         "'z' is not one of the choices"),
+        ([({"x": 0.5, "n": 2.5, "k": "a"}, {**SPACE, "n": F(1, 4)}, FAIL)], "expected an integer"),
+        ([({"x": 0.5}, {"x": SPACE["x"]}, FAIL)], "missing from the trial"),
+        ([({"x": 5.0, "n": 1, "k": "a"}, WIDER, RUNNING)], r"trial 3 \(RUNNING\).*outside"),
+        # Pruned trials are never modelled, whatever they hold: nothing to warn about.
+        ([({"x": 5.0, "n": 1, "k": "a"}, WIDER, PRUNED)], None),
+    ],
+    ids=["enqueued", "wider", "choice", "float-for-int", "missing", "running", "pruned"],
+)  # fmt: skip
+def test_a_trial_bojax_could_not_have_proposed_is_left_out_with_one_warning(extra, reason):
+    """The sampler neither crashes (every later trial of the study would) nor bends the
+    trial into the space: it proposes what it proposes without the trial, and says so."""
+    without = propose(*started())
+    study, sampler = started() if callable(extra) else started(extra)
+    if callable(extra):
+        extra(study)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        proposal = propose(study, sampler)
+    left_out = [str(w.message) for w in caught if "BojaxSampler leaves" in str(w.message)]
+    assert proposal == without
+    if reason is None:
+        assert left_out == []
+    else:
+        assert len(left_out) == 1 and re.search(reason, left_out[0]), left_out
+
+
+def test_a_trial_left_out_is_warned_about_once():
+    study, sampler = started([({"x": 5.0, "n": 1, "k": "a"}, WIDER, FAIL)])
+    with pytest.warns(UserWarning, match="leaves trial 3"):
+        propose(study, sampler)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a second proposal says nothing new
+        assert propose(study, sampler)
+
+
+def test_a_completed_trial_with_an_infinite_value_counts_as_failed():
+    """Optuna stores inf as a completed value; bojax's own runs count a non-finite value
+    as a failure, and so does the sampler (the same proposal as for a failed trial)."""
+    point = {"x": 0.9, "n": 4, "k": "b"}
+    failed, _ = started([(point, SPACE, FAIL)])
+    infinite, _ = started()
+    infinite.add_trial(optuna.trial.create_trial(params=point, distributions=SPACE, value=math.inf))
+    proposals = [propose(study, BojaxSampler(seed=0, n_startup_trials=3, **FAST))
+                 for study in (failed, infinite)]  # fmt: skip
+    assert proposals[0] == proposals[1]
+
+
+def test_a_multi_objective_study_goes_to_the_independent_sampler():
+    sampler = BojaxSampler(seed=0, n_startup_trials=1, **FAST)
+    study = optuna.create_study(directions=["minimize", "minimize"], sampler=sampler)
+    study.optimize(lambda t: (t.suggest_float("x", 0, 1), t.suggest_float("y", 0, 1)), n_trials=4)
+    assert sampler.infer_relative_search_space(study, study.trials[-1]) == {}
+    assert len(study.trials) == 4 and all(t.state.name == "COMPLETE" for t in study.trials)

@@ -16,16 +16,27 @@ choice, the first ``n_startup_trials`` trials, a multi-objective study) goes to
 Completed trials are observations; failed trials enter as failed evaluations, which
 bojax's failure classifier learns from (its acquisition is weighted by the probability
 of success, and while every trial has failed it proposes where success is likeliest);
-pruned trials are left out, since their value is not the objective's. Trials still
-running are pending points, conditioned on as fantasies, so parallel workers do not
-propose the same place. The chain states of the surrogate and the classifier are kept
-between trials of one sampler, so each trial continues them instead of burning in
-again; a resumed study (a new sampler on old storage) burns in once.
+pruned trials are left out, since their value is not the objective's. A completed
+trial whose value is not finite (Optuna stores ``inf``) counts as failed, as a
+non-finite value does in bojax's own runs. Trials still running are pending points,
+conditioned on as fantasies, so parallel workers do not propose the same place.
+
+A study may hold trials bojax could not have proposed: an enqueued value outside its
+distribution (Optuna warns and keeps it), a failed or running trial suggested from
+another distribution (wider bounds, other choices, a float for an int), a failed trial
+that stopped before suggesting every parameter. Such a trial cannot be placed in the
+space, so it is left out of the model, with one warning naming the trial and the reason;
+it stays in the study, and the sampler goes on.
+
+The chain states of the surrogate and the classifier are kept between trials of one
+sampler, so each trial continues them instead of burning in again; a resumed study (a
+new sampler on old storage) burns in once.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -47,7 +58,7 @@ from optuna.search_space import IntersectionSearchSpace
 from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from bojax.errors import SpaceDefinitionError
+from bojax.errors import MissingParameterError, ParameterError, SpaceDefinitionError
 from bojax.parameters import Categorical, Ordinal, Parameter
 from bojax.spaces import Integer, Real, Space
 
@@ -117,6 +128,7 @@ class BojaxSampler(BaseSampler):
         self._independent = independent_sampler or RandomSampler(seed=seed)
         self._intersection = IntersectionSearchSpace()
         self._chains: dict[tuple, Any] = {}  # (surrogate, classifier) states per search space
+        self._left_out: set[tuple[str, int]] = set()  # (study, trial number) warned about
 
     # -- Optuna's sampler interface ---------------------------------------------------------
     def reseed_rng(self) -> None:
@@ -138,9 +150,8 @@ class BojaxSampler(BaseSampler):
         from bojax.bo.loop import ask_batch, init, model_based, tell
 
         space = _space(search_space)
-        names = space.names
         finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
-        observed = [t for t in finished if all(n in t.params for n in names)]
+        observed = [(t, u) for t in finished if (u := self._unit(study, space, t)) is not None]
         if len(observed) < self._settings.initial:
             return {}
         settings = self._settings.replace(maximize=study.direction == StudyDirection.MAXIMIZE)
@@ -149,22 +160,44 @@ class BojaxSampler(BaseSampler):
         if key in self._chains:
             surrogate, classifier = self._chains[key]
             state = state._replace(surrogate=surrogate, classifier=classifier)
-        for t in observed:
+        for t, u in observed:
             value = t.value if t.state == TrialState.COMPLETE else math.nan
-            point = {n: t.params[n] for n in names}
-            state = tell(state, space.to_unit(point), math.nan if value is None else value)
+            state = tell(state, u, math.nan if value is None else value)
         if not model_based(state):  # bojax's own rule: e.g. only failures, not modelled
             return {}
         running = [
-            space.to_unit({n: t.params[n] for n in names})
+            u
             for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-            if t.number != trial.number and all(n in t.params for n in names)
+            if t.number != trial.number
+            # Still suggesting its parameters: no place to condition on yet, no warning.
+            and all(n in t.params for n in space.names)
+            and (u := self._unit(study, space, t)) is not None
         ]
         pending = np.asarray(running).reshape(-1, space.dim) if running else None
         points, state, _ = ask_batch(state, 1, pending)
         self._chains[key] = (state.surrogate, state.classifier)
         proposal = space.from_unit(points[0])
         return dict(proposal)  # Python ints and floats, as the parameters' kinds decode
+
+    def _unit(self, study: Study, space: Space, trial: FrozenTrial) -> np.ndarray | None:
+        """The trial's unit point, or None where bojax could not have proposed it (a
+        value outside the space, a parameter missing). Fitting such a trial would crash
+        the sampler on every later trial, and forcing it into the space would misplace an
+        observation, so it is left out, with one warning per trial."""
+        try:
+            missing = [n for n in space.names if n not in trial.params]
+            if missing:
+                raise MissingParameterError(missing[0], "missing from the trial")
+            return space.to_unit({n: trial.params[n] for n in space.names})
+        except ParameterError as error:
+            if (study.study_name, trial.number) not in self._left_out:
+                self._left_out.add((study.study_name, trial.number))
+                warnings.warn(
+                    f"BojaxSampler leaves trial {trial.number} ({trial.state.name}) out of "
+                    f"its model: {error}",
+                    stacklevel=2,
+                )
+            return None
 
     def sample_independent(
         self,
