@@ -7,6 +7,7 @@ untrusted folder. Real subprocesses and real signals throughout."""
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import fractions
 import json
 import math
@@ -29,7 +30,7 @@ from bojax.bo.evaluation import evaluate
 from bojax.bo.isolation import evaluate_isolated
 from bojax.bo.journal import Journal
 from bojax.cli import app
-from bojax.errors import RunFolderError, RunLockedError
+from bojax.errors import JournalError, RunFolderError, RunLockedError
 from bojax.parameters import Categorical
 from bojax.spaces import Real, Space
 
@@ -264,6 +265,118 @@ def test_show_prints_markup_and_escape_sequences_as_text(tmp_path):
     assert "\x1b" not in result.output and "\x07" not in result.output
     assert "[/data] \\x1b]0;owned\\x07\\x1b[2J done" in result.output
     assert "[bold]choice" in result.output
+
+
+def tampered_run(folder: Path, settings=None, space=SPACE, records=4) -> Path:
+    """A finished-looking run of ``records`` evaluations (all but the last successful), as
+    a hand-edited ``run.json`` with ``settings`` would leave it."""
+    journal = Journal(folder)
+    settings = {"surrogate": "gp-map", **(settings or {})}
+    journal.start({"space": space.to_dict(), "settings": settings})
+    points = space.from_unit(space.sample(__import__("jax").random.key(0), records))
+    for n, x in enumerate(points):
+        failed = n == records - 1
+        journal.append({
+            "iteration": n, "proposal": n, "phase": "initial", "x": x,
+            "u": [float(v) for v in space.to_unit(x)], "y": None if failed else float(n),
+            "status": "failed" if failed else "ok", "error": "E" if failed else None,
+            "seconds": 0.1, "diagnostics": {},
+        })  # fmt: skip
+    return folder
+
+
+@pytest.fixture
+def no_refit(monkeypatch):
+    """Any refit fails the test: a tampered folder must be refused before the work."""
+
+    def refit(*args, **kwargs):
+        raise AssertionError("bojax plot started a refit")
+
+    monkeypatch.setattr("bojax.bo.loop.fit_surrogate", refit)
+    monkeypatch.setattr("bojax.bo.loop.fit_classifier", refit)
+
+
+@pytest.mark.parametrize(
+    ("settings", "key"),
+    [
+        ({"samples": 10**12}, "samples = 1000000000000 is more than bojax plot refits"),
+        ({"burn_in": 10**9}, "burn_in = 1000000000 is more than"),
+        ({"seed": 2**64}, "seed must be"),  # an OverflowError at the first key before
+        ({"samples": "many"}, "samples must be"),
+        ({"samples": True}, "samples must be"),
+        ({"surrogate": "gp-nope"}, "unknown surrogate 'gp-nope'"),
+        ({"num_candidatez": 5}, "unknown setting 'num_candidatez'"),  # a TypeError before
+    ],
+)
+def test_plot_refuses_refit_settings_of_a_tampered_folder_before_any_work(
+    tmp_path, no_refit, settings, key
+):
+    folder = tampered_run(tmp_path / "run", settings)
+    result = CliRunner().invoke(app, ["plot", str(folder)], env={"COLUMNS": "300"})
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    text = result.output.replace("\n", "")
+    assert f"{folder / 'run.json'}: " in text and key in text, text
+    assert not (folder / "figures").exists()  # refused before the first figure
+
+
+def test_plot_refuses_a_journal_longer_than_a_refit_takes(tmp_path, no_refit):
+    from bojax.bo.runs import load_run
+    from bojax.reports.run_figures import REFIT_LIMITS, refit_settings
+
+    run = load_run(tampered_run(tmp_path / "run", records=3))
+    run = dataclasses.replace(run, records=run.records * (REFIT_LIMITS["evaluations"] // 3 + 1))
+    with pytest.raises(JournalError, match="evaluations are more than bojax plot refits"):
+        refit_settings(run)
+
+
+@pytest.mark.parametrize(
+    ("header", "summary", "message"),
+    [
+        ("[1, 2]", None, "run.json: expected a JSON object, got list"),
+        ('{"space": %s, "settings": [1, 2]}', None, "run.json: 'settings' is not an object"),
+        ('{"space": {"parameters": "x"}, "settings": {}}', None, "run.json: 'space': not a"),
+        ('{"settings": {}}', None, "run.json: 'space': not a serialised space"),
+        ('{"space": {"parameters": [{"name": "x", "type": "real", "low": 1, "high": 0}]}}',
+         None, "run.json: 'space': 'x': need low < high"),
+        ('{"space": %s, "settings": {"seed": 1' + "0" * 5000 + "}}", None, "run.json is corrupt"),
+        ('{"space": %s, "settings": {}}', "[]", "summary.json: expected a JSON object"),
+    ],
+)  # fmt: skip
+def test_show_and_plot_name_the_file_and_key_of_a_run_json_that_is_no_header(
+    tmp_path, header, summary, message
+):
+    folder = tampered_run(tmp_path / "run")
+    text = header.replace("%s", json.dumps(SPACE.to_dict()))
+    (folder / "run.json").write_text(text)
+    if summary is not None:
+        (folder / "summary.json").write_text(summary)
+    for command in (["show", str(folder)], ["plot", str(folder), "--no-slices"]):
+        result = CliRunner().invoke(app, command, env={"COLUMNS": "300"})
+        assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+        assert message in result.output.replace("\n", ""), result.output
+
+
+def test_plot_draws_a_bounded_number_of_panels_and_labels(tmp_path):
+    """Figures grow with the parameters of the folder's space: 200 parameters drew 51
+    rows of panels (1 000 cannot be allocated at all), 3 000 choices as many labels."""
+    from PIL import Image
+
+    from bojax.parameters import Ordinal
+    from bojax.reports.figures import pyplot
+    from bojax.reports.run_figures import _scale
+
+    space = Space([Real(f"x{i}", 0.0, 1.0) for i in range(200)])
+    folder = tampered_run(tmp_path / "run", space=space, records=3)
+    result = CliRunner().invoke(app, ["plot", str(folder), "--no-slices"])
+    assert result.exit_code == 0, result.output
+    with Image.open(folder / "figures/parameters.png") as image:
+        assert image.size[1] < 4000, image.size  # 12 rows of 4 panels
+    fig, ax = pyplot().subplots()
+    _scale(ax, Categorical("c", [f"choice {k}" for k in range(3000)]), "x")
+    _scale(ax, Ordinal("o", tuple(range(3000))), "y")
+    assert len(ax.get_xticks()) <= 40 and len(ax.get_yticks()) <= 40
+    assert ax.get_xticklabels()[-1].get_text() == "choice 2999"
+    pyplot().close(fig)
 
 
 # -- a file objective on Dask workers ------------------------------------------------------------

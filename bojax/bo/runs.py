@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bojax.bo.journal import Journal
+from bojax.errors import JournalError, SpaceDefinitionError
 from bojax.spaces import Space
 
 
@@ -62,16 +63,38 @@ class Run:
 
 
 def load_run(folder: str | Path) -> Run:
+    """The run in ``folder``. ``run.json`` is checked as the untrusted data it is: a
+    :class:`~bojax.errors.JournalError` names it and the key (``space``, ``settings``)
+    where it holds no run header, instead of a KeyError or a TypeError in the reader."""
     journal = Journal(folder)
-    header = journal.header()
+    where = journal.header_path
+    try:
+        header = journal.header()
+    except JournalError:
+        raise
+    except (ValueError, RecursionError) as error:  # an integer of 5 000 digits, deep nesting
+        raise JournalError(f"{where} is corrupt: {error}") from None
+    if not isinstance(header, dict):
+        raise JournalError(f"{where}: expected a JSON object, got {type(header).__name__}")
+    settings = header.get("settings", {})
+    if not isinstance(settings, dict):
+        raise JournalError(f"{where}: 'settings' is not an object: {settings!r}")
+    try:
+        space = Space.from_dict(header.get("space"))
+    except SpaceDefinitionError as error:
+        raise JournalError(f"{where}: 'space': {error}") from error
     try:
         summary = json.loads(journal.summary_path.read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         summary = None  # still running, interrupted, or caught mid-write
+    except (ValueError, RecursionError) as error:
+        raise JournalError(f"{journal.summary_path} is corrupt: {error}") from None
+    if summary is not None and not isinstance(summary, dict):
+        raise JournalError(f"{journal.summary_path}: expected a JSON object")
     return Run(
         folder=journal.folder,
-        space=Space.from_dict(header["space"]),
-        settings=dict(header.get("settings", {})),
+        space=space,
+        settings=dict(settings),
         records=journal.read(repair=False),
         pending=journal.load_pending(),
         sampler=journal.load_sampler(),

@@ -48,14 +48,16 @@ WARPINGS = _imported("bojax.bo.warping", "WARPINGS")
 
 
 # -- checks: each raises SettingsError naming the setting ---------------------------------
-def count(minimum: int = 0, optional: bool = False) -> Check:
-    """An integer ``>= minimum`` (not a bool); None too where ``optional``."""
+def count(minimum: int = 0, optional: bool = False, maximum: int | None = None) -> Check:
+    """An integer ``>= minimum`` (not a bool), and ``<= maximum`` where given; None too
+    where ``optional``."""
 
     def check(name: str, value: Any) -> None:
         if optional and value is None:
             return
-        if not (is_count(value) and value >= minimum):
+        if not (is_count(value) and value >= minimum and (maximum is None or value <= maximum)):
             kind = "a non-negative integer" if minimum == 0 else f"an integer >= {minimum}"
+            kind += "" if maximum is None else f" and <= {maximum}"
             raise SettingsError(
                 f"{name} must be {kind}{' or None' if optional else ''}, got {value!r}"
             )
@@ -149,7 +151,8 @@ class Settings:
     )
     iterations: int = setting(20, "BO steps after the initial design", count(), identity=False)
     initial: int = setting(5, "Sobol points before BO starts", count(1))
-    seed: int = setting(0, "random seed", count())
+    # JAX keys take a C long: a larger seed was an OverflowError at the first key.
+    seed: int = setting(0, "random seed", count(maximum=2**63 - 1))
     maximize: bool = setting(False, "maximise the objective instead of minimising", boolean)
     num_candidates: int = setting(
         2048, "acquisition candidates per step", count(1), flag="candidates"

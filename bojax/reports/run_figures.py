@@ -13,21 +13,37 @@
 
 The surrogate is the run's own (its ``run.json`` settings), refitted to the journal's
 successful evaluations as the run's next ``ask`` would (:func:`bojax.bo.loop.predict`).
+
+A run folder is data anyone may have edited, and its settings and space decide how much
+work the figures take. So the refit's settings are checked before any figure is drawn
+(:data:`REFIT_LIMITS`: a SettingsError naming ``run.json`` and the key), and the figures
+draw at most :data:`MAX_PANELS` parameters and :data:`MAX_TICKS` labels per axis.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
 
 from bojax.bo.runs import Run
+from bojax.errors import BojaxError, JournalError, SettingsError, is_count
 from bojax.reports.figures import pyplot, save
 from bojax.terminal import plain
 
 GRID = 60  # points along a 1-D slice
 GRID_2D = 30  # per axis of the 2-D slice
+
+#: The most a run folder may ask of the refit. Real runs stay far inside: the reports'
+#: largest keeps 5 000 draws (``samples``) of 30 evaluations; 10**12 would never end.
+REFIT_LIMITS = {"samples": 20_000, "burn_in": 20_000, "evaluations": 5_000}
+#: Parameters drawn per figure (the first ones): the figures grow with their count, and
+#: past some 1 000 parameters matplotlib cannot allocate the image at all.
+MAX_PANELS = 48
+#: Labelled ticks per axis (a categorical with thousands of choices labels every k-th).
+MAX_TICKS = 40
 
 
 def _text(value: object) -> str:
@@ -46,15 +62,24 @@ def _values(run: Run, p) -> np.ndarray:
     return np.array(values, dtype=np.float64)
 
 
+def _ticked(count: int) -> np.ndarray:
+    """Which of ``count`` values get a labelled tick: all, or :data:`MAX_TICKS` spread
+    evenly (first and last included)."""
+    if count <= MAX_TICKS:
+        return np.arange(count)
+    return np.unique(np.linspace(0, count - 1, MAX_TICKS).round().astype(int))
+
+
 def _scale(ax, p, axis: str) -> None:
     """A log axis for log-spaced parameters; the choices' names for a categorical, the
     grid's values for an ordinal."""
     if getattr(p, "log", False):
         _log_axis(ax, axis)
     if p.categorical:
-        getattr(ax, f"set_{axis}ticks")(range(len(p.choices)), [_text(c) for c in p.choices])
+        ticks = _ticked(len(p.choices))
+        getattr(ax, f"set_{axis}ticks")(ticks, [_text(p.choices[k]) for k in ticks])
     elif not p.continuous:  # an ordinal grid: its values as the ticks
-        values = p.decode(p.grid())
+        values = p.decode(p.grid())[_ticked(len(p.grid()))]
         getattr(ax, f"set_{axis}ticks")(values, [f"{v:g}" for v in values])
 
 
@@ -86,6 +111,14 @@ def _log_axis(ax, axis: str) -> None:
     getattr(ax, f"{axis}axis").set_minor_formatter(NullFormatter())
 
 
+def _shown(parameters: list) -> tuple[list, str]:
+    """The first :data:`MAX_PANELS` of ``parameters``, and a title note when some are
+    left out."""
+    if len(parameters) <= MAX_PANELS:
+        return parameters, ""
+    return parameters[:MAX_PANELS], f"the first {MAX_PANELS} of {len(parameters)} parameters"
+
+
 def _panels(count: int):
     plt = pyplot()
     columns = min(4, count)
@@ -98,10 +131,13 @@ def _panels(count: int):
 
 def plot_parameters(run: Run, path: Path) -> None:
     best = run.best()
-    fig, axes = _panels(run.space.dim)
+    parameters, note = _shown(list(run.space.parameters))
+    fig, axes = _panels(len(parameters))
+    if note:
+        fig.suptitle(note, fontsize=10)
     n = np.arange(len(run.records))
     failed = np.array([r["status"] != "ok" for r in run.records], dtype=bool)
-    for ax, p in zip(axes, run.space.parameters, strict=True):
+    for ax, p in zip(axes, parameters, strict=True):
         values = _values(run, p)
         ax.plot(n[~failed], values[~failed], ".", ms=5)
         if failed.any():
@@ -116,10 +152,40 @@ def plot_parameters(run: Run, path: Path) -> None:
     save(fig, path, dpi=110)
 
 
-def _state(run: Run):
-    from bojax.bo.loop import Settings, init, tell
+def refit_settings(run: Run):
+    """The run's :class:`~bojax.bo.settings.Settings`, checked as untrusted data before
+    the refit: a SettingsError names ``run.json`` and the key of an unknown, mistyped or
+    out-of-range setting, or of one past :data:`REFIT_LIMITS`; a JournalError refuses a
+    journal of more evaluations than a refit takes."""
+    from bojax.bo.settings import Settings
 
-    state = init(run.space, Settings(**run.settings))
+    where = run.folder / "run.json"
+    known = {spec.name for spec in fields(Settings)}
+    unknown = sorted(str(key) for key in run.settings if key not in known)
+    if unknown:
+        raise SettingsError(f"{where}: unknown setting {unknown[0]!r}")
+    for key in ("samples", "burn_in"):
+        value = run.settings.get(key)
+        if is_count(value) and value > REFIT_LIMITS[key]:
+            raise SettingsError(
+                f"{where}: {key} = {value} is more than bojax plot refits (at most "
+                f"{REFIT_LIMITS[key]}); plot it with --no-slices"
+            )
+    if len(run.records) > REFIT_LIMITS["evaluations"]:
+        raise JournalError(
+            f"{run.folder / 'journal.jsonl'}: {len(run.records)} evaluations are more than "
+            f"bojax plot refits (at most {REFIT_LIMITS['evaluations']}); plot it with --no-slices"
+        )
+    try:
+        return Settings(**run.settings)
+    except BojaxError as error:  # each names its setting; the file is ours to name
+        raise SettingsError(f"{where}: {error}") from error
+
+
+def _state(run: Run):
+    from bojax.bo.loop import init, tell
+
+    state = init(run.space, refit_settings(run))
     for record in run.records:
         y = record["y"] if record["status"] == "ok" else math.nan
         state = tell(state, np.asarray(record["u"], dtype=np.float64), y)
@@ -145,7 +211,7 @@ def plot_slices(run: Run, slices: Path, slice2d: Path) -> list[Path]:
     succeeds = success_predictor(state)  # None when nothing failed
     failures = [r["x"] for r in run.failures]
     centre = run.space.snap(np.asarray(best["u"], dtype=np.float64))
-    live = [j for j, p in enumerate(run.space.parameters) if p.name in best["x"]]
+    live, note = _shown([j for j, p in enumerate(run.space.parameters) if p.name in best["x"]])
     grid = np.linspace(0.0, 1.0, GRID)
     curves = {}
     for j in live:
@@ -170,7 +236,8 @@ def plot_slices(run: Run, slices: Path, slice2d: Path) -> list[Path]:
                     transform=ax.get_xaxis_transform())  # fmt: skip
         _scale(ax, p, "x")
         ax.set_title(_text(p.name), fontsize=9)
-    fig.suptitle("posterior mean +- 2 sd through the best point", fontsize=10)
+    title = "posterior mean +- 2 sd through the best point"
+    fig.suptitle(title + (f" ({note})" if note else ""), fontsize=10)
     save(fig, slices, dpi=110)
 
     ordered = [j for j in live if not run.space.parameters[j].categorical]
@@ -208,11 +275,15 @@ def plot_slices(run: Run, slices: Path, slice2d: Path) -> list[Path]:
 
 
 def plot_run(run: Run, out: Path, slices: bool = True) -> list[Path]:
-    """Write the run's figures into ``out``; returns their paths."""
+    """Write the run's figures into ``out``; returns their paths. A folder whose settings
+    the refit would not take is refused before any figure is written."""
+    refit = slices and run.best() is not None
+    if refit:
+        refit_settings(run)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "progress.png", out / "parameters.png"]
     plot_progress(run, paths[0])
     plot_parameters(run, paths[1])
-    if slices and run.best() is not None:
+    if refit:
         paths += plot_slices(run, out / "slices.png", out / "slice2d.png")
     return paths
