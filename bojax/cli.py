@@ -457,6 +457,27 @@ def problems() -> None:
     Console().print(table)
 
 
+@app.command()
+def repair(
+    run: Annotated[Path, typer.Argument(help="a run folder that --resume or show refuses")],
+) -> None:
+    """Make a run's journal resumable again without losing a finished evaluation: repeated
+    and unusable records go to journal.rejected.jsonl with the reason, iterations are
+    renumbered, and the original stays as journal.jsonl.bak-<time>. For a journal two
+    processes wrote at once, or one edited by hand. Takes the folder's lock."""
+    from bojax.bo.journal import Journal
+    from bojax.errors import BojaxError
+
+    console = terminal.console()  # a run folder is untrusted: no markup, escapes shown
+    try:
+        repaired = Journal(run).repair()
+    except BojaxError as error:
+        console.print(error_line(error))
+        raise typer.Exit(code=1) from None
+    for line in repaired.lines():
+        console.print(plain(line))
+
+
 def main() -> None:
     app()
 

@@ -12,6 +12,7 @@ import fractions
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -29,10 +30,11 @@ from bojax.bo import driver
 from bojax.bo.evaluation import evaluate
 from bojax.bo.isolation import evaluate_isolated
 from bojax.bo.journal import Journal
+from bojax.bo.runs import load_run
 from bojax.cli import app
 from bojax.errors import JournalError, RunFolderError, RunLockedError
 from bojax.parameters import Categorical
-from bojax.spaces import Real, Space
+from bojax.spaces import Integer, Real, Space
 
 SPACE = Space([Real("x", 0.0, 1.0)])
 FAST = dict(surrogate="gp-map", num_candidates=64, progress=False)
@@ -192,7 +194,7 @@ def test_an_unwritable_run_folder_is_a_typed_error(tmp_path):
 _DRIVER = """
 import os, signal, sys
 import bojax
-from bojax.spaces import Real, Space
+from bojax.spaces import Integer, Real, Space
 
 def objective(p):
     if p["x"] < 0.35:  # this design takes the whole process down (an OOM kill, say)
@@ -547,3 +549,250 @@ def test_chaos_every_evaluation_is_recorded_exactly_once(tmp_path):
     while any(_alive(c["pid"]) for c in calls) and time.time() < deadline:
         time.sleep(0.5)
     assert not [c["pid"] for c in calls if _alive(c["pid"])]
+
+
+# -- untrusted journals: every record checked, other formats, repair ----------------------------
+MIXED = Space([Real("x", 0.0, 1.0), Integer("n", 1, 4)])
+
+
+def _bowl(p):
+    return (p["x"] - 0.3) ** 2 + p["n"]
+
+
+def _lines(folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (folder / "journal.jsonl").read_text().splitlines()]
+
+
+def _write_lines(folder: Path, records: list[dict]) -> None:
+    (folder / "journal.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+@pytest.fixture(scope="module")
+def three_evaluations(tmp_path_factory):
+    """A real run's folder: three initial evaluations (no fit), copied by each test."""
+    folder = tmp_path_factory.mktemp("journals") / "run"
+    bojax.minimize(_bowl, MIXED, initial=3, iterations=0, out=folder, **FAST)
+    return folder
+
+
+def _copy(folder: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    return Path(shutil.copytree(folder, tmp_path / "run"))
+
+
+def _resume(folder: Path, iterations: int = 1):
+    return bojax.minimize(
+        _bowl, MIXED, initial=3, iterations=iterations, out=folder, resume=True, **FAST
+    )
+
+
+def _put(record, key, value):
+    record[key] = value
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda r: r["x"].update(z=1), "'x': parameter 'z': not in the space"),
+        (lambda r: r["x"].pop("n"), "'x': parameter 'n': missing"),
+        (lambda r: r["x"].update(x=7.0), r"'x': parameter 'x': value 7.0 is outside \[0.0, 1.0\]"),
+        (lambda r: r["x"].update(n=2.5), "'x': parameter 'n': expected an integer"),
+        (lambda r: r["x"].update(n="2"), "'x': parameter 'n': expected a number"),
+        (lambda r: r["u"].__setitem__(0, 0.999), "'x' and 'u' disagree on parameter 'x'"),
+        (lambda r: r["u"].pop(), "'u' has 1 coordinate"),
+        (lambda r: r["u"].__setitem__(0, 1.5), r"'u' of parameter 'x' is 1.5, outside \[0, 1\]"),
+        (lambda r: r["u"].__setitem__(0, math.nan), "'u' must be a list of finite numbers"),
+        (lambda r: _put(r, "y", "0.5"), "'y' of an ok evaluation must be a finite number"),
+        (lambda r: _put(r, "y", None), "'y' of an ok evaluation must be a finite number"),
+        (lambda r: _put(r, "status", "failed"), "'y' of a failed evaluation must be null"),
+        (lambda r: _put(r, "status", "done"), "'status' must be 'ok' or 'failed'"),
+        (lambda r: r.pop("status"), "the record has no 'status'"),
+        (lambda r: _put(r, "iteration", "1"), "'iteration' must be a whole number"),
+        (lambda r: _put(r, "proposal", -1), "'proposal' must be a whole number"),
+        (lambda r: _put(r, "seconds", "fast"), "'seconds' must be a finite number"),
+        (lambda r: _put(r, "error", 3), "'error' must be text or null"),
+        (lambda r: _put(r, "diagnostics", {"ess": "many"}), "'diagnostics' must map names"),
+    ],
+)
+def test_a_bad_record_is_refused_by_resume_and_show_naming_line_and_field(
+    three_evaluations, tmp_path, edit, message
+):
+    folder = _copy(three_evaluations, tmp_path)
+    records = _lines(folder)
+    edit(records[1])
+    _write_lines(folder, records)
+    where = f"{folder / 'journal.jsonl'}:2: "
+    with pytest.raises(JournalError, match=re.escape(where) + message) as caught:
+        _resume(folder)
+    assert f"run `bojax repair {folder}`" in str(caught.value)
+    shown = CliRunner().invoke(app, ["show", str(folder)], env={"COLUMNS": "400"})
+    assert shown.exit_code == 1 and where in shown.output, shown.output
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda e: e["x"].update(x=7.0), "'x': parameter 'x': value 7.0 is outside"),
+        (lambda e: e["u"].append(0.5), "'u' has 3 coordinate"),
+        (lambda e: e["u"].__setitem__(0, 0.9), "'x' and 'u' disagree on parameter 'x'"),
+        (lambda e: e["info"].pop("phase"), "'info' must be a JSON object with a text 'phase'"),
+        (lambda e: _put(e, "proposal", "5"), "'proposal' must be a whole number"),
+    ],
+)
+def test_a_bad_pending_entry_is_refused_naming_the_entry(
+    three_evaluations, tmp_path, edit, message
+):
+    folder = _copy(three_evaluations, tmp_path)
+    u = [0.25, 0.625]
+    entry = {"proposal": 5, "u": u, "x": MIXED.from_unit(u), "info": {"phase": "bo"}}
+    edit(entry)
+    (folder / "pending.json").write_text(json.dumps([entry]))
+    where = f"{folder / 'pending.json'}, entry 1: "
+    with pytest.raises(JournalError, match=re.escape(where) + message):
+        _resume(folder)
+    with pytest.raises(JournalError, match=re.escape(where) + message):
+        load_run(folder)
+
+
+@pytest.mark.parametrize(
+    ("stored", "message"),
+    [
+        (2, r"made by a newer bojax \(run-folder format 2\); .*: upgrade bojax"),
+        (0, r"made by an older bojax \(run-folder format 0\); .*: resume or show it with that"),
+        (None, r"names no run-folder format.*; .*: start a new run"),
+        ("1", r"an unknown run-folder format '1'; .*: start a new run"),
+    ],
+)
+def test_a_folder_of_another_format_says_which_made_it_and_what_to_do(
+    three_evaluations, tmp_path, stored, message
+):
+    folder = _copy(three_evaluations, tmp_path)
+    header = json.loads((folder / "run.json").read_text())
+    header.pop("format")
+    if stored is not None:
+        header["format"] = stored
+    (folder / "run.json").write_text(json.dumps(header))
+    for attempt in (_resume, load_run, lambda f: Journal(f).repair()):
+        with pytest.raises(
+            JournalError,
+            match=message.replace("; .*:", r"; this bojax \(.*\) reads run-folder format 1:"),
+        ):
+            attempt(folder)
+
+
+def test_the_best_point_of_a_resumed_run_is_never_outside_the_space(three_evaluations, tmp_path):
+    """A hand-edited record with a point outside the space and the best value used to be
+    resumed silently and reported as the best point."""
+    folder = _copy(three_evaluations, tmp_path)
+    records = _lines(folder)
+    records[1]["x"]["x"], records[1]["y"] = 7.0, -100.0
+    _write_lines(folder, records)
+    with pytest.raises(JournalError, match=r"value 7\.0 is outside"):
+        _resume(folder)
+    repaired = Journal(folder).repair()
+    assert (repaired.kept, repaired.invalid) == (2, 1)
+    result = _resume(folder, iterations=2)
+    assert MIXED.validate(result.best_point) == result.best_point and result.best_value > 0
+    assert all(MIXED.validate(r["x"]) == r["x"] for r in result.history)
+    (aside,) = [json.loads(line) for line in (folder / "journal.rejected.jsonl").open()]
+    assert aside["record"]["y"] == -100.0 and "outside" in aside["reason"]
+
+
+def _shifted(p):
+    """The second driver's objective: another minimum, so its proposals part ways."""
+    return (p["x"] - 0.8) ** 2 + 0.1 * p["n"]
+
+
+def test_repair_of_a_journal_two_drivers_wrote_keeps_every_distinct_evaluation(
+    three_evaluations, tmp_path
+):
+    import shutil
+
+    # Two drivers resume the same three-evaluation run and append to the same journal;
+    # both propose the same point first, then part ways (the second sees other values).
+    runs = {}
+    for name, objective in (("a", _bowl), ("b", _shifted)):
+        folder = Path(shutil.copytree(three_evaluations, tmp_path / name))
+        bojax.minimize(objective, MIXED, initial=3, iterations=3, out=folder, resume=True, **FAST)
+        runs[name] = _lines(folder)
+    a, b = runs["a"][3:], runs["b"][3:]
+    assert a[0]["u"] == b[0]["u"] and a[1]["u"] != b[1]["u"]  # the scenario holds
+    folder = Path(shutil.copytree(tmp_path / "a", tmp_path / "run"))
+    _write_lines(folder, runs["a"][:3] + [r for pair in zip(a, b, strict=True) for r in pair])
+    done = {r["proposal"]: r for r in a}  # proposal 5 finished while still listed as running
+    unfinished = {"proposal": 6, "u": [0.5, 0.625], "x": MIXED.from_unit([0.5, 0.625])}
+    pending = [
+        {**{k: done[5][k] for k in ("proposal", "u", "x")}, "info": {"phase": "bo"}},
+        {**unfinished, "info": {"phase": "bo"}, "attempts": 1},
+    ]
+    (folder / "pending.json").write_text(json.dumps(pending))
+    original = (folder / "journal.jsonl").read_bytes()
+    with pytest.raises(JournalError, match=r"journal\.jsonl:5 is out of sequence.*bojax repair"):
+        _resume(folder)
+
+    repaired = Journal(folder).repair()
+    assert (repaired.kept, repaired.duplicates, repaired.invalid) == (8, 1, 0)
+    assert (repaired.reproposed, repaired.pending_dropped) == (2, 1)
+    assert repaired.backup.read_bytes() == original  # never deletes data
+    assert not (folder / "sampler.json").exists()
+    records = _lines(folder)
+    assert [r["iteration"] for r in records] == list(range(8))
+    assert len({r["proposal"] for r in records}) == 8
+    kept = {(tuple(r["u"]), r["y"]) for r in records}
+    every = {(tuple(r["u"]), r["y"]) for r in runs["a"] + runs["b"]}
+    (second,) = [json.loads(line) for line in (folder / "journal.rejected.jsonl").open()]
+    assert second["record"] == {**b[0]} and "second evaluation of proposal 3" in second["reason"]
+    assert kept == every - {(tuple(b[0]["u"]), b[0]["y"])}  # each distinct evaluation stays
+    assert [e["proposal"] for e in json.loads((folder / "pending.json").read_text())] == [6]
+
+    result = _resume(folder, iterations=7)  # 8 kept + the pending one + one new proposal
+    assert [r["x"] for r in result.history[:8]] == [r["x"] for r in records]
+    assert result.history[8]["u"] == unfinished["u"] and result.history[8]["proposal"] == 6
+    new = result.history[9]
+    assert new["proposal"] == 9 and tuple(new["u"]) not in {tuple(r["u"]) for r in records}
+    assert Journal(folder).repair().lines()[0].startswith("nothing to repair")
+
+
+def test_repair_keeps_the_success_when_a_proposal_first_failed(tmp_path):
+    journal = Journal(tmp_path)
+    journal.start({"space": MIXED.to_dict(), "settings": {"surrogate": "gp-map"}})
+    u = [0.5, 0.375]
+
+    def record(n, y, error=None):
+        return {
+            "iteration": n, "proposal": 0, "phase": "initial", "x": MIXED.from_unit(u),
+            "u": u, "y": y, "status": "failed" if error else "ok", "error": error,
+            "seconds": 1.0, "diagnostics": {},
+        }  # fmt: skip
+
+    journal.append(record(0, None, error="evaluation lost after 1 attempt(s)"))
+    journal.append(record(0, 2.5))
+    repaired = journal.repair()
+    assert repaired.duplicates == 1 and [r["y"] for r in journal.read(space=MIXED)] == [2.5]
+    (aside,) = [json.loads(line) for line in (tmp_path / "journal.rejected.jsonl").open()]
+    assert aside["record"]["status"] == "failed" and aside["line"] == 1
+
+
+def test_bojax_repair_prints_what_it_did(three_evaluations, tmp_path):
+    folder = _copy(three_evaluations, tmp_path)
+    records = _lines(folder)
+    _write_lines(folder, [*records[:2], records[1], *records[2:]])
+    with open(folder / "journal.jsonl", "a") as handle:
+        handle.write('{"iteration": 4, "x": {"x": 0.')  # torn
+    (folder / "sampler.json").write_text('{"iteration": 3, "fits": 0}')
+    runner = CliRunner()
+    done = runner.invoke(app, ["repair", str(folder)], env={"COLUMNS": "400"})
+    assert done.exit_code == 0, done.output
+    assert "kept 3 evaluation(s), 0 renumbered; set aside 1 repeated evaluation(s) and 1 " in (
+        done.output
+    )
+    assert "removed sampler.json" in done.output and "journal.jsonl.bak-" in done.output
+    again = runner.invoke(app, ["repair", str(folder)], env={"COLUMNS": "400"})
+    assert again.exit_code == 0 and "nothing to repair: 3 record(s)" in again.output
+    assert _resume(folder).evaluations == 4
+    with Journal(folder).lock():
+        held = runner.invoke(app, ["repair", str(folder)], env={"COLUMNS": "400"})
+    assert held.exit_code == 1 and "in use by another run" in held.output
+    empty = runner.invoke(app, ["repair", str(tmp_path / "nothing")])
+    assert empty.exit_code == 1 and "holds no run" in empty.output

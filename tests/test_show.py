@@ -13,16 +13,17 @@ from bojax.cli import app
 from bojax.spaces import Integer, Real, Space
 
 runner = CliRunner()
-SPACE = Space([Real("lr", 1e-4, 0.1, log=True), Integer("layers", 1, 3)])
+SPACE = Space([Real("lr", 1e-5, 0.1, log=True), Integer("layers", 1, 3)])
 
 
 def record(n, y, phase="bo", error=None):
+    x = {"lr": 10.0 ** -(n + 1), "layers": 1 + n % 3}
     return {
         "iteration": n,
         "proposal": n,
         "phase": phase,
-        "x": {"lr": 10.0 ** -(n + 1), "layers": 1 + n % 3},
-        "u": [0.5, 0.5],
+        "x": x,
+        "u": SPACE.to_unit(x).tolist(),  # a record's u is its x (show checks)
         "y": None if error else y,
         "status": "failed" if error else "ok",
         "error": error,
@@ -39,7 +40,10 @@ def live_run(folder: Path, maximize=False) -> Path:
         journal.append(record(n, y, phase="initial"))
     journal.append(record(3, None, error="RuntimeError: training diverged"))
     journal.append(record(4, 0.5))
-    journal.save_pending([{"proposal": 5, "u": [0.1, 0.2], "x": {}, "info": {}}])
+    u = [0.1, 0.2]
+    journal.save_pending(
+        [{"proposal": 5, "u": u, "x": SPACE.from_unit(u), "info": {"phase": "bo"}}]
+    )
     with open(journal.records_path, "a") as handle:
         handle.write('{"iteration": 5, "propos')  # the run is writing its next record
     return folder

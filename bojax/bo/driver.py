@@ -160,12 +160,10 @@ def _resumed_flights(journal: Journal, history: list[dict], space: Space) -> lis
     """The journal's pending evaluations that did not finish, to be issued again."""
     finished = {r.get("proposal", r["iteration"]) for r in history}
     flights = []
-    for entry in journal.load_pending():
+    for entry in journal.load_pending(space):  # checked against the space there
         if entry["proposal"] in finished:
             continue  # killed between the record and the pending file's update
         u = np.asarray(entry["u"], np.float64)
-        if u.shape != (space.dim,):
-            raise JournalError(f"{journal.pending_path} holds a point of the wrong size")
         started = entry.get("attempts", 0)  # how often it was started before
         flights.append(Flight(entry["proposal"], u, entry["x"], entry["info"], started, 0.0))
     return flights
@@ -231,7 +229,7 @@ def _open(journal: Journal | None, state: BOState, resume: bool):
         journal.start(header)
         return state, [], []
     journal.check(header)
-    history = journal.read()
+    history = journal.read(space=state.space)  # every record checked against the space
     if len(history) > state.settings.initial + state.settings.iterations:
         raise JournalError(f"{journal.folder} holds more evaluations than this run asks for")
     return (

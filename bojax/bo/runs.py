@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bojax.bo.journal import Journal
-from bojax.errors import JournalError, SpaceDefinitionError
+from bojax.errors import JournalError
 from bojax.spaces import Space
 
 
@@ -63,26 +63,16 @@ class Run:
 
 
 def load_run(folder: str | Path) -> Run:
-    """The run in ``folder``. ``run.json`` is checked as the untrusted data it is: a
-    :class:`~bojax.errors.JournalError` names it and the key (``space``, ``settings``)
-    where it holds no run header, instead of a KeyError or a TypeError in the reader."""
+    """The run in ``folder``. ``run.json`` is checked as the untrusted data it is (a
+    :class:`~bojax.errors.JournalError` names it and the key), and every record and
+    pending entry against the run's space as a resume checks it, so ``bojax show`` never
+    prints a best point outside it."""
     journal = Journal(folder)
-    where = journal.header_path
-    try:
-        header = journal.header()
-    except JournalError:
-        raise
-    except (ValueError, RecursionError) as error:  # an integer of 5 000 digits, deep nesting
-        raise JournalError(f"{where} is corrupt: {error}") from None
-    if not isinstance(header, dict):
-        raise JournalError(f"{where}: expected a JSON object, got {type(header).__name__}")
+    header = journal.header()
     settings = header.get("settings", {})
     if not isinstance(settings, dict):
-        raise JournalError(f"{where}: 'settings' is not an object: {settings!r}")
-    try:
-        space = Space.from_dict(header.get("space"))
-    except SpaceDefinitionError as error:
-        raise JournalError(f"{where}: 'space': {error}") from error
+        raise JournalError(f"{journal.header_path}: 'settings' is not an object: {settings!r}")
+    space = journal.space()
     try:
         summary = json.loads(journal.summary_path.read_text())
     except (FileNotFoundError, json.JSONDecodeError):
@@ -95,8 +85,8 @@ def load_run(folder: str | Path) -> Run:
         folder=journal.folder,
         space=space,
         settings=dict(settings),
-        records=journal.read(repair=False),
-        pending=journal.load_pending(),
+        records=journal.read(repair=False, space=space),
+        pending=journal.load_pending(space),
         sampler=journal.load_sampler(),
         summary=summary,
     )

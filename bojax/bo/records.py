@@ -1,0 +1,138 @@
+"""Checks of a run folder's records against the run's own space.
+
+A run folder is untrusted input: it may have been edited by hand, written by two drivers
+at once, or copied between machines. Resume feeds every record to the surrogate and the
+best record becomes ``Result.best_point``, so a record naming an unknown parameter, a
+value outside the space, or a ``u`` that is not the point ``x`` would silently teach the
+model a wrong point or report a best point the space cannot hold; a string ``y`` or a
+missing ``status`` would fail later with a bare ``TypeError``/``KeyError`` naming no file.
+These functions say what is wrong with one record or pending entry, as text, so that
+:class:`~bojax.bo.journal.Journal` can raise it with ``path:line`` and its ``repair`` can
+move the record aside with the same reason.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from bojax.errors import BojaxError
+from bojax.spaces import IRRELEVANT, Space
+
+#: How far (in unit coordinates) ``x`` may sit from the point ``u`` decodes to. Records
+#: bojax writes agree exactly (``x`` is decoded from ``u`` and floats round-trip through
+#: JSON); the slack only forgives a tool that rewrote the floats with fewer digits.
+AGREEMENT = 1e-9
+
+STATUSES = ("ok", "failed")
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 0
+
+
+def _is_number(value: Any) -> bool:
+    return (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+        and math.isfinite(float(value))
+    )
+
+
+def point_problem(space: Space, x: Any, u: Any) -> str | None:
+    """What is wrong with the named point ``x`` and its unit coordinates ``u``, or None.
+
+    ``x`` must pass :meth:`Space.validate` (names, types, bounds); ``u`` must hold
+    ``space.dim`` finite coordinates, each in ``[0, 1]`` or the irrelevant sentinel; and
+    ``u`` must decode to ``x``, since the model learns from ``u`` and the user reads ``x``.
+    """
+    try:
+        space.validate(x)
+    except BojaxError as error:
+        return f"'x': {error}"
+    if not isinstance(u, list) or not all(_is_number(v) for v in u):
+        return f"'u' must be a list of finite numbers, got {_short(u)}"
+    if len(u) != space.dim:
+        return f"'u' has {len(u)} coordinate(s); the space has {space.dim} parameters"
+    coordinates = np.asarray(u, dtype=np.float64)
+    for name, v in zip(space.names, u, strict=True):
+        if v != IRRELEVANT and not 0.0 <= v <= 1.0:
+            return f"'u' of parameter {name!r} is {v!r}, outside [0, 1]"
+    snapped, expected = space.snap(coordinates), space.to_unit(x)
+    decoded = space.from_unit(coordinates)
+    for j, name in enumerate(space.names):
+        if coordinates[j] == IRRELEVANT and snapped[j] != IRRELEVANT:
+            return f"'u' marks parameter {name!r} irrelevant, but its condition holds"
+        if abs(snapped[j] - expected[j]) > AGREEMENT:
+            given = x.get(name, "irrelevant")
+            return (
+                f"'x' and 'u' disagree on parameter {name!r}: x holds {given!r}, u decodes "
+                f"to {decoded.get(name, 'irrelevant')!r}"
+            )
+    return None
+
+
+def record_problem(space: Space, record: Any) -> str | None:
+    """What is wrong with one ``journal.jsonl`` record, or None if resume can trust it."""
+    if not isinstance(record, dict):
+        return f"a record is a JSON object, got {_short(record)}"
+    for key in ("iteration", "phase", "x", "u", "y", "status", "error", "seconds"):
+        if key not in record:
+            return f"the record has no {key!r}"
+    if not _is_count(record["iteration"]):
+        return f"'iteration' must be a whole number >= 0, got {_short(record['iteration'])}"
+    if "proposal" in record and not _is_count(record["proposal"]):
+        return f"'proposal' must be a whole number >= 0, got {_short(record['proposal'])}"
+    status, y = record["status"], record["y"]
+    if status not in STATUSES:
+        return f"'status' must be 'ok' or 'failed', got {_short(status)}"
+    if status == "ok" and not _is_number(y):
+        return f"'y' of an ok evaluation must be a finite number, got {_short(y)}"
+    if status == "failed" and y is not None:
+        return f"'y' of a failed evaluation must be null, got {_short(y)}"
+    if not isinstance(record["error"], str | None):
+        return f"'error' must be text or null, got {_short(record['error'])}"
+    if not isinstance(record["phase"], str):
+        return f"'phase' must be text, got {_short(record['phase'])}"
+    if not _is_number(record["seconds"]):
+        return f"'seconds' must be a finite number, got {_short(record['seconds'])}"
+    diagnostics = record.get("diagnostics", {})
+    if not isinstance(diagnostics, dict) or not all(map(_is_number, diagnostics.values())):
+        return f"'diagnostics' must map names to finite numbers, got {_short(diagnostics)}"
+    return point_problem(space, record["x"], record["u"])
+
+
+def pending_problem(space: Space, entry: Any) -> str | None:
+    """What is wrong with one ``pending.json`` entry, or None. A resume issues the entry
+    again as it stands, and journals it under its ``info["phase"]``."""
+    if not isinstance(entry, dict):
+        return f"an entry is a JSON object, got {_short(entry)}"
+    for key in ("proposal", "u", "x", "info"):
+        if key not in entry:
+            return f"the entry has no {key!r}"
+    if not _is_count(entry["proposal"]):
+        return f"'proposal' must be a whole number >= 0, got {_short(entry['proposal'])}"
+    if not _is_count(entry.get("attempts", 0)):
+        return f"'attempts' must be a whole number >= 0, got {_short(entry['attempts'])}"
+    info = entry["info"]
+    if not isinstance(info, dict) or not isinstance(info.get("phase"), str):
+        return f"'info' must be a JSON object with a text 'phase', got {_short(info)}"
+    if not all(_is_number(v) for k, v in info.items() if k != "phase"):
+        return "'info' values other than 'phase' must be finite numbers"
+    return point_problem(space, entry["x"], entry["u"])
+
+
+def same_design(space: Space, a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two checked records evaluated the same point (equal snapped ``u``)."""
+    return bool(
+        np.all(np.abs(space.snap(np.asarray(a["u"])) - space.snap(np.asarray(b["u"]))) <= 1e-12)
+    )
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
