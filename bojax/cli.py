@@ -466,11 +466,12 @@ def repair(
     renumbered, and the original stays as journal.jsonl.bak-<time>. For a journal two
     processes wrote at once, or one edited by hand. Takes the folder's lock."""
     from bojax.bo.journal import Journal
+    from bojax.bo.repair import repair as repair_journal
     from bojax.errors import BojaxError
 
     console = terminal.console()  # a run folder is untrusted: no markup, escapes shown
     try:
-        repaired = Journal(run).repair()
+        repaired = repair_journal(Journal(run))
     except BojaxError as error:
         console.print(error_line(error))
         raise typer.Exit(code=1) from None

@@ -30,6 +30,7 @@ from bojax.bo import driver
 from bojax.bo.evaluation import evaluate
 from bojax.bo.isolation import evaluate_isolated
 from bojax.bo.journal import Journal
+from bojax.bo.repair import repair
 from bojax.bo.runs import load_run
 from bojax.cli import app
 from bojax.errors import JournalError, RunFolderError, RunLockedError
@@ -334,14 +335,17 @@ def test_plot_refuses_a_journal_longer_than_a_refit_takes(tmp_path, no_refit):
 @pytest.mark.parametrize(
     ("header", "summary", "message"),
     [
-        ("[1, 2]", None, "run.json: expected a JSON object, got list"),
-        ('{"space": %s, "settings": [1, 2]}', None, "run.json: 'settings' is not an object"),
-        ('{"space": {"parameters": "x"}, "settings": {}}', None, "run.json: 'space': not a"),
-        ('{"settings": {}}', None, "run.json: 'space': not a serialised space"),
-        ('{"space": {"parameters": [{"name": "x", "type": "real", "low": 1, "high": 0}]}}',
-         None, "run.json: 'space': 'x': need low < high"),
+        ("[1, 2]", None, "run.json is corrupt: not a JSON object"),
+        ('{"format": 1, "space": %s, "settings": [1, 2]}', None,
+         "run.json: 'settings' is not an object"),
+        ('{"format": 1, "space": {"parameters": "x"}, "settings": {}}', None,
+         "run.json: 'space': not a"),
+        ('{"format": 1, "settings": {}}', None, "run.json: 'space': not a serialised space"),
+        ('{"format": 1, "space": {"parameters": [{"name": "x", "type": "real", "low": 1, '
+         '"high": 0}]}}', None, "run.json: 'space': 'x': need low < high"),
         ('{"space": %s, "settings": {"seed": 1' + "0" * 5000 + "}}", None, "run.json is corrupt"),
-        ('{"space": %s, "settings": {}}', "[]", "summary.json: expected a JSON object"),
+        ('{"format": 1, "space": %s, "settings": {}}', "[]",
+         "summary.json: expected a JSON object"),
     ],
 )  # fmt: skip
 def test_show_and_plot_name_the_file_and_key_of_a_run_json_that_is_no_header(
@@ -673,7 +677,7 @@ def test_a_folder_of_another_format_says_which_made_it_and_what_to_do(
     if stored is not None:
         header["format"] = stored
     (folder / "run.json").write_text(json.dumps(header))
-    for attempt in (_resume, load_run, lambda f: Journal(f).repair()):
+    for attempt in (_resume, load_run, lambda f: repair(Journal(f))):
         with pytest.raises(
             JournalError,
             match=message.replace("; .*:", r"; this bojax \(.*\) reads run-folder format 1:"),
@@ -690,7 +694,7 @@ def test_the_best_point_of_a_resumed_run_is_never_outside_the_space(three_evalua
     _write_lines(folder, records)
     with pytest.raises(JournalError, match=r"value 7\.0 is outside"):
         _resume(folder)
-    repaired = Journal(folder).repair()
+    repaired = repair(Journal(folder))
     assert (repaired.kept, repaired.invalid) == (2, 1)
     result = _resume(folder, iterations=2)
     assert MIXED.validate(result.best_point) == result.best_point and result.best_value > 0
@@ -731,7 +735,7 @@ def test_repair_of_a_journal_two_drivers_wrote_keeps_every_distinct_evaluation(
     with pytest.raises(JournalError, match=r"journal\.jsonl:5 is out of sequence.*bojax repair"):
         _resume(folder)
 
-    repaired = Journal(folder).repair()
+    repaired = repair(Journal(folder))
     assert (repaired.kept, repaired.duplicates, repaired.invalid) == (8, 1, 0)
     assert (repaired.reproposed, repaired.pending_dropped) == (2, 1)
     assert repaired.backup.read_bytes() == original  # never deletes data
@@ -751,7 +755,7 @@ def test_repair_of_a_journal_two_drivers_wrote_keeps_every_distinct_evaluation(
     assert result.history[8]["u"] == unfinished["u"] and result.history[8]["proposal"] == 6
     new = result.history[9]
     assert new["proposal"] == 9 and tuple(new["u"]) not in {tuple(r["u"]) for r in records}
-    assert Journal(folder).repair().lines()[0].startswith("nothing to repair")
+    assert repair(Journal(folder)).lines()[0].startswith("nothing to repair")
 
 
 def test_repair_keeps_the_success_when_a_proposal_first_failed(tmp_path):
@@ -768,7 +772,7 @@ def test_repair_keeps_the_success_when_a_proposal_first_failed(tmp_path):
 
     journal.append(record(0, None, error="evaluation lost after 1 attempt(s)"))
     journal.append(record(0, 2.5))
-    repaired = journal.repair()
+    repaired = repair(journal)
     assert repaired.duplicates == 1 and [r["y"] for r in journal.read(space=MIXED)] == [2.5]
     (aside,) = [json.loads(line) for line in (tmp_path / "journal.rejected.jsonl").open()]
     assert aside["record"]["status"] == "failed" and aside["line"] == 1

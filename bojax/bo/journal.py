@@ -18,8 +18,8 @@
 
 A run folder is untrusted input: ``run.json`` must be of this bojax's ``format``, and a
 resume or ``bojax show`` checks every record and pending entry against the run's space
-(:mod:`bojax.bo.records`). :meth:`Journal.repair` (``bojax repair``) rewrites a journal
-they refuse, keeping the original and setting aside what it drops.
+(:mod:`bojax.bo.records`). :func:`bojax.bo.repair.repair` (``bojax repair``) rewrites a
+journal they refuse, keeping the original and setting aside what it drops.
 
 Floats are written with ``repr`` precision by :mod:`json`, so they read back bit-exact.
 """
@@ -29,15 +29,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import socket
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bojax.bo.records import pending_problem, record_problem, same_design
+from bojax.bo.records import pending_problem, record_problem
 from bojax.errors import BojaxError, JournalError, RunFolderError, RunLockedError
 
 if TYPE_CHECKING:
@@ -52,10 +50,12 @@ FORMAT_VERSION = 1
 
 
 def _write_atomic(path: Path, payload: Any) -> None:
-    _write_text_atomic(path, json.dumps(payload, indent=1))
+    write_text_atomic(path, json.dumps(payload, indent=1))
 
 
-def _write_text_atomic(path: Path, text: str) -> None:
+def write_text_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` by ``text`` all at once (write, fsync, rename): a kill leaves the
+    old file or the new one, never half of either."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     try:
         with open(tmp, "w") as handle:
@@ -174,13 +174,12 @@ class Journal:
         """The run's space, from ``run.json``: what its records are checked against."""
         from bojax.spaces import Space
 
-        header = self.header()
-        if not isinstance(header.get("space"), dict):
-            raise JournalError(f"{self.header_path} holds no space")
         try:
-            return Space.from_dict(header["space"])
+            return Space.from_dict(self.header().get("space"))
+        except JournalError:
+            raise
         except BojaxError as error:
-            raise JournalError(f"{self.header_path}: its space is unusable: {error}") from None
+            raise JournalError(f"{self.header_path}: 'space': {error}") from None
 
     def check(self, header: Mapping[str, Any]) -> None:
         """Raise :class:`JournalError` unless the stored header equals ``header``."""
@@ -303,213 +302,3 @@ class Journal:
 
     def write_summary(self, summary: Mapping[str, Any]) -> None:
         _write_atomic(self.summary_path, summary)
-
-    # -- repair ----------------------------------------------------------------------------
-    def repair(self) -> Repaired:
-        """Rewrite ``journal.jsonl`` so a resume accepts it, losing no finished evaluation.
-
-        Two drivers appending to one journal (a folder on a file system without working
-        ``flock``, or a copy run twice) leave repeated iteration and proposal numbers,
-        and a hand edit can leave records resume refuses. Here every line is checked as a
-        resume checks it; a line that fails, a torn last line, and a second evaluation of
-        a proposal at the same point (two drivers ran the same design: the first success,
-        else the first, is kept) go to ``journal.rejected.jsonl`` with the reason. Two
-        *different* points sharing a proposal number are both real evaluations: both
-        stay, the later under a fresh number. Iterations are renumbered in line order,
-        pending entries already recorded (or unusable) are dropped, and ``sampler.json``
-        is removed so the next resume replays the surrogate's fits from the records. The
-        original journal stays as ``journal.jsonl.bak-<time>``; a journal that needs
-        nothing is left untouched.
-        """
-        space = self.space()  # also refuses a folder of another format
-        with self.lock():
-            return self._repair(space)
-
-    def _repair(self, space: Space) -> Repaired:
-        raw = self.records_path.read_bytes() if self.records_path.exists() else b""
-        lines = raw.split(b"\n")
-        complete, tail = lines[:-1], lines[-1]
-        kept: list[tuple[int, dict[str, Any]]] = []  # (line, record), in line order
-        rejected: list[dict[str, Any]] = []
-        at: dict[int, list[int]] = {}  # proposal number -> indices into kept
-        shared: list[int] = []  # kept records whose number an earlier other point holds
-        evaluated: set[int] = set()
-        duplicates = 0
-        for number, line in enumerate(complete, start=1):
-            try:
-                record = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError) as error:
-                text = line.decode("utf-8", "replace")
-                rejected.append({"line": number, "reason": f"not JSON: {error}", "text": text})
-                continue
-            problem = record_problem(space, record)
-            if problem is not None:
-                rejected.append({"line": number, "reason": problem, "record": record})
-                continue
-            proposal = record.get("proposal", record["iteration"])
-            record = {**record, "proposal": proposal}  # explicit: iterations are renumbered
-            evaluated.add(proposal)
-            same = [k for k in at.get(proposal, []) if same_design(space, kept[k][1], record)]
-            if same:
-                duplicates += 1
-                first_line, first = kept[same[0]]
-                if first["status"] == "failed" and record["status"] == "ok":
-                    kept[same[0]] = (first_line, record)  # the success stands in its place
-                    reason = f"proposal {proposal} was evaluated again at line {number}, and ok"
-                    rejected.append({"line": first_line, "reason": reason, "record": first})
-                else:
-                    reason = (
-                        f"a second evaluation of proposal {proposal} at the point of line "
-                        f"{first_line}, which is kept"
-                    )
-                    rejected.append({"line": number, "reason": reason, "record": record})
-                continue
-            if proposal in at:
-                shared.append(len(kept))
-            at.setdefault(proposal, []).append(len(kept))
-            kept.append((number, record))
-        if tail:
-            reason = "a torn last line (the write was cut short: that evaluation did not finish)"
-            text = tail.decode("utf-8", "replace")
-            rejected.append({"line": len(complete) + 1, "reason": reason, "text": text})
-        invalid = len(rejected) - duplicates
-
-        pending, pending_dropped, pending_changed = self._repair_pending(space, evaluated, rejected)
-        fresh = max([*evaluated, *(e["proposal"] for e in pending)], default=-1) + 1
-        for k in shared:
-            kept[k][1]["proposal"], fresh = fresh, fresh + 1
-        renumbered = sum(record["iteration"] != i for i, (_, record) in enumerate(kept))
-        if not (rejected or renumbered or shared or pending_changed):
-            return Repaired(len(kept), 0, 0, 0, 0, 0, False, None, None)
-
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        records = [{**record, "iteration": i} for i, (_, record) in enumerate(kept)]
-        try:
-            backup, removed = self._rewrite(stamp, records, rejected, pending, pending_changed)
-        except RunFolderError:
-            raise
-        except OSError as error:  # a full disk, a read-only folder: the journal stands
-            raise RunFolderError(f"cannot repair {self.folder}: {error}") from None
-        return Repaired(
-            kept=len(kept),
-            duplicates=duplicates,
-            invalid=invalid,
-            renumbered=renumbered,
-            reproposed=len(shared),
-            pending_dropped=pending_dropped,
-            sampler_removed=removed,
-            backup=backup,
-            rejected=self.folder / "journal.rejected.jsonl" if rejected else None,
-        )
-
-    def _rewrite(
-        self,
-        stamp: str,
-        records: list[dict[str, Any]],
-        rejected: list[dict[str, Any]],
-        pending: list[dict[str, Any]],
-        pending_changed: bool,
-    ) -> tuple[Path | None, bool]:
-        """Write a repair out: the backups first, then the set-aside lines, and only then
-        the new journal (atomically), so an interrupted repair loses nothing."""
-        backup = None
-        if self.records_path.exists():
-            backup = self._unused(self.folder / f"{self.records_path.name}.bak-{stamp}")
-            shutil.copy2(self.records_path, backup)
-        if pending_changed and self.pending_path.exists():
-            shutil.copy2(self.pending_path, self._unused(self.folder / f"pending.json.bak-{stamp}"))
-        if rejected:
-            text = "".join(json.dumps({"repaired": stamp, **r}) + "\n" for r in rejected)
-            with open(self.folder / "journal.rejected.jsonl", "a") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-        text = "".join(json.dumps(r, allow_nan=False) + "\n" for r in records)
-        _write_text_atomic(self.records_path, text)
-        if pending_changed:
-            self.save_pending(pending)
-        removed = self.sampler_path.exists()
-        if removed:
-            self.sampler_path.unlink()
-        return backup, removed
-
-    def _repair_pending(
-        self, space: Space, evaluated: set[int], rejected: list[dict[str, Any]]
-    ) -> tuple[list[dict[str, Any]], int, bool]:
-        """``(entries to keep, entries dropped, whether the file changes)``: unusable
-        entries go to ``rejected``; entries already recorded are dropped (a resume would
-        skip them anyway, and a repaired record may no longer carry their number)."""
-        try:
-            entries = json.loads(self.pending_path.read_text())
-        except FileNotFoundError:
-            return [], 0, False
-        except json.JSONDecodeError as error:
-            reason, text = f"pending.json is not JSON: {error}", self.pending_path.read_text()
-            rejected.append({"pending": 0, "reason": reason, "text": text})
-            return [], 0, True
-        if not isinstance(entries, list):
-            reason = "pending.json does not hold a list"
-            rejected.append({"pending": 0, "reason": reason, "entry": entries})
-            return [], 0, True
-        keep, dropped = [], 0
-        for number, entry in enumerate(entries, start=1):
-            problem = pending_problem(space, entry)
-            if problem is not None:
-                rejected.append({"pending": number, "reason": problem, "entry": entry})
-                dropped += 1
-            elif entry["proposal"] in evaluated:
-                dropped += 1
-            else:
-                keep.append(entry)
-        return keep, dropped, dropped > 0
-
-    @staticmethod
-    def _unused(path: Path) -> Path:
-        """``path``, or ``path-2``, ``path-3``...: a backup never overwrites an older one."""
-        candidate, n = path, 1
-        while candidate.exists():
-            n += 1
-            candidate = path.with_name(f"{path.name}-{n}")
-        return candidate
-
-
-@dataclass(frozen=True)
-class Repaired:
-    """What :meth:`Journal.repair` did (counts of records), for ``bojax repair`` to say."""
-
-    kept: int
-    duplicates: int  # second evaluations of one proposal at one point, set aside
-    invalid: int  # lines a resume refuses (or a torn last line), set aside
-    renumbered: int  # kept records whose iteration number changed
-    reproposed: int  # kept records given a fresh proposal number
-    pending_dropped: int  # pending entries already recorded, or unusable
-    sampler_removed: bool
-    backup: Path | None
-    rejected: Path | None
-
-    @property
-    def changed(self) -> bool:
-        return self.backup is not None or self.rejected is not None
-
-    def lines(self) -> list[str]:
-        if not (self.changed or self.pending_dropped):
-            return [f"nothing to repair: {self.kept} record(s), all usable and in sequence"]
-        out = [
-            f"kept {self.kept} evaluation(s), {self.renumbered} renumbered; set aside "
-            f"{self.duplicates} repeated evaluation(s) and {self.invalid} unusable line(s)"
-            + (f" in {self.rejected}" if self.rejected else "")
-        ]
-        if self.reproposed:
-            out.append(
-                f"{self.reproposed} evaluation(s) got a fresh proposal number (another point "
-                "held theirs)"
-            )
-        if self.pending_dropped:
-            out.append(
-                f"dropped {self.pending_dropped} pending entr(ies), already recorded or unusable"
-            )
-        if self.sampler_removed:
-            out.append("removed sampler.json: the next resume replays the surrogate's fits")
-        if self.backup:
-            out.append(f"the original journal is kept as {self.backup}")
-        return out
