@@ -485,7 +485,7 @@ def objective(p):
 """
 
 
-def _lines(path: Path) -> list[dict]:
+def _jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
@@ -532,10 +532,10 @@ def test_chaos_every_evaluation_is_recorded_exactly_once(tmp_path):
         raise AssertionError("the run did not finish in 20 launches")
     assert f"{total} evaluations" in output, output[-2000:]
 
-    records, calls = _lines(out / "journal.jsonl"), _lines(tmp_path / "calls")
+    records, calls = _jsonl(out / "journal.jsonl"), _jsonl(tmp_path / "calls")
     assert [r["iteration"] for r in records] == list(range(total))
     assert sorted(r["proposal"] for r in records) == list(range(total))  # each exactly once
-    returned = {json.dumps(r["x"], sort_keys=True): r["y"] for r in _lines(tmp_path / "returned")}
+    returned = {json.dumps(r["x"], sort_keys=True): r["y"] for r in _jsonl(tmp_path / "returned")}
     reasons = ("timed out after 4 s", "killed by SIGSEGV", "KilledWorker", "process died")
     for record in records:
         if record["status"] == "ok":  # the value the objective returned for that design
@@ -800,3 +800,32 @@ def test_bojax_repair_prints_what_it_did(three_evaluations, tmp_path):
     assert held.exit_code == 1 and "in use by another run" in held.output
     empty = runner.invoke(app, ["repair", str(tmp_path / "nothing")])
     assert empty.exit_code == 1 and "holds no run" in empty.output
+
+
+@pytest.mark.slow  # a local Dask cluster of worker processes
+def test_a_design_that_kills_its_dask_worker_runs_retries_plus_one_times(tmp_path):
+    """Dask's own rescheduling (4 attempts) times bojax's 2 submissions ran such a design
+    8 times; now bojax's ``retries`` alone bounds it."""
+    (tmp_path / "train.py").write_text(
+        "import os, signal\n\n"
+        "def objective(p):\n"
+        "    if p['x'] < 0.5:\n"
+        "        with open('calls', 'a') as log:\n"
+        "            log.write(repr(p['x']) + '\\n')\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)  # the worker itself, not isolated\n"
+        "    return p['x']\n"
+    )
+    (tmp_path / "space.toml").write_text("[x]\ntype = 'real'\nlow = 0\nhigh = 1\n")
+    out = tmp_path / "run"
+    command = [
+        sys.executable, "-m", "bojax.cli", "optimize", f"{tmp_path / 'train.py'}:objective",
+        "--space", str(tmp_path / "space.toml"), "--workers", "1", "--out", str(out),
+        "--initial", "4", "--iterations", "0", "--retries", "1",
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    records = _jsonl(out / "journal.jsonl")
+    killed = [r for r in records if r["status"] == "failed"]
+    assert killed and all("lost after 2 attempt(s): KilledWorker" in r["error"] for r in killed)
+    calls = (tmp_path / "calls").read_text().split()
+    assert sorted(calls) == sorted(repr(r["x"]["x"]) for r in killed for _ in range(2))
