@@ -99,6 +99,15 @@ def default_cache_folder() -> Path:
     return Path(base) / "bojax" / "jax"
 
 
+def _xla_logs_quiet() -> bool:
+    """Whether XLA's C++ log hides errors. It reads ``TF_CPP_MIN_LOG_LEVEL`` once, when
+    jaxlib loads; JAX itself sets 1 if unset, and bojax sets 3 when imported first."""
+    try:
+        return int(os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0")) >= 3
+    except ValueError:
+        return False
+
+
 def use_persistent_cache() -> Path | None:
     """Turn on JAX's persistent compilation cache in bojax's folder; return the folder in use.
 
@@ -108,6 +117,12 @@ def use_persistent_cache() -> Path | None:
     JAX version and device, so a stale entry is never used. Idempotent, and effective
     even after other programs compiled: JAX opens the cache at the first compilation
     that finds a folder set.
+
+    On CPU the cache stays off unless XLA's log level silences its errors
+    (``TF_CPP_MIN_LOG_LEVEL=3``, which ``import bojax`` sets when it comes before JAX's):
+    XLA logs 3 KB for every program it reads back (``cpu_aot_loader``), 118 KB for a
+    small second run of a script that imported JAX first. Import bojax first, or set the
+    variable, to keep the cache.
     """
     import jax
 
@@ -116,6 +131,8 @@ def use_persistent_cache() -> Path | None:
         return Path(configured)
     setting = os.environ.get(CACHE_VARIABLE)
     if setting is not None and setting.strip().lower() in ("", "0", "off", "false", "no"):
+        return None
+    if jax.default_backend() == "cpu" and not _xla_logs_quiet():
         return None
     folder = Path(setting).expanduser() if setting is not None else default_cache_folder()
     try:

@@ -5,6 +5,9 @@ import importlib.util
 import os
 from pathlib import Path
 
+import bojax  # noqa: F401  before JAX, as a script should: XLA's log quietened, cache on
+
+# isort: split
 import jax
 import pytest
 from hypothesis import settings

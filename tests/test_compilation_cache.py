@@ -38,6 +38,7 @@ def test_the_variable_moves_the_cache_and_a_users_own_folder_is_kept(
 ):
     jax.config.update("jax_compilation_cache_dir", None)
     monkeypatch.setenv(compilation.CACHE_VARIABLE, str(tmp_path / "mine"))
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "3")  # XLA quiet: cache allowed on CPU
     assert compilation.use_persistent_cache() == tmp_path / "mine"
     assert (tmp_path / "mine").is_dir()
     assert jax.config.jax_compilation_cache_dir == str(tmp_path / "mine")
@@ -130,3 +131,26 @@ def test_listing_commands_do_not_load_jax():
     )
     done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("script", "level", "cached"),
+    [
+        ("import bojax, jax", None, True),  # bojax quietens XLA before it loads
+        ("import jax, bojax", None, False),  # too late: JAX's own default (1) logs errors
+        ("import jax, bojax", "3", True),  # the user quietened it
+    ],
+)
+def test_the_cache_is_on_for_cpu_only_where_xla_cannot_flood_stderr_with_its_reloads(
+    tmp_path, script, level, cached
+):
+    """With JAX imported first, XLA logged 3 KB per program read back from the cache:
+    118 KB for a small second run."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env[compilation.CACHE_VARIABLE] = str(tmp_path / "cache")
+    if level is not None:
+        env["TF_CPP_MIN_LOG_LEVEL"] = level
+    check = f"{script}\nfrom bojax.compilation import use_persistent_cache\n"
+    check += "print(use_persistent_cache() is not None)"
+    done = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True)
+    assert done.stdout.strip() == str(cached), done.stderr[-2000:]
