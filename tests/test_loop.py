@@ -264,6 +264,36 @@ def test_resume_replays_a_fit_the_sampler_file_missed(tmp_path, reference_run):
     assert same_evaluations(resumed, reference_run)
 
 
+def _nan_leaves(value):
+    if isinstance(value, list):
+        return [_nan_leaves(v) for v in value]
+    return float("nan") if isinstance(value, float) else value
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        lambda saved: "{not json",
+        lambda saved: "[]",
+        lambda saved: json.dumps({**saved, "iteration": "6"}),
+        lambda saved: json.dumps({**saved, "iteration": 99}),  # from the future
+        lambda saved: json.dumps({k: "x" if isinstance(v, list) else v for k, v in saved.items()}),
+        lambda saved: json.dumps({k: _nan_leaves(v) for k, v in saved.items()}),
+        lambda saved: '{"iteration": 6, "iteration": 6}',
+    ],
+)
+def test_a_tampered_sampler_file_is_replayed_from_the_records(tmp_path, reference_run, tamper):
+    """sampler.json is a cache of the chains: a resume that cannot use it (unreadable,
+    wrong shapes, NaN chains, an iteration it cannot hold) replays the fits instead, and
+    proposes exactly what the uninterrupted run did."""
+    bojax.minimize(FORRESTER, FORRESTER.space, out=tmp_path, **{**RUN, "iterations": 4}, **QUIET)
+    sampler = tmp_path / "sampler.json"
+    sampler.write_text(tamper(json.loads(sampler.read_text())))
+    bojax.minimize(FORRESTER, FORRESTER.space, out=tmp_path, resume=True, **RUN, **QUIET)
+    resumed = [json.loads(line) for line in (tmp_path / "journal.jsonl").read_text().splitlines()]
+    assert same_evaluations(resumed, reference_run)
+
+
 def test_torn_last_line_is_dropped_and_redone(tmp_path, reference_run):
     short = {**RUN, "iterations": 4}
     bojax.minimize(FORRESTER, FORRESTER.space, out=tmp_path, **short, **QUIET)

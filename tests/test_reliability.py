@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import errno
 import fractions
 import json
 import math
@@ -829,3 +830,44 @@ def test_a_design_that_kills_its_dask_worker_runs_retries_plus_one_times(tmp_pat
     assert killed and all("lost after 2 attempt(s): KilledWorker" in r["error"] for r in killed)
     calls = (tmp_path / "calls").read_text().split()
     assert sorted(calls) == sorted(repr(r["x"]["x"]) for r in killed for _ in range(2))
+
+
+def test_a_key_given_twice_in_a_record_or_run_json_is_refused(three_evaluations, tmp_path):
+    """``json`` keeps the last of two keys silently; which ``"y"`` an edit meant is not
+    bojax's to guess."""
+    folder = _copy(three_evaluations, tmp_path)
+    lines = (folder / "journal.jsonl").read_text().splitlines()
+    lines[1] = lines[1].replace('"y": ', '"y": -100.0, "y": ', 1)
+    (folder / "journal.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(JournalError, match=r"journal.jsonl:2 is corrupt: the key 'y' appears"):
+        _resume(folder)
+    header = (folder / "run.json").read_text()
+    (folder / "run.json").write_text(header.replace('"format": 1', '"format": 1, "format": 1'))
+    with pytest.raises(JournalError, match=r"run.json is corrupt: the key 'format' appears"):
+        load_run(folder)
+
+
+def test_a_full_disk_stops_the_run_with_the_unwritten_record_in_the_error(tmp_path, monkeypatch):
+    """The disk fills after two records: the run stops with a typed error that carries
+    the record it could not write, and the two written ones resume."""
+    from bojax.bo import journal as journal_module
+
+    real_fsync, writes = os.fsync, []
+
+    def fsync(descriptor):
+        if Path(f"/proc/self/fd/{descriptor}").resolve().name == "journal.jsonl":
+            writes.append(descriptor)
+            if len(writes) > 2:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(journal_module.os, "fsync", fsync)
+    out = tmp_path / "run"
+    with pytest.raises(RunFolderError, match="No space left on device") as caught:
+        bojax.minimize(lambda p: p["x"], SPACE, initial=4, iterations=0, out=out, **FAST)
+    assert "its record is: {" in str(caught.value) and '"iteration": 2' in str(caught.value)
+    monkeypatch.setattr(journal_module.os, "fsync", real_fsync)
+    result = bojax.minimize(
+        lambda p: p["x"], SPACE, initial=4, iterations=0, out=out, resume=True, **FAST
+    )
+    assert result.evaluations == 4

@@ -39,6 +39,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import jax
 import numpy as np
 
 from bojax.bo.evaluation import (
@@ -54,7 +55,7 @@ from bojax.bo.journal import Journal
 from bojax.bo.loop import BOState, ask_batch, fit_models, init, model_based
 from bojax.bo.loop import tell as tell_state
 from bojax.bo.settings import Settings
-from bojax.errors import JournalError, ObjectiveError, SpaceExhaustedError
+from bojax.errors import JournalError, ObjectiveError, SpaceExhaustedError, is_count
 from bojax.spaces import Space
 
 # Seconds past its ``timeout`` (at least; or the timeout itself, if longer) that the
@@ -141,12 +142,7 @@ def _unpack(settings: Settings, space: Space, saved: dict[str, Any]) -> tuple[An
 
 def _restore(state: BOState, journal: Journal, records: list[dict[str, Any]]) -> BOState:
     """Rebuild the state after ``records``, replaying at most the fits the file lacks."""
-    settings, space = state.settings, state.space
-    saved = journal.load_sampler()
-    start, surrogate_state, classifier_state = 0, None, None
-    if saved is not None and saved.get("iteration", -1) <= len(records):
-        start = saved["iteration"]
-        surrogate_state, classifier_state = _unpack(settings, space, saved)
+    start, surrogate_state, classifier_state = _saved_chains(state, journal, len(records))
     state = state._replace(surrogate=surrogate_state, classifier=classifier_state)
     for n, record in enumerate(records):
         if n >= start and model_based(state):
@@ -154,6 +150,25 @@ def _restore(state: BOState, journal: Journal, records: list[dict[str, Any]]) ->
         y = record["y"] if record["status"] == "ok" else math.nan
         state = tell_state(state, np.asarray(record["u"], dtype=np.float64), y)
     return state
+
+
+def _saved_chains(state: BOState, journal: Journal, done: int) -> tuple[int, Any, Any]:
+    """``(iteration, surrogate state, classifier state)`` from ``sampler.json``, or
+    ``(0, None, None)`` (replay every fit) if it is missing, from the future, or does not
+    unpack into finite chains of this run's shapes: it is a cache, and a replay from the
+    records proposes exactly what the saved chains would have."""
+    saved = journal.load_sampler()
+    iteration = None if saved is None else saved.get("iteration")
+    if not (is_count(iteration) and iteration <= done):
+        return 0, None, None
+    try:
+        surrogate, classifier = _unpack(state.settings, state.space, saved)
+        leaves = jax.tree_util.tree_leaves((surrogate, classifier))
+        if all(np.all(np.isfinite(np.asarray(leaf))) for leaf in leaves):
+            return iteration, surrogate, classifier
+    except Exception:  # a tampered or foreign file: any failure to unpack means replay
+        pass
+    return 0, None, None
 
 
 def _resumed_flights(journal: Journal, history: list[dict], space: Space) -> list[Flight]:

@@ -49,6 +49,25 @@ except ImportError:  # Windows: runs are not locked there
 FORMAT_VERSION = 1
 
 
+class DuplicateKeyError(ValueError):
+    """A JSON object names one key twice (:mod:`json` would keep the last silently)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data = {}
+    for key, value in pairs:
+        if key in data:
+            raise DuplicateKeyError(f"the key {key!r} appears twice in one JSON object")
+        data[key] = value
+    return data
+
+
+def load_json(text: str | bytes) -> Any:
+    """``json.loads`` for a run folder's files, refusing a key given twice: which of two
+    ``"y"`` a hand edit meant is not bojax's guess to make. Raises ``ValueError``."""
+    return json.loads(text, object_pairs_hook=_unique_keys)
+
+
 def _write_atomic(path: Path, payload: Any) -> None:
     write_text_atomic(path, json.dumps(payload, indent=1))
 
@@ -132,7 +151,7 @@ class Journal:
         written in another run-folder format (records of another format may mean other
         things, so neither resume nor ``bojax show`` reads them)."""
         try:
-            header = json.loads(self.header_path.read_text())
+            header = load_json(self.header_path.read_text())
         except FileNotFoundError:
             raise JournalError(
                 f"{self.folder} holds no run ({self.header_path.name} is missing)"
@@ -211,8 +230,8 @@ class Journal:
         for number, line in enumerate(complete, start=1):
             where = f"{self.records_path}:{number}"
             try:
-                record = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError) as error:
+                record = load_json(line)
+            except (ValueError, RecursionError) as error:  # not JSON, not UTF-8, a key twice
                 raise JournalError(f"{where} is corrupt: {error}; {self._repairable}") from None
             problem = None if space is None else record_problem(space, record)
             if problem is not None:
@@ -267,9 +286,10 @@ class Journal:
     def load_sampler(self) -> dict[str, Any] | None:
         """The saved chain state, or None if absent or unreadable (then it is replayed)."""
         try:
-            return json.loads(self.sampler_path.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
+            saved = load_json(self.sampler_path.read_text())
+        except (OSError, ValueError, RecursionError):
             return None
+        return saved if isinstance(saved, dict) else None
 
     def save_pending(self, pending: list[Mapping[str, Any]]) -> None:
         _write_atomic(self.pending_path, pending)
@@ -278,10 +298,10 @@ class Journal:
         """The evaluations in flight when the run stopped; [] if there were none. With
         ``space``, each entry is checked as records are (a resume issues it again)."""
         try:
-            pending = json.loads(self.pending_path.read_text())
+            pending = load_json(self.pending_path.read_text())
         except FileNotFoundError:
             return []
-        except json.JSONDecodeError as error:
+        except (ValueError, RecursionError) as error:
             raise JournalError(f"{self.pending_path} is corrupt: {error}") from None
         if not isinstance(pending, list):
             raise JournalError(f"{self.pending_path} does not hold a list of pending points")

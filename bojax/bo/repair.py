@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bojax.bo.journal import Journal, write_text_atomic
+from bojax.bo.journal import Journal, load_json, write_text_atomic
 from bojax.bo.records import pending_problem, record_problem, same_design
 from bojax.errors import RunFolderError
 from bojax.spaces import Space
@@ -55,8 +55,8 @@ def _repair(journal: Journal, space: Space) -> Repaired:
     duplicates = 0
     for number, line in enumerate(complete, start=1):
         try:
-            record = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            record = load_json(line)
+        except (ValueError, RecursionError) as error:
             text = line.decode("utf-8", "replace")
             rejected.append({"line": number, "reason": f"not JSON: {error}", "text": text})
             continue
@@ -160,10 +160,10 @@ def _repair_pending(
     entries go to ``rejected``; entries already recorded are dropped (a resume would
     skip them anyway, and a repaired record may no longer carry their number)."""
     try:
-        entries = json.loads(journal.pending_path.read_text())
+        entries = load_json(journal.pending_path.read_text())
     except FileNotFoundError:
         return [], 0, False
-    except json.JSONDecodeError as error:
+    except (ValueError, RecursionError) as error:
         reason, text = f"pending.json is not JSON: {error}", journal.pending_path.read_text()
         rejected.append({"pending": 0, "reason": reason, "text": text})
         return [], 0, True
