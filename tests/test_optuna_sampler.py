@@ -250,6 +250,7 @@ def test_a_trial_left_out_is_warned_about_once():
         assert propose(study, sampler)
 
 
+@pytest.mark.slow  # fits the failure classifier twice; the behaviour predates the check
 def test_a_completed_trial_with_an_infinite_value_counts_as_failed():
     """Optuna stores inf as a completed value; bojax's own runs count a non-finite value
     as a failure, and so does the sampler (the same proposal as for a failed trial)."""
