@@ -871,3 +871,65 @@ def test_a_full_disk_stops_the_run_with_the_unwritten_record_in_the_error(tmp_pa
         lambda p: p["x"], SPACE, initial=4, iterations=0, out=out, resume=True, **FAST
     )
     assert result.evaluations == 4
+
+
+@pytest.mark.parametrize("name", ["journal.jsonl", "pending.json"])
+def test_a_folder_in_place_of_a_run_file_is_a_typed_error_for_show_resume_and_repair(
+    tmp_path, name
+):
+    folder = tmp_path / "run"
+    settings = dict(initial=2, iterations=0, **FAST)
+    bojax.minimize(lambda p: p["x"], SPACE, out=folder, **settings)
+    (folder / name).unlink(missing_ok=True)
+    (folder / name).mkdir()
+    for args in (["show", str(folder)], ["repair", str(folder)]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+        output = result.output.replace("\n", "")  # the console wraps long paths
+        assert "cannot read" in output and f"{name}: Is a directory" in output
+    with pytest.raises((JournalError, RunFolderError), match="cannot read"):
+        bojax.minimize(lambda p: p["x"], SPACE, out=folder, resume=True, **settings)
+
+
+def test_repair_sets_aside_a_pending_json_that_is_not_utf8(tmp_path):
+    folder = tampered_run(tmp_path / "run")
+    (folder / "pending.json").write_bytes(b"\xff\xfe\xfd[")
+    repaired = repair(Journal(folder))
+    assert repaired.kept == 4 and Journal(folder).load_pending() == []
+    rejected = _jsonl(folder / "journal.rejected.jsonl")
+    assert "pending.json is not JSON" in rejected[0]["reason"]
+
+
+@pytest.mark.parametrize(
+    ("raise_it", "reason"),
+    [
+        (lambda: sys.exit(0), "called sys.exit(0)"),
+        (lambda: sys.exit("bad --lr"), "called sys.exit('bad --lr')"),
+        (lambda: (_ for _ in ()).throw(type("Stop", (BaseException,), {})("why")), "Stop: why"),
+    ],
+)
+def test_sys_exit_or_a_base_exception_in_the_objective_fails_that_evaluation(raise_it, reason):
+    def objective(p):
+        if p["x"] > 0.5:
+            raise_it()
+        return p["x"]
+
+    result = bojax.minimize(objective, SPACE, initial=6, iterations=0, **FAST)
+    assert result.evaluations == 6 and result.failures >= 1
+    assert all(r["error"].endswith(reason) for r in result.history if r["status"] == "failed")
+
+
+def test_ctrl_c_in_the_objective_still_stops_the_run():
+    def objective(p):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(objective, {"x": 0.5})
+
+
+def test_a_timeout_too_long_for_a_lock_wait_runs(monkeypatch):
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        result = bojax.minimize(
+            lambda p: p["x"], SPACE, executor=pool, timeout=1e300, initial=2, iterations=0, **FAST
+        )
+    assert result.evaluations == 2 and result.failures == 0

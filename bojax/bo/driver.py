@@ -58,6 +58,9 @@ from bojax.bo.settings import Settings
 from bojax.errors import JournalError, ObjectiveError, SpaceExhaustedError, is_count
 from bojax.spaces import Space
 
+# The longest single wait for the executor; the loop waits again after it.
+MAX_WAIT = 86400.0
+
 # Seconds past its ``timeout`` (at least; or the timeout itself, if longer) that the
 # driver waits for an executor's answer before it counts the evaluation as lost: room for
 # a process start, imports and a busy scheduler.
@@ -326,7 +329,10 @@ class _Run:
         if self.answer_limit is None or not self.running:
             return None
         first = min(self.submitted[future] for future in self.running)
-        return max(0.0, first + self.answer_limit - time.perf_counter())
+        left = max(0.0, first + self.answer_limit - time.perf_counter())
+        # A lock's wait refuses a timeout past the platform's time_t (timeout=1e300):
+        # wait a day at most, then look again.
+        return min(left, MAX_WAIT)
 
     def _give_up_overdue(self, state: BOState) -> BOState:
         """Treat evaluations the executor has not answered within ``answer_limit`` as lost

@@ -34,7 +34,11 @@ def evaluate(objective: Objective, point: dict[str, Any], attempt: int = 0):
     del attempt
     try:
         value = objective(dict(point))
-    except Exception as error:  # the objective is user code: record, don't crash the run
+    except KeyboardInterrupt:  # Ctrl-C stops the run; the evaluation stays pending
+        raise
+    except BaseException as error:  # user code: record, don't end the run (sys.exit too)
+        if isinstance(error, SystemExit):
+            return math.nan, f"the objective called sys.exit({error.code!r})"
         return math.nan, f"{type(error).__name__}: {error}"
     try:
         return checked(value)

@@ -11,7 +11,8 @@ started (data-loader processes, compilers). What is recorded when it goes wrong:
 * a timeout: ``"timed out after 60 s"``;
 * a signal: ``"the evaluation's process was killed by SIGKILL (out of memory?)"``, or
   ``SIGSEGV`` and so on;
-* an exit without an outcome (``sys.exit``, ``os._exit``): its exit status.
+* ``sys.exit(3)`` in the objective: ``"the objective called sys.exit(3)"``, as inline;
+* an exit without an outcome (``os._exit``): its exit status.
 
 Each evaluation pays for a process start and the imports of the objective (about a second
 with JAX), so isolate objectives that take much longer than that or that may hang or

@@ -222,7 +222,10 @@ class Journal:
         outside the space or a bare ``KeyError`` later."""
         if not self.records_path.exists():
             return []
-        raw = self.records_path.read_bytes()
+        try:
+            raw = self.records_path.read_bytes()
+        except OSError as error:  # a folder named journal.jsonl, no permission
+            raise JournalError(f"cannot read {self.records_path}: {error.strerror}") from None
         lines = raw.split(b"\n")
         complete, tail = lines[:-1], lines[-1]  # tail is b"" when the file ends in a newline
         records: list[dict[str, Any]] = []
@@ -251,10 +254,16 @@ class Journal:
             records.append(record)
         if tail and repair:
             # A kill during the write of the last record: that evaluation is not finished.
-            with open(self.records_path, "r+b") as handle:
-                handle.truncate(len(raw) - len(tail))
-                handle.flush()
-                os.fsync(handle.fileno())
+            try:
+                with open(self.records_path, "r+b") as handle:
+                    handle.truncate(len(raw) - len(tail))
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            except OSError as error:  # a read-only journal: the records read stand
+                raise RunFolderError(
+                    f"cannot drop the torn last line of {self.records_path}: "
+                    f"{error.strerror or error}"
+                ) from None
         return records
 
     @property
@@ -303,6 +312,8 @@ class Journal:
             return []
         except (ValueError, RecursionError) as error:
             raise JournalError(f"{self.pending_path} is corrupt: {error}") from None
+        except OSError as error:  # a folder named pending.json, no permission
+            raise JournalError(f"cannot read {self.pending_path}: {error.strerror}") from None
         if not isinstance(pending, list):
             raise JournalError(f"{self.pending_path} does not hold a list of pending points")
         for number, entry in enumerate(pending, start=1):

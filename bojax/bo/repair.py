@@ -43,8 +43,18 @@ def repair(journal: Journal) -> Repaired:
         return _repair(journal, space)
 
 
+def _read(path: Path) -> bytes | None:
+    """``path``'s bytes, None if it is missing; :class:`RunFolderError` if unreadable."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as error:  # a folder of that name, no permission
+        raise RunFolderError(f"cannot read {path}: {error.strerror or error}") from None
+
+
 def _repair(journal: Journal, space: Space) -> Repaired:
-    raw = journal.records_path.read_bytes() if journal.records_path.exists() else b""
+    raw = _read(journal.records_path) or b""
     lines = raw.split(b"\n")
     complete, tail = lines[:-1], lines[-1]
     kept: list[tuple[int, dict[str, Any]]] = []  # (line, record), in line order
@@ -159,12 +169,13 @@ def _repair_pending(
     """``(entries to keep, entries dropped, whether the file changes)``: unusable
     entries go to ``rejected``; entries already recorded are dropped (a resume would
     skip them anyway, and a repaired record may no longer carry their number)."""
-    try:
-        entries = load_json(journal.pending_path.read_text())
-    except FileNotFoundError:
+    raw = _read(journal.pending_path)
+    if raw is None:
         return [], 0, False
-    except (ValueError, RecursionError) as error:
-        reason, text = f"pending.json is not JSON: {error}", journal.pending_path.read_text()
+    try:
+        entries = load_json(raw)
+    except (ValueError, RecursionError) as error:  # not JSON, not UTF-8, a key twice
+        reason, text = f"pending.json is not JSON: {error}", raw.decode("utf-8", "replace")
         rejected.append({"pending": 0, "reason": reason, "text": text})
         return [], 0, True
     if not isinstance(entries, list):

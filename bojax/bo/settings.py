@@ -76,7 +76,8 @@ def number(low: float, high: float = math.inf, *, open_low=False, open_high=Fals
         ok = ok and (value > low if open_low else value >= low)
         ok = ok and (value < high if open_high else value <= high)
         if not ok:
-            bounds = f"{'(' if open_low else '['}{low:g}, {high:g}{')' if open_high else ']'}"
+            closed_high = not open_high and math.isfinite(high)  # inf is never accepted
+            bounds = f"{'(' if open_low else '['}{low:g}, {high:g}{']' if closed_high else ')'}"
             raise SettingsError(
                 f"{name} must be a number in {bounds}{' or None' if optional else ''}, "
                 f"got {value!r}"
