@@ -155,6 +155,11 @@ def optimize(**options: Any) -> None:
     except BojaxError as error:
         console.print(error_line(error))
         raise typer.Exit(code=1) from None
+    except KeyboardInterrupt:
+        folder = run["out"]
+        then = f"; continue it with --resume --out {folder}" if folder is not None else ""
+        console.print(plain(f"interrupted{then}"))
+        raise typer.Exit(code=130) from None
     where = ", ".join(f"{k}={_format_value(v, 6)}" for k, v in result.best_point.items())
     known = "" if optimum is None else f"optimum {optimum:.6g}; "
     console.print(

@@ -933,3 +933,68 @@ def test_a_timeout_too_long_for_a_lock_wait_runs(monkeypatch):
             lambda p: p["x"], SPACE, executor=pool, timeout=1e300, initial=2, iterations=0, **FAST
         )
     assert result.evaluations == 2 and result.failures == 0
+
+
+def test_ctrl_c_during_an_evaluation_does_not_count_against_its_design(tmp_path):
+    """Interrupted twice in the same evaluation, a design was journalled on the next
+    resume as one that kills its process (its two starts exceeded retries = 1)."""
+    out, interrupts = tmp_path / "run", []
+
+    def objective(p):
+        if len(interrupts) < 2 and len(list(out.glob("journal.jsonl"))) and _count(out) == 1:
+            interrupts.append(p["x"])
+            raise KeyboardInterrupt  # the user's Ctrl-C, arriving during this evaluation
+        return (p["x"] - 0.3) ** 2
+
+    run = dict(initial=3, iterations=0, out=out, **FAST)
+    for resume in (False, True):
+        with pytest.raises(KeyboardInterrupt):
+            bojax.minimize(objective, SPACE, resume=resume, **run)
+        (pending,) = json.loads((out / "pending.json").read_text())
+        assert pending["attempts"] == 0
+    result = bojax.minimize(objective, SPACE, resume=True, **run)
+    assert interrupts == [interrupts[0]] * 2
+    assert result.failures == 0 and result.history[1]["x"]["x"] == interrupts[0]
+
+
+def _count(out: Path) -> int:
+    return len((out / "journal.jsonl").read_text().splitlines())
+
+
+@pytest.mark.slow  # two fresh Pythons that import JAX
+def test_sigint_of_the_cli_says_how_to_resume_and_the_resume_loses_nothing(tmp_path):
+    (tmp_path / "slow.py").write_text(
+        "import time\n\ndef objective(p):\n    time.sleep(1.0)\n    return (p['x'] - 0.3) ** 2\n"
+    )
+    (tmp_path / "space.toml").write_text("[x]\ntype = 'real'\nlow = 0\nhigh = 1\n")
+    out = tmp_path / "run"
+    # Python's Ctrl-C handler, which a child of an ignoring parent (a test runner's worker)
+    # would not install on its own.
+    cli = (
+        "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "sys.argv[0] = 'bojax'; runpy.run_module('bojax.cli', run_name='__main__')"
+    )
+    command = [
+        sys.executable, "-c", cli, "optimize", f"{tmp_path / 'slow.py'}:objective",
+        "--space", str(tmp_path / "space.toml"), "--out", str(out), "--initial", "4",
+        "--iterations", "0",
+    ]  # fmt: skip
+    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not (out / "journal.jsonl").exists():
+        time.sleep(0.05)
+    while time.time() < deadline and _count(out) < 2:
+        time.sleep(0.05)
+    time.sleep(0.3)  # inside the third evaluation
+    driver.send_signal(signal.SIGINT)
+    output, _ = driver.communicate(timeout=60)
+    assert driver.returncode == 130, output[-2000:]
+    assert f"interrupted; continue it with --resume --out {out}" in output.replace("\n", "")
+    assert "Traceback" not in output
+    (pending,) = json.loads((out / "pending.json").read_text())
+    assert pending["attempts"] == 0  # stopped by the user, not by its design
+    done = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    records = _jsonl(out / "journal.jsonl")
+    assert [r["status"] for r in records] == ["ok"] * 4
+    assert records[2]["proposal"] == pending["proposal"]

@@ -225,7 +225,11 @@ def minimize(
     with contextlib.nullcontext() if journal is None else journal.lock():
         state, history, queued = _open(journal, init(space, settings), resume)
         run = _Run(objective, settings, pool, q, journal, history, progress)
-        run.loop(state, queued, settings.initial + settings.iterations)
+        try:
+            run.loop(state, queued, settings.initial + settings.iterations)
+        except KeyboardInterrupt:
+            run.forgive_interrupted()
+            raise
         where = f" Finished evaluations are in {journal.records_path}." if journal else ""
         seconds = time.perf_counter() - run.started
         result = _result(settings, history, seconds, run.stopped, where)
@@ -275,6 +279,7 @@ class _Run:
         timeout = settings.timeout
         self.answer_limit = None if timeout is None else timeout + max(NO_ANSWER_GRACE, timeout)
         self.queued: list[Flight] = []  # to issue again before asking for new points
+        self.starting: list[Flight] = []  # handed to the executor, not yet running
         self.bar: _Progress | None = None
         proposals = [r.get("proposal", r["iteration"]) for r in history]
         self.next_proposal = max(proposals, default=-1) + 1
@@ -398,14 +403,18 @@ class _Run:
             task = (evaluate_isolated, self.objective, flight.point, self.settings.timeout)
         else:
             task = (evaluate, self.objective, flight.point)
-        future = self.pool.submit(*task, flight.attempts)
+        self.starting = [flight]
+        future = self.pool.submit(*task, flight.attempts)  # inline: evaluates right here
         self.running[future], self.submitted[future] = flight, time.perf_counter()
+        self.starting = []
 
     def _submit_batch(self, flights: list[Flight]) -> None:
         """Evaluate ``flights`` in one ``objective.batch`` call (:func:`evaluate_batch`)."""
         flights = [f._replace(attempts=f.attempts + 1) for f in flights]
         self._save_pending(starting=flights)
+        self.starting = flights
         results = evaluate_batch(self.objective, [f.point for f in flights])
+        self.starting = []
         for flight, outcome in zip(flights, results, strict=True):
             future: cf.Future = cf.Future()
             future.set_result(outcome)
@@ -445,6 +454,17 @@ class _Run:
             except Exception as refused:  # a broken pool refuses new work too
                 lost = refused
         return f"evaluation lost after {flight.attempts} attempt(s): {_describe(lost)}"
+
+    def forgive_interrupted(self) -> None:
+        """After Ctrl-C: the evaluations in flight were stopped by the user, not by their
+        design, so their starts are given back in ``pending.json``; two interrupts of one
+        evaluation must not journal a good design as one that kills the process."""
+        if self.journal is None:
+            return
+        stopped = [f._replace(attempts=max(0, f.attempts - 1)) for f in self.starting]
+        stopped += [f._replace(attempts=max(0, f.attempts - 1)) for f in self.running.values()]
+        flights = sorted([*stopped, *self.queued], key=lambda f: f.proposal)
+        self.journal.save_pending([f.to_json() for f in flights])
 
     def _save_pending(self, starting: list[Flight] = ()) -> None:
         """Write what is running, queued and about to start (``starting``) to the journal."""
