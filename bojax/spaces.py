@@ -362,7 +362,7 @@ def load_space(path: str | Path) -> Space:
     except OSError as error:
         raise SpaceDefinitionError(f"{path}: cannot read the space file ({error})") from error
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a byte-order mark (Windows editors) is dropped
     except UnicodeDecodeError as error:
         line = raw[: error.start].count(b"\n") + 1
         raise SpaceDefinitionError(

@@ -34,7 +34,7 @@ from bojax.bo.journal import Journal
 from bojax.bo.repair import repair
 from bojax.bo.runs import load_run
 from bojax.cli import app
-from bojax.errors import JournalError, RunFolderError, RunLockedError
+from bojax.errors import JournalError, RunFolderError, RunLockedError, SpaceDefinitionError
 from bojax.parameters import Categorical
 from bojax.spaces import Integer, Real, Space
 
@@ -998,3 +998,27 @@ def test_sigint_of_the_cli_says_how_to_resume_and_the_resume_loses_nothing(tmp_p
     records = _jsonl(out / "journal.jsonl")
     assert [r["status"] for r in records] == ["ok"] * 4
     assert records[2]["proposal"] == pending["proposal"]
+
+
+@pytest.mark.parametrize("name", ["a\x1b[31mb", "tab\there", "x" * 201])
+def test_a_parameter_name_with_control_characters_or_past_a_line_is_refused(name):
+    with pytest.raises(SpaceDefinitionError, match="no control characters"):
+        Real(name, 0.0, 1.0)
+
+
+def test_a_masked_return_is_a_failure_not_its_fill_value():
+    masked = np.ma.masked_array([1.0], mask=[True])
+    assert math.isnan(evaluate(lambda p: masked, {"x": 0.5})[0])
+    assert evaluate(lambda p: np.ma.masked_array([1.0], mask=[False]), {"x": 0.5}) == (1.0, None)
+
+
+@pytest.mark.parametrize("suffix", [".toml", ".json"])
+def test_a_space_file_saved_with_a_byte_order_mark_loads(tmp_path, suffix):
+    from bojax.spaces import load_space
+
+    text = "[x]\ntype = 'real'\nlow = 0\nhigh = 1\n"
+    if suffix == ".json":
+        text = '{"x": {"type": "real", "low": 0, "high": 1}}'
+    path = tmp_path / f"space{suffix}"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert load_space(path) == SPACE

@@ -48,6 +48,8 @@ def evaluate(objective: Objective, point: dict[str, Any], attempt: int = 0):
 
 def checked(value: Any) -> tuple[float, str | None]:
     """An objective's return value as ``(y, None)``, or ``(nan, why it is unusable)``."""
+    if np.ma.is_masked(value):  # a masked entry is a missing value, not its fill
+        return math.nan, f"objective returned a masked value {_short(value)}"
     if isinstance(value, np.ndarray | jax.Array) and value.size == 1:
         value = value.reshape(()).item()
     if isinstance(value, bool) or not isinstance(value, numbers.Real):

@@ -129,6 +129,9 @@ class Condition:
         return f"{self.parent} {self.op} {self.value}"
 
 
+MAX_NAME_LENGTH = 200
+
+
 def _condition(name: str, given: Sequence | Mapping) -> Condition:
     """The :class:`Condition` of parameter ``name`` from ``(parent, op, value)`` or a
     journal's ``{"parent": ..., "op": ..., "value": ...}``. Its errors name the parameter
@@ -191,6 +194,14 @@ class Parameter:
         if not isinstance(self.name, str) or not self.name:
             raise SpaceDefinitionError(
                 f"a parameter name must be a non-empty string, got {self.name!r}"
+            )
+        # Names reach terminals, figure labels and file formats: no control characters
+        # (an escape sequence in a name rewrote the terminal), no name longer than a line.
+        if len(self.name) > MAX_NAME_LENGTH or any(ord(c) < 32 or c == "\x7f" for c in self.name):
+            shown = repr(self.name[:60]) + ("..." if len(self.name) > 60 else "")
+            raise SpaceDefinitionError(
+                f"parameter {shown}: a name has at most {MAX_NAME_LENGTH} characters and no "
+                "control characters"
             )
         condition = getattr(self, "condition", None)
         if isinstance(condition, tuple | list):  # ("layers", ">=", 3) is accepted too
