@@ -370,7 +370,9 @@ def load_space(path: str | Path) -> Space:
         ) from error
     try:
         data = (
-            tomllib.loads(text) if suffix == ".toml" else json.loads(text, object_pairs_hook=_once)
+            tomllib.loads(text)
+            if suffix == ".toml"
+            else json.loads(text, object_pairs_hook=unique_keys)
         )
     except SpaceDefinitionError as error:
         raise SpaceDefinitionError(f"{path}: {error}") from error
@@ -393,7 +395,7 @@ def load_space(path: str | Path) -> Space:
         raise SpaceDefinitionError(f"{path}: {error}") from error
 
 
-def _once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object as a dict, refusing a key given twice: ``json`` would keep the last
     value silently, and a space file's author meant one of them."""
     data = {}

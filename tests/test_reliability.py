@@ -386,6 +386,15 @@ def test_plot_draws_a_bounded_number_of_panels_and_labels(tmp_path):
     pyplot().close(fig)
 
 
+def _optimize_command(tmp_path: Path, file: str, *options: str) -> list[str]:
+    """``bojax optimize FILE:objective`` over x in [0, 1], journalling to ``tmp_path/run``."""
+    (tmp_path / "space.toml").write_text("[x]\ntype = 'real'\nlow = 0\nhigh = 1\n")
+    return [
+        sys.executable, "-m", "bojax.cli", "optimize", f"{tmp_path / file}:objective",
+        "--space", str(tmp_path / "space.toml"), "--out", str(tmp_path / "run"), *options,
+    ]  # fmt: skip
+
+
 # -- a file objective on Dask workers ------------------------------------------------------------
 @pytest.mark.slow  # a local Dask cluster of worker processes
 def test_a_file_objective_runs_on_dask_workers_through_the_cli(tmp_path):
@@ -395,13 +404,11 @@ def test_a_file_objective_runs_on_dask_workers_through_the_cli(tmp_path):
     (tmp_path / "train.py").write_text(
         "from helper import shift\n\ndef objective(p):\n    return (p['x'] - shift()) ** 2\n"
     )
-    (tmp_path / "space.toml").write_text("[x]\ntype = 'real'\nlow = 0\nhigh = 1\n")
     out = tmp_path / "run"
-    command = [
-        sys.executable, "-m", "bojax.cli", "optimize", f"{tmp_path / 'train.py'}:objective",
-        "--space", str(tmp_path / "space.toml"), "--workers", "2", "--out", str(out),
-        "--initial", "3", "--iterations", "1", "--surrogate", "gp-map", "--candidates", "64",
-    ]  # fmt: skip
+    command = _optimize_command(
+        tmp_path, "train.py", "--workers", "2", "--initial", "3", "--iterations", "1",
+        "--surrogate", "gp-map", "--candidates", "64",
+    )  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=240, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     records = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
@@ -816,13 +823,11 @@ def test_a_design_that_kills_its_dask_worker_runs_retries_plus_one_times(tmp_pat
         "        os.kill(os.getpid(), signal.SIGKILL)  # the worker itself, not isolated\n"
         "    return p['x']\n"
     )
-    (tmp_path / "space.toml").write_text("[x]\ntype = 'real'\nlow = 0\nhigh = 1\n")
     out = tmp_path / "run"
-    command = [
-        sys.executable, "-m", "bojax.cli", "optimize", f"{tmp_path / 'train.py'}:objective",
-        "--space", str(tmp_path / "space.toml"), "--workers", "1", "--out", str(out),
-        "--initial", "4", "--iterations", "0", "--retries", "1",
-    ]  # fmt: skip
+    command = _optimize_command(
+        tmp_path, "train.py", "--workers", "1", "--initial", "4", "--iterations", "0",
+        "--retries", "1",
+    )  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     records = _jsonl(out / "journal.jsonl")

@@ -49,23 +49,12 @@ except ImportError:  # Windows: runs are not locked there
 FORMAT_VERSION = 1
 
 
-class DuplicateKeyError(ValueError):
-    """A JSON object names one key twice (:mod:`json` would keep the last silently)."""
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    data = {}
-    for key, value in pairs:
-        if key in data:
-            raise DuplicateKeyError(f"the key {key!r} appears twice in one JSON object")
-        data[key] = value
-    return data
-
-
 def load_json(text: str | bytes) -> Any:
     """``json.loads`` for a run folder's files, refusing a key given twice: which of two
     ``"y"`` a hand edit meant is not bojax's guess to make. Raises ``ValueError``."""
-    return json.loads(text, object_pairs_hook=_unique_keys)
+    from bojax.spaces import unique_keys  # its SpaceDefinitionError is a ValueError
+
+    return json.loads(text, object_pairs_hook=unique_keys)
 
 
 def _write_atomic(path: Path, payload: Any) -> None:
