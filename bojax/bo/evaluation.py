@@ -49,22 +49,22 @@ def evaluate(objective: Objective, point: dict[str, Any], attempt: int = 0):
 def checked(value: Any) -> tuple[float, str | None]:
     """An objective's return value as ``(y, None)``, or ``(nan, why it is unusable)``."""
     if np.ma.is_masked(value):  # a masked entry is a missing value, not its fill
-        return math.nan, f"objective returned a masked value {_short(value)}"
+        return math.nan, f"objective returned a masked value {short_repr(value)}"
     if isinstance(value, np.ndarray | jax.Array) and value.size == 1:
         value = value.reshape(()).item()
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         kind = type(value).__name__
-        return math.nan, f"objective returned {kind} {_short(value)}, expected a number"
+        return math.nan, f"objective returned {kind} {short_repr(value)}, expected a number"
     try:
         value = float(value)
     except (OverflowError, ValueError, TypeError) as error:  # 10**400, odd Real subclasses
-        return math.nan, f"objective returned {_short(value)}, not a float: {error}"
+        return math.nan, f"objective returned {short_repr(value)}, not a float: {error}"
     if not math.isfinite(value):
         return math.nan, f"objective returned {value!r}"
     return value, None
 
 
-def _short(value: Any, limit: int = 200) -> str:
+def short_repr(value: Any, limit: int = 200) -> str:
     """``repr(value)`` cut to ``limit`` characters: a journal line stays readable."""
     try:
         text = repr(value)

@@ -13,14 +13,14 @@ move the record aside with the same reason.
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from bojax.errors import BojaxError
+from bojax.bo.evaluation import short_repr
+from bojax.errors import BojaxError, is_count
+from bojax.parameters.base import is_number
 from bojax.spaces import IRRELEVANT, Space
 
 #: How far (in unit coordinates) ``x`` may sit from the point ``u`` decodes to. Records
@@ -31,16 +31,9 @@ AGREEMENT = 1e-9
 STATUSES = ("ok", "failed")
 
 
-def _is_count(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 0
-
-
-def _is_number(value: Any) -> bool:
-    return (
-        isinstance(value, numbers.Real)
-        and not isinstance(value, bool)
-        and math.isfinite(float(value))
-    )
+def _shown(value: Any) -> str:
+    """A record's value in an error: its repr, cut to 80 characters."""
+    return short_repr(value, 80)
 
 
 def point_problem(space: Space, x: Any, u: Any) -> str | None:
@@ -54,8 +47,8 @@ def point_problem(space: Space, x: Any, u: Any) -> str | None:
         space.validate(x)
     except BojaxError as error:
         return f"'x': {error}"
-    if not isinstance(u, list) or not all(_is_number(v) for v in u):
-        return f"'u' must be a list of finite numbers, got {_short(u)}"
+    if not isinstance(u, list) or not all(is_number(v) for v in u):
+        return f"'u' must be a list of finite numbers, got {_shown(u)}"
     if len(u) != space.dim:
         return f"'u' has {len(u)} coordinate(s); the space has {space.dim} parameters"
     coordinates = np.asarray(u, dtype=np.float64)
@@ -79,30 +72,30 @@ def point_problem(space: Space, x: Any, u: Any) -> str | None:
 def record_problem(space: Space, record: Any) -> str | None:
     """What is wrong with one ``journal.jsonl`` record, or None if resume can trust it."""
     if not isinstance(record, dict):
-        return f"a record is a JSON object, got {_short(record)}"
+        return f"a record is a JSON object, got {_shown(record)}"
     for key in ("iteration", "phase", "x", "u", "y", "status", "error", "seconds"):
         if key not in record:
             return f"the record has no {key!r}"
-    if not _is_count(record["iteration"]):
-        return f"'iteration' must be a whole number >= 0, got {_short(record['iteration'])}"
-    if "proposal" in record and not _is_count(record["proposal"]):
-        return f"'proposal' must be a whole number >= 0, got {_short(record['proposal'])}"
+    if not is_count(record["iteration"]):
+        return f"'iteration' must be a whole number >= 0, got {_shown(record['iteration'])}"
+    if "proposal" in record and not is_count(record["proposal"]):
+        return f"'proposal' must be a whole number >= 0, got {_shown(record['proposal'])}"
     status, y = record["status"], record["y"]
     if status not in STATUSES:
-        return f"'status' must be 'ok' or 'failed', got {_short(status)}"
-    if status == "ok" and not _is_number(y):
-        return f"'y' of an ok evaluation must be a finite number, got {_short(y)}"
+        return f"'status' must be 'ok' or 'failed', got {_shown(status)}"
+    if status == "ok" and not is_number(y):
+        return f"'y' of an ok evaluation must be a finite number, got {_shown(y)}"
     if status == "failed" and y is not None:
-        return f"'y' of a failed evaluation must be null, got {_short(y)}"
+        return f"'y' of a failed evaluation must be null, got {_shown(y)}"
     if not isinstance(record["error"], str | None):
-        return f"'error' must be text or null, got {_short(record['error'])}"
+        return f"'error' must be text or null, got {_shown(record['error'])}"
     if not isinstance(record["phase"], str):
-        return f"'phase' must be text, got {_short(record['phase'])}"
-    if not _is_number(record["seconds"]):
-        return f"'seconds' must be a finite number, got {_short(record['seconds'])}"
+        return f"'phase' must be text, got {_shown(record['phase'])}"
+    if not is_number(record["seconds"]):
+        return f"'seconds' must be a finite number, got {_shown(record['seconds'])}"
     diagnostics = record.get("diagnostics", {})
-    if not isinstance(diagnostics, dict) or not all(map(_is_number, diagnostics.values())):
-        return f"'diagnostics' must map names to finite numbers, got {_short(diagnostics)}"
+    if not isinstance(diagnostics, dict) or not all(map(is_number, diagnostics.values())):
+        return f"'diagnostics' must map names to finite numbers, got {_shown(diagnostics)}"
     return point_problem(space, record["x"], record["u"])
 
 
@@ -110,18 +103,18 @@ def pending_problem(space: Space, entry: Any) -> str | None:
     """What is wrong with one ``pending.json`` entry, or None. A resume issues the entry
     again as it stands, and journals it under its ``info["phase"]``."""
     if not isinstance(entry, dict):
-        return f"an entry is a JSON object, got {_short(entry)}"
+        return f"an entry is a JSON object, got {_shown(entry)}"
     for key in ("proposal", "u", "x", "info"):
         if key not in entry:
             return f"the entry has no {key!r}"
-    if not _is_count(entry["proposal"]):
-        return f"'proposal' must be a whole number >= 0, got {_short(entry['proposal'])}"
-    if not _is_count(entry.get("attempts", 0)):
-        return f"'attempts' must be a whole number >= 0, got {_short(entry['attempts'])}"
+    if not is_count(entry["proposal"]):
+        return f"'proposal' must be a whole number >= 0, got {_shown(entry['proposal'])}"
+    if not is_count(entry.get("attempts", 0)):
+        return f"'attempts' must be a whole number >= 0, got {_shown(entry['attempts'])}"
     info = entry["info"]
     if not isinstance(info, dict) or not isinstance(info.get("phase"), str):
-        return f"'info' must be a JSON object with a text 'phase', got {_short(info)}"
-    if not all(_is_number(v) for k, v in info.items() if k != "phase"):
+        return f"'info' must be a JSON object with a text 'phase', got {_shown(info)}"
+    if not all(is_number(v) for k, v in info.items() if k != "phase"):
         return "'info' values other than 'phase' must be finite numbers"
     return point_problem(space, entry["x"], entry["u"])
 
@@ -131,8 +124,3 @@ def same_design(space: Space, a: Mapping[str, Any], b: Mapping[str, Any]) -> boo
     return bool(
         np.all(np.abs(space.snap(np.asarray(a["u"])) - space.snap(np.asarray(b["u"]))) <= 1e-12)
     )
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
