@@ -160,6 +160,9 @@ def optimize(**options: Any) -> None:
         then = f"; continue it with --resume --out {folder}" if folder is not None else ""
         console.print(plain(f"interrupted{then}"))
         raise typer.Exit(code=130) from None
+    if result.pareto is not None:
+        columns = list(settings.metrics.columns)
+        _print_front(console, {k: getattr(result, k) for k in _FRONT}, columns)
     where = ", ".join(f"{k}={_format_value(v, 6)}" for k, v in result.best_point.items())
     known = "" if optimum is None else f"optimum {optimum:.6g}; "
     console.print(
@@ -173,6 +176,8 @@ def optimize(**options: Any) -> None:
     if run["out"] is not None:
         console.print(f"journal: {run['out'] / 'journal.jsonl'}")
 
+
+_FRONT = ("pareto", "reference_point", "hypervolume")
 
 # The options of `optimize` that are not run settings: what to optimise, where to journal
 # and where to evaluate.
@@ -233,6 +238,13 @@ _RUN_PARAMETERS = [
 _RUN_OPTIONS = [name for name, _, _ in _RUN_PARAMETERS]
 
 
+# Settings kept as tuples are repeatable options (--objective a:min --objective b:max).
+_REPEATABLE = {
+    tuple[str, ...] | None: list[str] | None,
+    tuple[float, ...] | None: list[float] | None,
+}
+
+
 def _setting_parameters() -> list[inspect.Parameter]:
     """One option per field of :class:`bojax.bo.settings.Settings`, with its help text
     (``--candidates`` for ``num_candidates``, ``--maximize/--no-maximize`` for a flag)."""
@@ -247,11 +259,12 @@ def _setting_parameters() -> list[inspect.Parameter]:
         flag = (spec.metadata.get("flag") or spec.name).replace("_", "-")
         names = [f"--{flag}/--no-{flag}"] if hints[spec.name] is bool else [f"--{flag}"]
         option = typer.Option(*names, help=spec.metadata["help"])
+        kind = _REPEATABLE.get(hints[spec.name], hints[spec.name])
         parameters.append(
             inspect.Parameter(
                 spec.name,
                 inspect.Parameter.KEYWORD_ONLY,
-                annotation=Annotated[hints[spec.name], option],
+                annotation=Annotated[kind, option],
                 default=spec.default,
             )
         )
@@ -334,7 +347,10 @@ def show(
     names = record.space.names
     wide = len(names) > 5  # many parameters: one column of name=value pairs
     table = Table(title=f"{len(record.records)} evaluations ({len(record.failures)} failed)")
-    for column in ("#", "phase", *(["point"] if wide else names), "y", "best so far", "s"):
+    several = record.metrics is not None
+    outcome = list(record.metrics.columns) if several else ["y"]
+    progress = "hypervolume" if several else "best so far"
+    for column in ("#", "phase", *(["point"] if wide else names), *outcome, progress, "s"):
         justify = "left" if column in ("phase", "point") else "right"
         table.add_column(plain(column), justify=justify)
     for column in ("acquisition", "ess", "P(success)"):
@@ -349,13 +365,18 @@ def show(
             else [_format_value(point[n]) if n in point else "-" for n in names]
         )
         values = [plain(v) for v in values]
-        y = _format_value(entry["y"]) if entry["status"] == "ok" else styled("failed", "red")
+        if entry["status"] != "ok":
+            y = [styled("failed", "red")] + [""] * (len(outcome) - 1)
+        elif several:
+            y = [_format_value(entry["y"][name]) for name in outcome]
+        else:
+            y = [_format_value(entry["y"])]
         diagnostics = entry.get("diagnostics", {})
         table.add_row(
             plain(entry["iteration"]),
             plain(entry["phase"]),
             *values,
-            y,
+            *y,
             _format_value(best),
             f"{entry['seconds']:.2f}",
             *(_format_value(diagnostics[k]) if k in diagnostics else "-" for k in (
@@ -367,7 +388,9 @@ def show(
         where = ", ".join(f"{k}={_format_value(v)}" for k, v in entry["x"].items())
         console.print(plain(f"  failed at #{entry['iteration']} ({where}): {entry['error']}"))
     best = record.best()
-    if best is not None:
+    if several:
+        _print_front(console, record.front(), list(record.metrics.columns))
+    elif best is not None:
         where = ", ".join(f"{k}={_format_value(v)}" for k, v in best["x"].items())
         goal = "max" if record.maximize else "min"
         number = best["iteration"]
@@ -379,6 +402,25 @@ def show(
                 f"after {record.sampler.get('fits', '?')} fits"
             )
         )
+
+
+def _print_front(console: Console, front: dict[str, Any], columns: list[str]) -> None:
+    """The Pareto set of a run with several metrics, and its hypervolume."""
+    table = Table(title=f"Pareto set: {len(front['pareto'])} feasible, non-dominated designs")
+    for column in ("#", "point", *columns):
+        table.add_column(plain(column), justify="left" if column == "point" else "right")
+    for entry in front["pareto"]:
+        point = ", ".join(f"{k}={_format_value(v)}" for k, v in entry["x"].items())
+        table.add_row(
+            plain(entry["iteration"]),
+            plain(point),
+            *(_format_value(entry["metrics"][name]) for name in columns),
+        )
+    console.print(table)
+    if front["reference_point"] is not None:
+        reference = ", ".join(_format_value(v) for v in front["reference_point"])
+        volume = front["hypervolume"][-1] if front["hypervolume"] else 0.0
+        console.print(plain(f"hypervolume {volume:.6g} (reference point {reference})"))
 
 
 @app.command()

@@ -75,7 +75,7 @@ def test_records_are_checked_when_registered():
         ({"retries": -1}, "retries must be a non-negative integer"),
         ({"policy": "hybrid", "tau": 1.5}, r"tau for policy 'hybrid' must lie in \[0, 1.0\]"),
         ({"surrogate": "gp-nope"}, "unknown surrogate 'gp-nope'"),
-        ({"acquisition": "ucb"}, "unknown acquisition 'ucb'; known: ei, lcb, log_ei"),
+        ({"acquisition": "ucb"}, "unknown acquisition 'ucb'; known: ei, lcb, log_ehvi, log_ei"),
         ({"failure_model": "svm"}, "unknown failure model"),
         ({"policy": "greedy"}, "unknown policy"),
         ({"itertions": 3}, "unknown setting.*'itertions'"),
@@ -87,9 +87,13 @@ def test_every_bad_setting_is_a_typed_error_naming_it(override, message):
 
 
 def test_an_acquisition_of_several_outputs_is_refused_where_one_objective_is_modelled():
-    record = AcquisitionRecord("two_outputs", lambda mean, var, best: mean[..., 0], outputs=2)
-    with ACQUISITIONS.scoped(record), pytest.raises(SettingsError, match="reads 2 model outputs"):
-        Settings(acquisition="two_outputs")
+    record = AcquisitionRecord("several", lambda mean, var, best: mean[..., 0], outputs=None)
+    with ACQUISITIONS.scoped(record):
+        with pytest.raises(SettingsError, match="is for several metrics"):
+            Settings(acquisition="several")
+        assert Settings(acquisition="several", objectives=["a:min", "b:min"]).metrics
+    with pytest.raises(SettingsError, match="models one objective"):
+        Settings(acquisition="ei", objectives=["a:min", "b:min"])
 
 
 def test_every_setting_has_a_help_text_and_the_journal_identity_keeps_its_old_keys():

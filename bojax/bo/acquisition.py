@@ -32,10 +32,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.special import erfc, logsumexp, ndtr
+from jax.scipy.special import erfc, log_ndtr, logsumexp, ndtr
 
 from bojax.errors import SettingsError
 from bojax.registry import Registry
@@ -76,7 +77,7 @@ def _z_and_std(mean, var, best):
     return (best - mean) / safe, std
 
 
-def _log_h(z):
+def log_h(z):
     """``log(phi(z) + z Phi(z))`` accurately for every real z.
 
     For z < -1 it uses ``phi(z) + z Phi(z) = phi(z) (1 - |z| R(|z|))`` with the Mills
@@ -99,14 +100,14 @@ def _log_h(z):
 def expected_improvement(mean, var, best):
     """Integrated EI: ``mean_s sigma_s (z_s Phi(z_s) + phi(z_s))``."""
     z, std = _z_and_std(mean, var, best)
-    per_sample = jnp.where(std > _MIN_STD, std * jnp.exp(_log_h(z)), jnp.maximum(best - mean, 0.0))
+    per_sample = jnp.where(std > _MIN_STD, std * jnp.exp(log_h(z)), jnp.maximum(best - mean, 0.0))
     return jnp.mean(per_sample, axis=0)
 
 
 def log_expected_improvement(mean, var, best):
     """``log`` of integrated EI, stable where EI underflows (``logsumexp`` over samples)."""
     z, std = _z_and_std(mean, var, best)
-    per_sample = jnp.log(jnp.maximum(std, _MIN_STD)) + _log_h(z)
+    per_sample = jnp.log(jnp.maximum(std, _MIN_STD)) + log_h(z)
     return logsumexp(per_sample, axis=0) - jnp.log(mean.shape[0])
 
 
@@ -126,6 +127,88 @@ def max_variance(mean, var, best):
     """Integrated posterior standard deviation (pure exploration)."""
     del best
     return jnp.mean(jnp.sqrt(jnp.maximum(var, 0.0)), axis=0)
+
+
+class MultiIncumbent(NamedTuple):
+    """What the acquisitions of a run with several metrics compare against (arrays, so
+    one compiled score serves every iteration):
+
+    * ``lower``, ``upper`` (B, T): the boxes that cut the region the observed front does
+      not dominate (:func:`bojax.bo.pareto.nondominated_boxes`), in warped units, with
+      ``live`` (B,) False on the padding that keeps B on a bucket;
+    * ``found``: whether any evaluation met every constraint (before that, only the
+      probability of feasibility is maximised, Gelbart et al. 2014);
+    * ``best``: ParEGO's incumbent, the best scalarised feasible value;
+    * ``columns``, ``orient``, ``bounds`` (C,): constraint ``c`` holds where
+      ``orient_c z <= bounds_c`` on model output ``columns_c``
+      (:meth:`bojax.bo.metrics.Metrics.thresholds`).
+    """
+
+    lower: jax.Array
+    upper: jax.Array
+    live: jax.Array
+    found: jax.Array
+    best: jax.Array
+    columns: jax.Array
+    orient: jax.Array
+    bounds: jax.Array
+
+
+def _log1mexp(x):
+    """``log(1 - exp(x))`` for ``x < 0``, accurate at both ends (Maechler 2012)."""
+    x = jnp.minimum(x, -1e-100)
+    return jnp.where(x > -math.log(2.0), jnp.log(-jnp.expm1(x)), jnp.log1p(-jnp.exp(x)))
+
+
+def log_box_side(lower, upper, mean, var):
+    """``log E[max(0, u - max(Y, l))]`` for ``Y ~ N(mean, var)``: with ``h(z) = z Phi(z) +
+    phi(z)`` it is ``sigma (h(b_u) - h(b_l))``, ``b = (bound - mu) / sigma``, since
+    ``(u - max(Y, l))^+ = (u - Y)^+ - (l - Y)^+`` for ``l < u``; ``l = -inf`` leaves
+    ``sigma h(b_u)``, the EI integrand."""
+    z_upper, std = _z_and_std(mean, var, upper)
+    finite = jnp.isfinite(lower)
+    z_lower, _ = _z_and_std(mean, var, jnp.where(finite, lower, upper - 1.0))
+    log_upper = log_h(z_upper)
+    log_width = jnp.where(finite, _log1mexp(log_h(z_lower) - log_upper), 0.0)
+    return jnp.log(jnp.maximum(std, _MIN_STD)) + log_upper + log_width
+
+
+def log_feasibility(mean, var, incumbent: MultiIncumbent):
+    """``(S, M)``: ``sum_c log Phi((t_c - a_c mu_c) / sigma_c)``, the log probability
+    that every outcome constraint holds (the outputs are independent given a draw)."""
+    mu = jnp.take(mean, incumbent.columns, axis=-1) * incumbent.orient
+    std = jnp.sqrt(jnp.maximum(jnp.take(var, incumbent.columns, axis=-1), _MIN_STD**2))
+    return jnp.sum(log_ndtr((incumbent.bounds - mu) / std), axis=-1)
+
+
+def log_expected_hypervolume_improvement(mean, var, incumbent: MultiIncumbent):
+    """``log mean_s [EHVI_s(x) P_s(feasible | x)]`` over the hyperparameter draws ``s``.
+
+    Per draw, the objectives' outputs are independent Gaussians, so over the boxes of the
+    non-dominated region ``EHVI_s = sum_b prod_k E[max(0, u_bk - max(Y_k, l_bk))]``
+    (:func:`log_box_side`), exact, in logs throughout (Ament et al. 2023's LogEHVI, here
+    closed-form rather than Monte Carlo). The draws are averaged before the log, as for
+    log-EI. With one objective this is log-EI, with constraints constrained EI (Gardner
+    et al. 2014). Before any feasible evaluation: ``log mean_s P_s(feasible)``.
+    """
+    objectives = incumbent.lower.shape[-1]
+    sides = log_box_side(
+        incumbent.lower, incumbent.upper, mean[..., None, :objectives], var[..., None, :objectives]
+    )  # (S, M, B, T)
+    per_box = jnp.where(incumbent.live, jnp.sum(sides, axis=-1), -jnp.inf)
+    log_ehvi = jnp.where(incumbent.found, logsumexp(per_box, axis=-1), 0.0)
+    per_sample = log_ehvi + log_feasibility(mean, var, incumbent)
+    return logsumexp(per_sample, axis=0) - jnp.log(mean.shape[0])
+
+
+def log_scalarised_improvement(mean, var, incumbent: MultiIncumbent):
+    """ParEGO's acquisition (Knowles 2006): log-EI of model output 0, the random
+    Chebyshev scalarisation the loop fitted, on ``incumbent.best``, times the probability
+    of feasibility, averaged over draws before the log."""
+    z, std = _z_and_std(mean[..., 0], var[..., 0], incumbent.best)
+    log_ei = jnp.where(incumbent.found, jnp.log(jnp.maximum(std, _MIN_STD)) + log_h(z), 0.0)
+    per_sample = log_ei + log_feasibility(mean, var, incumbent)
+    return logsumexp(per_sample, axis=0) - jnp.log(mean.shape[0])
 
 
 Acquisition = Callable[..., jnp.ndarray]
@@ -157,8 +240,9 @@ class AcquisitionRecord:
       keyword arguments (LCB reads ``kappa``);
     * ``weighting(value, log_p, best)``: the score weighted by the probability of success
       ``exp(log_p)`` where evaluations can fail (default ``a(x) P(x)``);
-    * ``outputs``: model outputs it reads; 1 for every acquisition here. One for several
-      objectives declares ``outputs > 1`` and receives ``(S, M, K)`` means and variances.
+    * ``outputs``: model outputs it reads: 1, or None for one per modelled metric of a
+      run with ``objectives`` (then ``fn`` receives ``(S, M, K)`` means and variances and
+      a :class:`MultiIncumbent` as ``best``).
 
     Calling the record calls ``fn``. Frozen and hashable: the loop compiles one score per
     record.
@@ -168,7 +252,7 @@ class AcquisitionRecord:
     fn: Acquisition
     options: tuple[str, ...] = ()
     weighting: Callable = times_success
-    outputs: int = 1
+    outputs: int | None = 1
 
     def __call__(self, mean, var, best, **options):
         return self.fn(mean, var, best, **options)
@@ -194,6 +278,20 @@ ACQUISITIONS.register(
     )
 )
 MAX_VARIANCE = ACQUISITIONS.register(AcquisitionRecord("max_variance", max_variance))
+# Several metrics (a run with ``objectives``): one model output per metric.
+ACQUISITIONS.register(
+    AcquisitionRecord(
+        "log_ehvi",
+        log_expected_hypervolume_improvement,
+        weighting=plus_log_success,
+        outputs=None,
+    )
+)
+ACQUISITIONS.register(
+    AcquisitionRecord(
+        "parego", log_scalarised_improvement, weighting=plus_log_success, outputs=None
+    )
+)
 
 
 def weighted_by_success(acquisition: str | AcquisitionRecord, value, log_p, best):

@@ -78,6 +78,12 @@ class Result:
     failures: int
     seconds: float
     stopped: str | None = None  # why the run ended before its budget, if it did
+    # With several metrics (settings.objectives): best_point/best_value are the feasible
+    # evaluation best in the first objective; the Pareto set (feasible, non-dominated,
+    # with every metric), the reference point and the hypervolume after each evaluation.
+    pareto: list[dict[str, Any]] | None = None
+    reference_point: list[float] | None = None
+    hypervolume: list[float] | None = None
 
 
 class Flight(NamedTuple):
@@ -119,10 +125,14 @@ def _record(n: int, flight: Flight, y: float, error: str | None, seconds: float)
 def _pack(settings: Settings, state: BOState) -> dict[str, Any]:
     """The chains' positions as JSON: the surrogate's, and the failure classifier's under
     ``"classifier"`` once something failed (absent before, as in older journals)."""
-    surrogate = state.surrogate
-    packed = (
-        {"fits": 0} if surrogate is None else settings.make_surrogate(state.space).pack(surrogate)
-    )
+    surrogate, model = state.surrogate, settings.make_surrogate(state.space)
+    if surrogate is None:
+        packed = {"fits": 0}
+    elif settings.metrics is not None:  # one chain per model output
+        outputs = [model.pack(s) for s in surrogate]
+        packed = {"fits": outputs[0].get("fits", 1), "outputs": outputs}
+    else:
+        packed = model.pack(surrogate)
     if state.classifier is not None:
         packed["classifier"] = settings.make_failure_model(state.space).pack(state.classifier)
     return packed
@@ -140,7 +150,10 @@ def _unpack(settings: Settings, space: Space, saved: dict[str, Any]) -> tuple[An
         classifier = None
     if saved["fits"] == 0:
         return None, classifier
-    return settings.make_surrogate(space).unpack(space.dim, saved), classifier
+    surrogate = settings.make_surrogate(space)
+    if settings.metrics is not None:
+        return tuple(surrogate.unpack(space.dim, s) for s in saved["outputs"]), classifier
+    return surrogate.unpack(space.dim, saved), classifier
 
 
 def _restore(state: BOState, journal: Journal, records: list[dict[str, Any]]) -> BOState:
@@ -251,7 +264,8 @@ def _open(journal: Journal | None, state: BOState, resume: bool):
         journal.start(header)
         return state, [], []
     journal.check(header)
-    history = journal.read(space=state.space)  # every record checked against the space
+    # Every record checked against the space (and the declared metrics).
+    history = journal.read(space=state.space, metrics=state.settings.metrics)
     if len(history) > state.settings.initial + state.settings.iterations:
         raise JournalError(f"{journal.folder} holds more evaluations than this run asks for")
     return (
@@ -429,7 +443,7 @@ class _Run:
             y, error = math.nan, self._retry(flight, lost)
             if error is None:
                 return state
-        return self._conclude(state, flight, y, error)
+        return self._conclude(state, flight, *_declared(self.settings, y, error))
 
     def _conclude(self, state: BOState, flight: Flight, y: float, error: str | None) -> BOState:
         """Tell the loop, journal the record and take it off the pending list."""
@@ -474,6 +488,30 @@ class _Run:
             self.journal.save_pending([f.to_json() for f in flights])
 
 
+def _declared(settings: Settings, y: Any, error: str | None) -> tuple[Any, str | None]:
+    """An outcome as the run declared it: one number, or with ``objectives`` a dict
+    holding every declared metric; anything else fails the evaluation, saying why."""
+    metrics = settings.metrics
+    if error is not None:
+        return math.nan, error
+    if metrics is None and isinstance(y, dict):
+        return math.nan, (
+            f"objective returned a dict of metrics {sorted(y)[:10]}; declare objectives "
+            "(objectives={'name': 'min'}, --objective name:min) to optimise several"
+        )
+    if metrics is not None and not isinstance(y, dict):
+        return (
+            math.nan,
+            f"objective returned {y!r}; this run expects a dict of metrics {list(metrics.columns)}",
+        )
+    if metrics is not None and metrics.missing(y):
+        return (
+            math.nan,
+            f"objective returned metrics {sorted(y)[:10]}, lacking {metrics.missing(y)}",
+        )
+    return y, None
+
+
 def _died(flight: Flight) -> str:
     return (
         f"the process died during this evaluation ({flight.attempts} start(s)); "
@@ -497,11 +535,31 @@ def _result(
             f"every evaluation failed: {len(history)} of {len(history)}{why}; last error: "
             f"{last}.{where}"
         )
+    metrics = settings.metrics
+    if metrics is not None:
+        return _several(settings, history, seconds, stopped)
     pick = max if settings.maximize else min
     best = pick(ok, key=lambda r: r["y"])
     return Result(
         best["x"], best["y"], history, len(history), len(history) - len(ok), seconds, stopped
     )
+
+
+def _several(settings: Settings, history: list[dict], seconds: float, stopped) -> Result:
+    """The result of a run with several metrics (at least one success)."""
+    from bojax.bo.pareto import summary
+
+    metrics = settings.metrics
+    first, direction = metrics.objectives[0]
+    ok = [r for r in history if r["status"] == "ok"]
+    feasible = [r for r in ok if metrics.feasible(metrics.row(r["y"]))[0]] or ok
+    pick = max if direction == "max" else min
+    best = pick(feasible, key=lambda r: r["y"][first])
+    front = summary(metrics, history, settings.reference_point)
+    return Result(
+        best["x"], best["y"][first], history, len(history), len(history) - len(ok), seconds,
+        stopped, front["pareto"], front["reference_point"], front["hypervolume"],
+    )  # fmt: skip
 
 
 class _Progress:
@@ -541,7 +599,10 @@ class _Progress:
         if not self.enabled:
             return
         ok = state.y[np.isfinite(state.y)]
-        best = "-" if ok.size == 0 else f"{(ok.max() if state.settings.maximize else ok.min()):.6g}"
+        maximize = state.settings.maximize
+        if state.settings.metrics is not None:  # the first objective's best
+            maximize = state.settings.metrics.objectives[0][1] == "max"
+        best = "-" if ok.size == 0 else f"{(ok.max() if maximize else ok.min()):.6g}"
         failed = int(np.sum(~np.isfinite(state.y)))
         self.progress.update(self.task, advance=1, best=best, failed=failed, last=record["seconds"])
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import math
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -46,8 +46,11 @@ def evaluate(objective: Objective, point: dict[str, Any], attempt: int = 0):
         return math.nan, f"objective returned an unusable {type(value).__name__}: {error}"
 
 
-def checked(value: Any) -> tuple[float, str | None]:
-    """An objective's return value as ``(y, None)``, or ``(nan, why it is unusable)``."""
+def checked(value: Any) -> tuple[Any, str | None]:
+    """An objective's return value as ``(y, None)``, or ``(nan, why it is unusable)``. A
+    dict of metrics comes back as a dict of floats, each checked as one value."""
+    if isinstance(value, Mapping):
+        return checked_metrics(value)
     if np.ma.is_masked(value):  # a masked entry is a missing value, not its fill
         return math.nan, f"objective returned a masked value {short_repr(value)}"
     if isinstance(value, np.ndarray | jax.Array) and value.size == 1:
@@ -62,6 +65,25 @@ def checked(value: Any) -> tuple[float, str | None]:
     if not math.isfinite(value):
         return math.nan, f"objective returned {value!r}"
     return value, None
+
+
+def checked_metrics(value: Mapping) -> tuple[Any, str | None]:
+    """A dict of metrics as ``({name: float}, None)``, or ``(nan, why)``: names are text
+    and every value one finite number."""
+    metrics = {}
+    for name, entry in value.items():
+        if not isinstance(name, str):
+            return (
+                math.nan,
+                f"objective returned a metric named {short_repr(name, 80)}; names are text",
+            )
+        y, error = checked(entry) if not isinstance(entry, Mapping) else (math.nan, "a dict")
+        if error is not None:
+            return math.nan, f"metric {short_repr(name, 80)}: {error}"
+        metrics[name] = y
+    if not metrics:
+        return math.nan, "objective returned an empty dict of metrics"
+    return metrics, None
 
 
 def short_repr(value: Any, limit: int = 200) -> str:

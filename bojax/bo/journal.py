@@ -39,6 +39,7 @@ from bojax.bo.records import pending_problem, record_problem
 from bojax.errors import BojaxError, JournalError, RunFolderError, RunLockedError
 
 if TYPE_CHECKING:
+    from bojax.bo.metrics import Metrics
     from bojax.spaces import Space
 
 try:
@@ -189,6 +190,20 @@ class Journal:
         except BojaxError as error:
             raise JournalError(f"{self.header_path}: 'space': {error}") from None
 
+    def metrics(self) -> Metrics | None:
+        """The run's declared metrics, from ``run.json``'s settings (None for one
+        objective); a value no run could have written is a :class:`JournalError`."""
+        from bojax.bo.metrics import Metrics, constraint_texts, objective_texts
+
+        settings = self.header().get("settings")
+        settings = settings if isinstance(settings, dict) else {}
+        try:
+            objectives = objective_texts(settings.get("objectives"))
+            constraints = constraint_texts(settings.get("constraints"))
+        except BojaxError as error:
+            raise JournalError(f"{self.header_path}: 'settings': {error}") from None
+        return None if objectives is None else Metrics.parse(objectives, constraints)
+
     def check(self, header: Mapping[str, Any]) -> None:
         """Raise :class:`JournalError` unless the stored header equals ``header``."""
         stored = self.header()
@@ -201,7 +216,9 @@ class Journal:
                 )
 
     # -- records ---------------------------------------------------------------------
-    def read(self, repair: bool = True, space: Space | None = None) -> list[dict[str, Any]]:
+    def read(
+        self, repair: bool = True, space: Space | None = None, metrics: Metrics | None = None
+    ) -> list[dict[str, Any]]:
         """All complete records; drops a torn last line, and truncates it away when
         ``repair`` (a resuming run does; a reader beside a live run must not).
 
@@ -225,7 +242,7 @@ class Journal:
                 record = load_json(line)
             except (ValueError, RecursionError) as error:  # not JSON, not UTF-8, a key twice
                 raise JournalError(f"{where} is corrupt: {error}; {self._repairable}") from None
-            problem = None if space is None else record_problem(space, record)
+            problem = None if space is None else record_problem(space, record, metrics)
             if problem is not None:
                 raise JournalError(f"{where}: {problem}; {self._repairable}")
             if not isinstance(record, dict) or record.get("iteration") != len(records):

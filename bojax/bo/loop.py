@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import jax
@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bojax import gp
-from bojax.bo import policies, warping
+from bojax.bo import keys, multiobjective, policies, warping
 from bojax.bo.acquisition import AcquisitionRecord, get_acquisition
 from bojax.bo.optimize import candidate_grid, propose
 from bojax.bo.settings import Settings
@@ -46,7 +46,11 @@ Objective = Callable[[dict[str, Any]], float]
 
 
 class BOState(NamedTuple):
-    """The loop's state: evaluated unit points ``u`` (n, d), outputs ``y`` (NaN = failed)."""
+    """The loop's state: evaluated unit points ``u`` (n, d), outputs ``y`` (NaN = failed).
+
+    A run with several metrics (``settings.objectives``) also keeps ``metrics`` (n, K),
+    each evaluation's metric columns (:class:`bojax.bo.metrics.Metrics`) in their own
+    units; ``y`` is then the first objective's column."""
 
     space: Space
     settings: Settings
@@ -54,6 +58,7 @@ class BOState(NamedTuple):
     y: np.ndarray
     surrogate: Any  # the surrogate's state (None before the first fit)
     classifier: Any = None  # the failure classifier's state (None before the first failure)
+    metrics: np.ndarray | None = None  # (n, K) with several metrics, else None
 
 
 def init(space: Space, settings: Settings | None = None, **overrides: Any) -> BOState:
@@ -62,21 +67,42 @@ def init(space: Space, settings: Settings | None = None, **overrides: Any) -> BO
     :func:`bojax.compilation.use_persistent_cache`), so a second run skips compiling."""
     settings = (Settings() if settings is None else settings).replace(**overrides)
     use_persistent_cache()
-    return BOState(space, settings, np.zeros((0, space.dim)), np.zeros(0), None)
+    metrics = None if settings.metrics is None else np.zeros((0, len(settings.metrics.columns)))
+    return BOState(space, settings, np.zeros((0, space.dim)), np.zeros(0), None, None, metrics)
 
 
-def tell(state: BOState, u: np.ndarray, y: float) -> BOState:
-    """Record the outcome of evaluating unit point ``u``; ``y`` NaN marks a failure."""
+def tell(state: BOState, u: np.ndarray, y: Any) -> BOState:
+    """Record the outcome of evaluating unit point ``u``; ``y`` NaN marks a failure. With
+    several metrics ``y`` is the dict of metrics (or their columns in order, or NaN)."""
     u = np.asarray(u, dtype=np.float64).reshape(1, state.space.dim)
-    return state._replace(u=np.concatenate([state.u, u]), y=np.append(state.y, float(y)))
+    state = state._replace(u=np.concatenate([state.u, u]))
+    metrics = state.settings.metrics
+    if metrics is None:
+        return state._replace(y=np.append(state.y, float(y)))
+    if isinstance(y, Mapping):
+        missing = metrics.missing(y)
+        if missing:
+            raise DataError(f"the metrics {sorted(y)} lack {missing}")
+        row = metrics.row(y)
+    elif np.ndim(y) == 0:
+        if not np.isnan(float(y)):
+            raise DataError(f"this run has metrics {metrics.columns}: tell a dict of them")
+        row = np.full(len(metrics.columns), np.nan)
+    else:
+        row = np.asarray(y, dtype=np.float64).reshape(len(metrics.columns))
+    if not np.all(np.isfinite(row)):
+        row = np.full_like(row, np.nan)  # a failure: every column missing
+    return state._replace(
+        y=np.append(state.y, row[0]), metrics=np.concatenate([state.metrics, row[None]])
+    )
 
 
 def _design_key(settings: Settings) -> jax.Array:
-    return jax.random.split(jax.random.key(settings.seed))[0]
+    return keys.design_key(settings.seed)
 
 
 def _iteration_key(settings: Settings, n: int) -> jax.Array:
-    return jax.random.fold_in(jax.random.split(jax.random.key(settings.seed))[1], n)
+    return keys.iteration_key(settings.seed, n)
 
 
 def output_warping(state: BOState) -> warping.Warping:
@@ -103,8 +129,7 @@ def _models_failures(state: BOState) -> bool:
 
 def _keys(settings: Settings, k: int) -> tuple[jax.Array, jax.Array]:
     """The fit key and the proposal key of proposal ``k`` (issued in that order)."""
-    fit_key, propose_key = jax.random.split(jax.random.fold_in(_iteration_key(settings, k), 1))
-    return fit_key, propose_key
+    return keys.proposal_keys(settings.seed, k)
 
 
 def fit_classifier(state: BOState) -> BOState:
@@ -128,6 +153,8 @@ def fit_models(state: BOState) -> BOState:
     something failed) and the surrogate (once something succeeded)."""
     state = fit_classifier(state)
     if np.isfinite(state.y).any():
+        if state.settings.metrics is not None:
+            return state._replace(surrogate=multiobjective.fit_models(state).fitted)
         state = state._replace(surrogate=fit_surrogate(state)[1])
     return state
 
@@ -237,6 +264,14 @@ def ask_batch(
     feasibility = () if classifier is None else (classifier.conditioned(state.classifier),)
     if not np.isfinite(state.y).any():
         return _likeliest_successes(state, classifier, taken, first, q)
+    if settings.metrics is not None:
+        points, state, infos = multiobjective.propose_batch(
+            state, classifier, feasibility, taken, first, q
+        )
+        if classifier is not None:
+            for k, (u, info) in enumerate(zip(points, infos, strict=True), start=first):
+                info.update(_success_diagnostics(state, u, k))
+        return points, state, infos
     surrogate, fitted, (x, y) = fit_surrogate(state)
     best = jnp.asarray(np.min(y))
     best_point = x[int(np.argmin(y))]
@@ -401,6 +436,8 @@ def predictor(state: BOState) -> Callable[[np.ndarray], tuple[np.ndarray, np.nda
     """
     if not model_based(state):
         raise DataError("predict() needs the initial design evaluated and one success")
+    if state.settings.metrics is not None:
+        raise SettingsError("predict() models one objective; this run has several metrics")
     surrogate, fitted, _ = fit_surrogate(state)
     warp = output_warping(state)
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from bojax.bo.evaluation import short_repr
+from bojax.bo.metrics import Metrics
 from bojax.errors import BojaxError, is_count
 from bojax.parameters.base import is_number
 from bojax.spaces import IRRELEVANT, Space
@@ -69,8 +70,9 @@ def point_problem(space: Space, x: Any, u: Any) -> str | None:
     return None
 
 
-def record_problem(space: Space, record: Any) -> str | None:
-    """What is wrong with one ``journal.jsonl`` record, or None if resume can trust it."""
+def record_problem(space: Space, record: Any, metrics: Metrics | None = None) -> str | None:
+    """What is wrong with one ``journal.jsonl`` record, or None if resume can trust it;
+    with several ``metrics`` an ok record's ``y`` is a dict holding each of them."""
     if not isinstance(record, dict):
         return f"a record is a JSON object, got {_shown(record)}"
     for key in ("iteration", "phase", "x", "u", "y", "status", "error", "seconds"):
@@ -83,7 +85,14 @@ def record_problem(space: Space, record: Any) -> str | None:
     status, y = record["status"], record["y"]
     if status not in STATUSES:
         return f"'status' must be 'ok' or 'failed', got {_shown(status)}"
-    if status == "ok" and not is_number(y):
+    if status == "ok" and metrics is not None:
+        if not isinstance(y, dict) or not all(map(is_number, y.values())):
+            return (
+                f"'y' of an ok evaluation must map metric names to finite numbers, got {_shown(y)}"
+            )
+        if metrics.missing(y):
+            return f"'y' lacks the run's metric(s) {metrics.missing(y)}"
+    elif status == "ok" and not is_number(y):
         return f"'y' of an ok evaluation must be a finite number, got {_shown(y)}"
     if status == "failed" and y is not None:
         return f"'y' of a failed evaluation must be null, got {_shown(y)}"

@@ -54,6 +54,7 @@ def _read(path: Path) -> bytes | None:
 
 
 def _repair(journal: Journal, space: Space) -> Repaired:
+    metrics = journal.metrics()
     raw = _read(journal.records_path) or b""
     lines = raw.split(b"\n")
     complete, tail = lines[:-1], lines[-1]
@@ -70,7 +71,7 @@ def _repair(journal: Journal, space: Space) -> Repaired:
             text = line.decode("utf-8", "replace")
             rejected.append({"line": number, "reason": f"not JSON: {error}", "text": text})
             continue
-        problem = record_problem(space, record)
+        problem = record_problem(space, record, metrics)
         if problem is not None:
             rejected.append({"line": number, "reason": problem, "record": record})
             continue

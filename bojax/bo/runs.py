@@ -15,8 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bojax.bo import pareto
+from bojax.bo.evaluation import short_repr
 from bojax.bo.journal import Journal
+from bojax.bo.metrics import Metrics
 from bojax.errors import JournalError
+from bojax.parameters.base import is_number
 from bojax.spaces import Space
 
 
@@ -31,6 +35,7 @@ class Run:
     pending: list[dict[str, Any]]
     sampler: dict[str, Any] | None
     summary: dict[str, Any] | None
+    metrics: Metrics | None = None  # a run with several metrics (settings.objectives)
 
     @property
     def maximize(self) -> bool:
@@ -44,8 +49,16 @@ class Run:
     def failures(self) -> list[dict[str, Any]]:
         return [r for r in self.records if r["status"] != "ok"]
 
+    def front(self) -> dict[str, Any]:
+        """With several metrics: the Pareto set, reference point and hypervolume after
+        each record (:func:`bojax.bo.pareto.summary`)."""
+        return pareto.summary(self.metrics, self.records, self.settings.get("reference_point"))
+
     def best_so_far(self) -> list[float]:
-        """The best value after each record (NaN until the first success)."""
+        """The best value after each record (NaN until the first success); with several
+        metrics, the hypervolume."""
+        if self.metrics is not None:
+            return self.front()["hypervolume"]
         best, out = math.nan, []
         better = max if self.maximize else min
         for record in self.records:
@@ -59,6 +72,11 @@ class Run:
         ok = [r for r in self.records if r["status"] == "ok"]
         if not ok:
             return None
+        if self.metrics is not None:  # the feasible best in the first objective
+            name, direction = self.metrics.objectives[0]
+            feasible = [r for r in ok if self.metrics.feasible(self.metrics.row(r["y"]))[0]]
+            pick = max if direction == "max" else min
+            return {**pick(feasible or ok, key=lambda r: r["y"][name]), "objective": name}
         return (max if self.maximize else min)(ok, key=lambda r: r["y"])
 
 
@@ -73,6 +91,18 @@ def load_run(folder: str | Path) -> Run:
     if not isinstance(settings, dict):
         raise JournalError(f"{journal.header_path}: 'settings' is not an object: {settings!r}")
     space = journal.space()
+    metrics = journal.metrics()
+    reference = settings.get("reference_point")
+    if reference is not None and not (
+        metrics is not None
+        and isinstance(reference, list)
+        and len(reference) == len(metrics.objectives)
+        and all(is_number(v) for v in reference)
+    ):
+        raise JournalError(
+            f"{journal.header_path}: 'reference_point' must be one finite number per "
+            f"objective, got {short_repr(reference, 80)}"
+        )
     try:
         summary = json.loads(journal.summary_path.read_text())
     except (FileNotFoundError, json.JSONDecodeError):
@@ -85,8 +115,9 @@ def load_run(folder: str | Path) -> Run:
         folder=journal.folder,
         space=space,
         settings=dict(settings),
-        records=journal.read(repair=False, space=space),
+        records=journal.read(repair=False, space=space, metrics=metrics),
         pending=journal.load_pending(space),
         sampler=journal.load_sampler(),
         summary=summary,
+        metrics=metrics,
     )

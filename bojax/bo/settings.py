@@ -233,6 +233,27 @@ class Settings:
         one_of(WARPINGS, optional=True),
         omit_at_default=True,
     )
+    # Several metrics per evaluation (bojax.bo.metrics, bojax.bo.multiobjective).
+    objectives: tuple[str, ...] | None = setting(
+        None,
+        "optimise several metrics, each name:min or name:max (repeatable); the objective "
+        "then returns a dict of metrics",
+        omit_at_default=True,
+        flag="objective",
+    )
+    constraints: tuple[str, ...] | None = setting(
+        None,
+        "outcome constraints on returned metrics, each name<=bound or name>=bound "
+        "(repeatable; needs objectives)",
+        omit_at_default=True,
+        flag="constraint",
+    )
+    reference_point: tuple[float, ...] | None = setting(
+        None,
+        "hypervolume reference point, one value per objective in its units (default: the "
+        "front's worst values moved out by 10% of its range)",
+        omit_at_default=True,
+    )
     # The driver's limits and concurrency: a resumed run may change them.
     max_failures: int | None = setting(
         None,
@@ -280,6 +301,7 @@ class Settings:
         return self.isolate or self.timeout is not None
 
     def __post_init__(self) -> None:
+        self._normalise_metrics()
         for spec in fields(self):
             check = spec.metadata.get("check")
             if check is not None:
@@ -288,11 +310,76 @@ class Settings:
 
         policies.check(self.policy, self.tau, self.scaling)  # tau's range is the policy's
         outputs = ACQUISITIONS().get(self.acquisition).outputs
-        if outputs != 1:
+        if self.objectives is None and outputs != 1:
             raise SettingsError(
-                f"acquisition {self.acquisition!r} reads {outputs} model outputs; this run "
-                "models one objective"
+                f"acquisition {self.acquisition!r} is for several metrics; name them with "
+                "objectives (--objective name:min)"
             )
+        if self.objectives is not None:
+            self._check_several(outputs)
+
+    def _normalise_metrics(self) -> None:
+        """``objectives``/``constraints`` as texts (dicts accepted), the reference point as
+        a tuple of floats, and ``log_ei``, the default, read as ``log_ehvi`` (which it
+        equals for one objective) once there are objectives."""
+        from bojax.bo.metrics import constraint_texts, objective_texts
+
+        def put(name: str, value: Any) -> None:
+            object.__setattr__(self, name, value)
+
+        for name in ("objectives", "constraints", "reference_point"):
+            value = getattr(self, name)
+            if isinstance(value, list | tuple) and len(value) == 0:  # the CLI's "not given"
+                put(name, None)
+        put("objectives", objective_texts(self.objectives))
+        put("constraints", constraint_texts(self.constraints))
+        if self.constraints is not None and self.objectives is None:
+            raise SettingsError("constraints need objectives naming what to optimise")
+        reference = self.reference_point
+        if reference is not None:
+            names = [text.split(":")[0] for text in self.objectives or ()]
+            if isinstance(reference, dict):
+                if sorted(reference) != sorted(names):
+                    raise SettingsError(
+                        f"reference_point must give one value per objective {names}, "
+                        f"got {sorted(reference)}"
+                    )
+                reference = [reference[name] for name in names]
+            if isinstance(reference, str) or not isinstance(reference, list | tuple):
+                raise SettingsError(f"reference_point must be a list of numbers, got {reference!r}")
+            for value in reference:
+                number(-math.inf)("reference_point", value)
+            if len(reference) != len(names):
+                raise SettingsError(
+                    f"reference_point has {len(reference)} value(s); there are "
+                    f"{len(names)} objectives"
+                )
+            put("reference_point", tuple(float(v) for v in reference))
+        if self.objectives is not None and self.acquisition == "log_ei":
+            put("acquisition", "log_ehvi")
+
+    def _check_several(self, outputs: int | None) -> None:
+        if outputs is not None:
+            raise SettingsError(
+                f"acquisition {self.acquisition!r} models one objective; with objectives use "
+                "log_ehvi or parego"
+            )
+        if self.maximize:
+            raise SettingsError("with objectives, say name:max for each metric to maximise")
+        if self.policy != "acquisition" or self.stop_tolerance is not None:
+            raise SettingsError(
+                "exploration policies and stop_tolerance are for one objective; a run with "
+                "objectives uses its acquisition alone"
+            )
+
+    @property
+    def metrics(self):
+        """The parsed :class:`bojax.bo.metrics.Metrics`, or None for one objective."""
+        if self.objectives is None:
+            return None
+        from bojax.bo.metrics import Metrics
+
+        return Metrics.parse(self.objectives, self.constraints)
 
     def replace(self, **overrides: Any) -> Settings:
         """These settings with ``overrides``; an unknown name is a SettingsError."""

@@ -1,0 +1,286 @@
+"""Proposals for a run with several metrics: ``settings.objectives`` (and ``constraints``).
+
+Every distinct metric is a column (:class:`bojax.bo.metrics.Metrics`), oriented so that
+the loop minimises it and standardised on the successful evaluations; each column gets a
+surrogate of its own, of the kind ``settings.surrogate`` names, fitted as in a
+single-objective run (fully Bayesian by default), and their predictives are stacked into
+``(S, M, K)`` for the acquisition. Draw ``s`` of one column is paired with draw ``s`` of
+the others: the columns' chains are independent, so the pairs are draws from the joint
+posterior, and the acquisition's mean over ``s`` integrates it.
+
+* ``log_ehvi`` (the default): the observed feasible front, and the believed outcomes of
+  pending points, cut the non-dominated region into boxes (:mod:`bojax.bo.pareto`); the
+  acquisition is :func:`bojax.bo.acquisition.log_expected_hypervolume_improvement`.
+* ``parego`` (Knowles 2006): each proposal draws weights ``lambda`` uniformly on the
+  simplex, scalarises the objectives (normalised to [0, 1] on the observed values) as
+  ``max_k lambda_k f_k + 0.05 sum_k lambda_k f_k``, fits one surrogate to that and
+  maximises log-EI on the best feasible scalarised value.
+
+Constraints multiply in the probability of feasibility under their own columns' models;
+failed evaluations still go to the failure classifier, which weights the acquisition as
+in a single-objective run. Pending points are Kriging believers for every column (the
+believed objectives join the front), whatever ``settings.fantasy`` says. The reference
+point is ``settings.reference_point`` (objectives' units) or, without one,
+:func:`bojax.bo.pareto.reference_point` of the feasible observations, recomputed as they
+grow.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bojax import gp
+from bojax.bo import keys, pareto
+from bojax.bo.acquisition import AcquisitionRecord, MultiIncumbent, get_acquisition
+from bojax.bo.metrics import Metrics
+from bojax.bo.optimize import propose
+from bojax.errors import SpaceExhaustedError
+from bojax.surrogates import Surrogate
+
+PAREGO_RHO = 0.05  # the weight of ParEGO's linear term (Knowles 2006)
+CHUNK_FLOATS = 2**23  # at most this many floats per box-sum chunk of candidates
+
+
+def standardised(state) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(x, z, shift, scale)``: the successful unit points, their metric columns
+    oriented and standardised, ``z = (sign v - shift) / scale``, and the shift and scale."""
+    metrics: Metrics = state.settings.metrics
+    ok = np.isfinite(state.y)
+    oriented = state.metrics[ok] * metrics.signs
+    shift = oriented.mean(axis=0)
+    scale = oriented.std(axis=0)
+    scale = np.where(scale > 1e-12 * np.maximum(1.0, np.abs(shift)), scale, 1.0)
+    return state.u[ok], (oriented - shift) / scale, shift, scale
+
+
+def _fit_column(surrogate: Surrogate, key, previous, dim: int, x, y):
+    previous = surrogate.init(dim) if previous is None else previous
+    return surrogate.fit(key, previous, gp.make_data(x, y))
+
+
+def _modelled(metrics: Metrics, parego: bool) -> tuple[list[int], dict[int, int]]:
+    """The metric columns with a model of their own, and the model output of each. EHVI
+    models every column; ParEGO models its scalarisation as output 0, then only the
+    constrained columns."""
+    if not parego:
+        everything = list(range(len(metrics.columns)))
+        return everything, {j: j for j in everything}
+    constrained = sorted({metrics.columns.index(c[0]) for c in metrics.constraints})
+    return constrained, {j: 1 + i for i, j in enumerate(constrained)}
+
+
+def chebyshev(key, objectives: np.ndarray) -> np.ndarray:
+    """ParEGO's augmented Chebyshev scalarisation of ``objectives`` (n, T), normalised to
+    [0, 1] per objective, with weights drawn uniformly on the simplex by ``key``,
+    standardised for the surrogate."""
+    weights = np.asarray(jax.random.dirichlet(key, jnp.ones(objectives.shape[1])))
+    low, high = objectives.min(axis=0), objectives.max(axis=0)
+    scaled = (objectives - low) / np.where(high > low, high - low, 1.0)
+    weighted = scaled * weights
+    target = weighted.max(axis=1) + PAREGO_RHO * weighted.sum(axis=1)
+    spread = target.std()
+    return (target - target.mean()) / (spread if spread > 1e-12 else 1.0)
+
+
+class Models(NamedTuple):
+    """The fitted models of one proposal and what they were fitted to."""
+
+    surrogate: Surrogate
+    fitted: tuple  # one state per model output
+    outputs: list[np.ndarray]  # per model output, the warped values it was fitted to
+    x: np.ndarray
+    z: np.ndarray  # the metric columns, oriented and standardised
+    shift: np.ndarray
+    scale: np.ndarray
+
+
+def _scalarised(state, z: np.ndarray, k: int) -> np.ndarray:
+    count = len(state.settings.metrics.objectives)
+    return chebyshev(
+        jax.random.fold_in(keys.iteration_key(state.settings.seed, k), 5), z[:, :count]
+    )
+
+
+def fit_models(state, k: int | None = None) -> Models:
+    """The surrogates proposal ``k`` (default: the next, ``n``) fits, each output ``i``
+    continuing its own chain with key ``fold_in(fit key of n, i)``."""
+    settings, space = state.settings, state.space
+    n = len(state.y)
+    parego = settings.acquisition == "parego"
+    surrogate = settings.make_surrogate(space)
+    x, z, shift, scale = standardised(state)
+    columns, _ = _modelled(settings.metrics, parego)
+    outputs = [z[:, j] for j in columns]
+    if parego:
+        outputs.insert(0, _scalarised(state, z, n if k is None else k))
+    previous = state.surrogate or (None,) * len(outputs)
+    fit_key = keys.proposal_keys(settings.seed, n)[0]
+    fitted = tuple(
+        _fit_column(surrogate, jax.random.fold_in(fit_key, i), previous[i], space.dim, x, y)
+        for i, y in enumerate(outputs)
+    )
+    return Models(surrogate, fitted, outputs, x, z, shift, scale)
+
+
+@functools.cache
+def score_function(surrogate: Surrogate, acquire: AcquisitionRecord, draws=None, classifier=None):
+    """One jitted score per (surrogate, acquisition, draws, classifier), reading a tuple
+    of conditioned outputs and a :class:`MultiIncumbent`; candidates are scored in chunks
+    so that the ``(S, chunk, boxes, T)`` intermediate stays near ``CHUNK_FLOATS``."""
+
+    def one_chunk(x, conditioned, incumbent, feasibility):
+        outputs = [surrogate.predictive(c, x) for c in conditioned]
+        mean = jnp.stack([m for m, _ in outputs], axis=-1)
+        var = jnp.stack([v for _, v in outputs], axis=-1)
+        value = acquire(mean, var, incumbent)
+        if classifier is None:
+            return value
+        return acquire.weighting(value, classifier.log_probability(*feasibility, x), incumbent.best)
+
+    @jax.jit
+    def score(x, args):
+        conditioned, incumbent, _, *feasibility = args
+        if draws is not None:
+            stride = jax.tree.leaves(conditioned[0])[0].shape[0] // draws
+            conditioned = jax.tree.map(lambda a: a[::stride][:draws], conditioned)
+        samples = jax.tree.leaves(conditioned[0])[0].shape[0]
+        per_candidate = samples * math.prod(incumbent.lower.shape)
+        chunk = max(8, CHUNK_FLOATS // max(per_candidate, 1))
+        m = x.shape[0]
+        if m <= chunk:
+            return one_chunk(x, conditioned, incumbent, feasibility)
+        parts = -(-m // chunk)
+        padded = jnp.concatenate([x, jnp.repeat(x[:1], parts * chunk - m, axis=0)])
+        values = jax.lax.map(
+            lambda part: one_chunk(part, conditioned, incumbent, feasibility),
+            padded.reshape(parts, chunk, x.shape[1]),
+        )
+        return values.reshape(-1)[:m]
+
+    return score
+
+
+def _boxes(front_points: np.ndarray, reference: np.ndarray):
+    """The non-dominated boxes, padded to a power of two (copies of box 0, not live)."""
+    lower, upper = pareto.nondominated_boxes(front_points, reference)
+    size = gp.bucket_size(len(lower), minimum=4)
+    live = np.arange(size) < len(lower)
+    lower = np.concatenate([lower, np.repeat(lower[:1], size - len(lower), axis=0)])
+    upper = np.concatenate([upper, np.repeat(upper[:1], size - len(upper), axis=0)])
+    return jnp.asarray(lower), jnp.asarray(upper), jnp.asarray(live)
+
+
+def _believed(surrogate: Surrogate, fitted, key, x, y, pending: np.ndarray):
+    """``(conditioned, believed outcomes (P,))``: the Kriging believer for one output."""
+    if len(pending) == 0:
+        return surrogate.conditioned(fitted), np.zeros(0)
+    if hasattr(surrogate, "fantasize"):
+        conditioned, outcomes = surrogate.fantasize(key, fitted, pending, "believer", 1)
+        return conditioned, np.asarray(jnp.mean(outcomes, axis=0))[: len(pending)]
+    mean, _ = surrogate.predict(fitted, jnp.asarray(pending))
+    believed = np.asarray(jnp.mean(mean, axis=0))
+    data = gp.make_data(np.concatenate([x, pending]), np.concatenate([y, believed]))
+    return surrogate.conditioned(surrogate.fit(key, fitted, data)), believed
+
+
+def propose_batch(state, classifier, feasibility, taken, first: int, q: int):
+    """Up to ``q`` points ``(q', d)``, the state with the fitted models, and diagnostics,
+    for a run with several metrics: greedily, each proposal with the pending points and
+    the batch so far as believers. ``classifier`` and ``feasibility`` weight by
+    P(success) as in :func:`bojax.bo.loop.ask_batch`."""
+    settings, space = state.settings, state.space
+    metrics: Metrics = settings.metrics
+    acquire = get_acquisition(settings.acquisition)
+    parego = acquire.name == "parego"
+    count = len(metrics.objectives)
+    models = fit_models(state, first)
+    x, z, surrogate = models.x, models.z, models.surrogate
+    feasible = metrics.feasible(state.metrics[np.isfinite(state.y)])
+    found = bool(feasible.any())
+    _, output_of = _modelled(metrics, parego)
+    index, orient, bounds = metrics.thresholds(models.shift, models.scale)
+    index = np.array([output_of[j] for j in index], dtype=np.int32)
+    reference = _reference(settings, metrics, z[feasible, :count], models.shift, models.scale)
+    score = score_function(surrogate, acquire, None, classifier)
+    draws = surrogate.screening_draws()
+    screen = None if draws is None else score_function(surrogate, acquire, draws, classifier)
+    fitted, outputs = models.fitted, models.outputs
+    points, infos = [], []
+    for k in range(first, first + q):
+        if parego and k > first:  # a new scalarisation per proposal
+            outputs = [_scalarised(state, z, k), *outputs[1:]]
+            key = jax.random.fold_in(keys.proposal_keys(settings.seed, k)[0], 0)
+            fitted = (_fit_column(surrogate, key, fitted[0], space.dim, x, outputs[0]), *fitted[1:])
+        believe_key = jax.random.fold_in(keys.iteration_key(settings.seed, k), 3)
+        conditioned, believed = [], []
+        for i, (model, y) in enumerate(zip(fitted, outputs, strict=True)):
+            c, b = _believed(surrogate, model, jax.random.fold_in(believe_key, i), x, y, taken)
+            conditioned.append(c)
+            believed.append(b)
+        believed = np.stack(believed, axis=1) if len(taken) else np.zeros((0, len(fitted)))
+        if parego:
+            best = float(np.min(outputs[0][feasible])) if found else 0.0
+            if len(taken):
+                best = min(best, float(np.min(believed[:, 0])))
+            boxes = _boxes(np.zeros((0, 1)), np.zeros(1))  # unread
+        else:
+            best = 0.0
+            front_points = z[feasible, :count]
+            if len(taken):  # believed outcomes that are believed feasible join the front
+                ok = np.all(orient * believed[:, index] <= bounds, axis=1)
+                front_points = np.concatenate([front_points, believed[ok, :count]])
+            boxes = _boxes(front_points, reference)
+        incumbent = MultiIncumbent(
+            *boxes,
+            found=jnp.asarray(found),
+            best=jnp.asarray(best, jnp.float64),
+            columns=jnp.asarray(index),
+            orient=jnp.asarray(orient),
+            bounds=jnp.asarray(bounds),
+        )
+        try:
+            u, value = propose(
+                keys.proposal_keys(settings.seed, k)[1],
+                score,
+                (tuple(conditioned), incumbent, {}, *feasibility),
+                space,
+                state.u,
+                taken,
+                incumbent=_start(x, z[:, :count], feasible, k),
+                method=settings.optimizer,
+                num_candidates=settings.num_candidates,
+                screen=screen,
+            )
+        except SpaceExhaustedError:
+            if points:
+                break
+            raise
+        points.append(u)
+        infos.append({"phase": "bo", "acquisition_value": value})
+        taken = np.concatenate([taken, u[None]])
+    return np.stack(points), state._replace(surrogate=fitted), infos
+
+
+def _reference(settings, metrics: Metrics, feasible_z: np.ndarray, shift, scale) -> np.ndarray:
+    """The reference point in warped units: the user's, or the rule's on the feasible
+    observations (a unit box beyond the origin while none is feasible; unused then)."""
+    count = len(metrics.objectives)
+    if settings.reference_point is not None:
+        given = np.asarray(settings.reference_point, dtype=np.float64) * metrics.signs[:count]
+        return (given - shift[:count]) / scale[:count]
+    if len(feasible_z) == 0:
+        return np.ones(count)
+    return pareto.reference_point(feasible_z)
+
+
+def _start(x: np.ndarray, objectives: np.ndarray, feasible: np.ndarray, k: int) -> np.ndarray:
+    """A refinement start: the feasible front's points in turn (all points if none)."""
+    pool = np.flatnonzero(feasible) if feasible.any() else np.arange(len(x))
+    on_front = pool[pareto.pareto_mask(objectives[pool])]
+    return x[on_front[k % len(on_front)]]

@@ -1,0 +1,176 @@
+"""Runs with several metrics: objectives and outcome constraints through ``minimize``,
+``ask``/``tell``, the journal (resume bit-identical), the result's Pareto set and
+hypervolume, and the typed errors of bad declarations and returns."""
+
+import json
+import math
+
+import jax
+import numpy as np
+import pytest
+
+import bojax
+from bojax import Real, Space
+from bojax.bo import pareto
+from bojax.compilation import count_compilations
+from bojax.errors import JournalError, SettingsError
+
+jax.config.update("jax_enable_x64", True)
+
+SPACE = Space([Real("x", 0.0, 1.0), Real("w", 0.0, 1.0)])
+QUIET = dict(progress=False, num_candidates=256)
+
+
+def two_bowls(point):
+    """Two quadratic objectives with a segment of optima between their centres, a 'size'
+    that grows with x, and one metric nobody declared (it is journalled all the same)."""
+    x, w = point["x"], point["w"]
+    return {
+        "left": (x - 0.2) ** 2 + (w - 0.5) ** 2,
+        "right": (x - 0.8) ** 2 + (w - 0.5) ** 2,
+        "size": 10.0 * x,
+        "note": 1.0,
+    }
+
+
+def test_result_holds_the_feasible_pareto_set_and_the_hypervolume_history(tmp_path):
+    result = bojax.minimize(
+        two_bowls, SPACE, objectives={"left": "min", "right": "min"},
+        constraints={"size": ("<=", 6.0)}, iterations=6, initial=5, seed=1, out=tmp_path,
+        surrogate="gp-map", **QUIET,
+    )  # fmt: skip
+    records = [json.loads(line) for line in (tmp_path / "journal.jsonl").read_text().splitlines()]
+    assert all(r["y"]["note"] == 1.0 for r in records)  # every metric journalled
+    values = np.array([[r["y"]["left"], r["y"]["right"]] for r in records])
+    feasible = np.array([r["y"]["size"] <= 6.0 for r in records])
+    expected = {i for i in np.flatnonzero(feasible)[pareto.pareto_mask(values[feasible])]}
+    assert {p["iteration"] for p in result.pareto} == expected
+    assert all(p["metrics"]["size"] <= 6.0 for p in result.pareto)
+    reference = np.asarray(result.reference_point)
+    assert result.hypervolume[-1] == pytest.approx(pareto.hypervolume(values[feasible], reference))
+    assert np.all(np.diff(result.hypervolume) >= 0) and result.hypervolume[-1] > 0
+    best = min((r for r in records if r["y"]["size"] <= 6.0), key=lambda r: r["y"]["left"])
+    assert result.best_value == best["y"]["left"] and result.best_point == best["x"]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["pareto"] == result.pareto and summary["hypervolume"] == result.hypervolume
+    # The BO steps spread along the constrained part of the segment of optima.
+    proposals = [r["x"]["x"] for r in records if r["phase"] == "bo"]
+    assert max(proposals) <= 0.7 and max(proposals) - min(proposals) > 0.15
+
+
+def test_a_maximised_objective_and_a_given_reference_point():
+    def objective(point):
+        return {"accuracy": 1 - (point["x"] - 0.3) ** 2, "params": 5 * point["x"] + point["w"]}
+
+    result = bojax.minimize(
+        objective, SPACE, objectives={"accuracy": "max", "params": "min"},
+        reference_point={"params": 7.0, "accuracy": 0.0}, iterations=3, initial=5, seed=2,
+        surrogate="gp-map", **QUIET,
+    )  # fmt: skip
+    assert result.reference_point == [0.0, 7.0]
+    values = np.array([[r["y"]["accuracy"], r["y"]["params"]] for r in result.history])
+    oriented = values * [-1, 1]
+    assert result.hypervolume[-1] == pytest.approx(pareto.hypervolume(oriented, [0.0, 7.0]))
+    assert result.best_value == values[:, 0].max()  # the first objective, maximised
+
+
+def test_resume_is_bit_identical_and_steady_steps_do_not_recompile(tmp_path):
+    run = dict(
+        objectives={"left": "min", "right": "min"}, constraints=["size<=8"], initial=4,
+        seed=3, surrogate="gp-slice", samples=4, **QUIET,
+    )  # fmt: skip
+    with count_compilations(fresh=True) as counts:
+        full = bojax.minimize(two_bowls, SPACE, iterations=5, **run)
+    assert counts.of("_fit") <= 2, counts  # the first fit's burn-in is a traced flag
+    assert counts.of("score") <= 2, counts  # the grid, and the screen with fewer draws
+    bojax.minimize(two_bowls, SPACE, iterations=2, out=tmp_path, **run)
+    resumed = bojax.minimize(two_bowls, SPACE, iterations=5, out=tmp_path, resume=True, **run)
+    assert [r["u"] for r in resumed.history] == [r["u"] for r in full.history]
+    assert resumed.hypervolume == full.hypervolume
+    with pytest.raises(JournalError, match="objectives"):  # another declaration: refused
+        bojax.minimize(two_bowls, SPACE, iterations=6, out=tmp_path, resume=True,
+                       **{**run, "objectives": {"left": "min", "size": "min"}})  # fmt: skip
+
+
+def test_ask_tell_and_batches_with_pending_points():
+    settings = bojax.Settings(objectives=["left:min", "right:min"], initial=3, seed=0,
+                              surrogate="gp-map", num_candidates=256)  # fmt: skip
+    state = bojax.init(SPACE, settings)
+    for _ in range(4):
+        u, state, info = bojax.ask(state)
+        state = bojax.tell(state, u, two_bowls(SPACE.from_unit(u)))
+    assert state.metrics.shape == (4, 2) and info["phase"] == "bo"
+    points, state, infos = bojax.bo.loop.ask_batch(state, 3, pending=state.u[:1] * 0 + 0.5)
+    assert len(points) == 3 and len({tuple(p) for p in np.round(points, 9)}) == 3
+    assert all(np.isfinite(i["acquisition_value"]) for i in infos)
+    failed = bojax.tell(state, points[0], math.nan)  # a failure: every column missing
+    assert np.all(np.isnan(failed.metrics[-1])) and np.isnan(failed.y[-1])
+    with pytest.raises(bojax.errors.DataError, match="lack"):
+        bojax.tell(state, points[0], {"left": 1.0})
+
+
+def test_parego_proposes_and_constraints_steer_before_anything_is_feasible():
+    def objective(point):
+        return {"a": point["x"], "b": 1 - point["x"] + point["w"], "c": point["w"]}
+
+    # Feasible only where w >= 0.9: a sliver the initial design misses.
+    result = bojax.minimize(
+        objective, SPACE, objectives=["a:min", "b:min"], constraints=["c>=0.9"],
+        acquisition="parego", iterations=4, initial=3, seed=0, surrogate="gp-map", **QUIET,
+    )  # fmt: skip
+    ws = [r["x"]["w"] for r in result.history]
+    assert max(ws[:3]) < 0.9 and max(ws[3:]) >= 0.9  # the probability of feasibility led there
+    assert all(p["metrics"]["c"] >= 0.9 for p in result.pareto) and result.pareto
+
+
+def test_bad_returns_fail_the_evaluation_with_a_reason():
+    calls = iter(
+        [{"left": 1.0}, 3.0, {"left": 1.0, "right": "big"}, {"left": math.inf, "right": 0.0}]
+        + [{"left": float(i), "right": -float(i)} for i in range(10)]
+    )
+    result = bojax.minimize(
+        lambda point: next(calls), SPACE, objectives=["left:min", "right:min"], iterations=0,
+        initial=5, seed=0, **QUIET,
+    )  # fmt: skip
+    errors = [r["error"] for r in result.history]
+    assert "lacking ['right']" in errors[0]
+    assert "expects a dict of metrics" in errors[1]
+    assert "metric 'right'" in errors[2] and "expected a number" in errors[2]
+    assert "metric 'left'" in errors[3] and "inf" in errors[3]
+    assert errors[4] is None and result.failures == 4
+    with pytest.raises(bojax.errors.ObjectiveError, match="declare objectives"):
+        bojax.minimize(lambda point: {"loss": 1.0}, SPACE, iterations=0, initial=1, **QUIET)
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        (dict(constraints={"size": ("<=", 1)}), "constraints need objectives"),
+        (dict(objectives={"a": "minimise"}), "direction must be 'min' or 'max'"),
+        (dict(objectives={"a": "min", "b": "max"}, constraints=["size<1"]), "name<=bound"),
+        (dict(objectives={"a": "min"}, constraints={"s": ("<=", math.nan)}), "finite"),
+        (dict(objectives=["a:min", "b:min"], reference_point=[1.0]), "2 objectives"),
+        (dict(objectives=["a:min"], reference_point=[math.inf]), "reference_point"),
+        (dict(objectives=["a:min"], acquisition="ei"), "log_ehvi or parego"),
+        (dict(acquisition="parego"), "for several metrics"),
+        (dict(objectives=["a:min"], maximize=True), "name:max"),
+        (dict(objectives=["a:min"], policy="hybrid"), "policies"),
+        (dict(objectives=["a:min", "a:max"]), "twice"),
+        (dict(objectives=["bad name:min"]), "name must be"),
+    ],
+)
+def test_bad_declarations_are_settings_errors(settings, message):
+    with pytest.raises(SettingsError, match=message):
+        bojax.Settings(**settings)
+
+
+def test_a_tampered_record_is_refused_with_its_line(tmp_path):
+    run = dict(objectives=["left:min", "right:min"], initial=2, seed=0, **QUIET)
+    bojax.minimize(two_bowls, SPACE, iterations=0, out=tmp_path, **run)
+    path = tmp_path / "journal.jsonl"
+    lines = path.read_text().splitlines()
+    record = json.loads(lines[1])
+    del record["y"]["right"]
+    path.write_text(lines[0] + "\n" + json.dumps(record) + "\n")
+    with pytest.raises(JournalError, match=r"journal.jsonl:2.*lacks the run's metric"):
+        bojax.minimize(two_bowls, SPACE, iterations=1, out=tmp_path, resume=True, **run)

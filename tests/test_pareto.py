@@ -1,0 +1,206 @@
+"""Pareto fronts, hypervolumes, the box decomposition and LogEHVI against independent
+float64 references: brute-force domination, inclusion-exclusion volumes, numerical
+integration and Monte Carlo."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+from bojax.bo import pareto
+from bojax.bo.acquisition import (
+    MultiIncumbent,
+    log_box_side,
+    log_expected_hypervolume_improvement,
+    log_scalarised_improvement,
+)
+
+jax.config.update("jax_enable_x64", True)
+
+
+def _dominated_brute(values):
+    n = len(values)
+    return np.array(
+        [
+            any(
+                np.all(values[j] <= values[i]) and np.any(values[j] < values[i])
+                for j in range(n)
+                if j != i
+            )
+            for i in range(n)
+        ]
+    )
+
+
+def _hypervolume_inclusion_exclusion(points, reference):
+    """Volume of the union of the boxes [p, r], by inclusion-exclusion over subsets."""
+    points = [p for p in points if np.all(p < reference)]
+    total = 0.0
+    for size in range(1, len(points) + 1):
+        for subset in itertools.combinations(points, size):
+            corner = np.max(subset, axis=0)
+            total += (-1) ** (size + 1) * np.prod(np.maximum(reference - corner, 0.0))
+    return total
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_pareto_mask_matches_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 5, size=(30, 3)).astype(float)  # ties and duplicates
+    np.testing.assert_array_equal(pareto.pareto_mask(values), ~_dominated_brute(values))
+
+
+@pytest.mark.parametrize("objectives", [1, 2, 3, 4])
+@pytest.mark.parametrize("seed", range(3))
+def test_hypervolume_matches_inclusion_exclusion(objectives, seed):
+    rng = np.random.default_rng(seed)
+    points = rng.random((9, objectives))
+    reference = np.full(objectives, 0.95)
+    expected = _hypervolume_inclusion_exclusion(list(points), reference)
+    assert pareto.hypervolume(points, reference) == pytest.approx(expected, rel=1e-12, abs=1e-15)
+
+
+@pytest.mark.parametrize("objectives", [1, 2, 3])
+@pytest.mark.parametrize("seed", range(3))
+def test_boxes_tile_the_nondominated_region_and_give_the_improvement(objectives, seed):
+    rng = np.random.default_rng(seed)
+    points = rng.random((8, objectives))
+    reference = np.full(objectives, 1.0)
+    lower, upper = pareto.nondominated_boxes(points, reference)
+    # Clipped below at 0, the boxes fill [0, r] less the dominated volume (disjointness).
+    volume = np.prod(np.maximum(upper - np.maximum(lower, 0.0), 0.0), axis=1).sum()
+    assert volume == pytest.approx(1.0 - pareto.hypervolume(points, reference), rel=1e-12)
+    base = pareto.hypervolume(points, reference)
+    for y in rng.random((20, objectives)) * 1.2 - 0.1:
+        gain = pareto.hypervolume(np.vstack([points, y]), reference) - base
+        assert pareto.improvement(y[None], lower, upper)[0] == pytest.approx(gain, abs=1e-12)
+
+
+def test_empty_front_and_reference_rule():
+    lower, upper = pareto.nondominated_boxes(np.zeros((0, 2)), np.array([1.0, 2.0]))
+    assert np.all(np.isinf(lower)) and np.all(upper == [[1.0, 2.0]])
+    assert pareto.hypervolume(np.array([[2.0, 0.0]]), np.array([1.0, 1.0])) == 0.0
+    values = np.array([[0.0, 4.0], [1.0, 1.0], [4.0, 0.0], [5.0, 5.0]])  # last dominated
+    np.testing.assert_allclose(pareto.reference_point(values), [4.4, 4.4])
+    # A front of one point has no range: its nadir moves out by 10% of max(|v|, 1).
+    np.testing.assert_allclose(pareto.reference_point(np.array([[3.0, 0.0]])), [3.3, 0.1])
+
+
+@pytest.mark.parametrize(
+    "lower, upper, mean, sd",
+    [(-np.inf, 0.5, 0.0, 1.0), (-1.0, 0.5, 0.2, 0.3), (0.0, 1.0, 9.0, 1.0),
+     (-np.inf, -30.0, 0.0, 1.0), (2.0, 3.0, -4.0, 0.5), (-0.3, 0.1, 0.0, 1e-3)],
+)  # fmt: skip
+def test_log_box_side_matches_numerical_integration(lower, upper, mean, sd):
+    """E[max(0, u - max(Y, l))] = (u - l) P(Y <= l) + int_l^u (u - y) p(y) dy."""
+    start = lower if np.isfinite(lower) else min(upper, mean) - 40 * sd
+    inside = [v for v in (mean,) if start < v < upper]
+    expected, _ = integrate.quad(
+        lambda y: (upper - y) * stats.norm.pdf(y, mean, sd), start, upper, points=inside or None,
+        limit=400, epsabs=0, epsrel=1e-11,
+    )  # fmt: skip
+    if np.isfinite(lower):
+        expected += (upper - lower) * stats.norm.cdf(lower, mean, sd)
+    got = log_box_side(
+        jnp.asarray(lower), jnp.asarray(upper), jnp.asarray(mean), jnp.asarray(sd**2)
+    )
+    assert float(got) == pytest.approx(np.log(expected), rel=1e-7)
+
+
+def _incumbent(front, reference, columns=(), orient=(), bounds=(), found=True, best=0.0):
+    lower, upper = pareto.nondominated_boxes(front, reference)
+    return MultiIncumbent(
+        jnp.asarray(lower),
+        jnp.asarray(upper),
+        jnp.ones(len(lower), bool),
+        jnp.asarray(found),
+        jnp.asarray(best),
+        jnp.asarray(np.array(columns, np.int32)),
+        jnp.asarray(np.array(orient, float)),
+        jnp.asarray(np.array(bounds, float)),
+    )
+
+
+@pytest.mark.parametrize("objectives", [2, 3])
+def test_log_ehvi_matches_monte_carlo_over_draws_and_outcomes(objectives):
+    rng = np.random.default_rng(objectives)
+    front = rng.random((5, objectives))
+    reference = np.full(objectives, 1.1)
+    lower, upper = pareto.nondominated_boxes(front, reference)
+    mean = rng.normal(0.5, 0.3, size=(2, 3, objectives))  # (S draws, M points, K)
+    var = rng.uniform(0.01, 0.2, size=(2, 3, objectives))
+    got = np.exp(log_expected_hypervolume_improvement(mean, var, _incumbent(front, reference)))
+    draws = mean[..., None, :] + np.sqrt(var)[..., None, :] * rng.standard_normal(
+        (2, 3, 50_000, objectives)
+    )
+    gains = pareto.improvement(draws.reshape(-1, objectives), lower, upper).reshape(2, 3, -1)
+    expected = gains.mean(axis=(0, 2))  # mean over draws, then the log (here: none)
+    error = gains.std(axis=2).max() / np.sqrt(50_000)
+    np.testing.assert_allclose(got, expected, atol=5 * error)
+
+
+def test_log_ehvi_with_one_objective_is_log_ei_and_constraints_multiply():
+    from bojax.bo.acquisition import log_expected_improvement
+
+    rng = np.random.default_rng(0)
+    mean, var = rng.normal(size=(4, 6, 2)), rng.uniform(0.1, 1.0, size=(4, 6, 2))
+    best = 0.3
+    incumbent = _incumbent(
+        np.array([[best]]), np.array([5.0]), columns=[1], orient=[1.0], bounds=[0.2]
+    )
+    got = log_expected_hypervolume_improvement(mean, var, incumbent)
+    ei = np.exp(
+        [
+            log_expected_improvement(mean[s : s + 1, :, 0], var[s : s + 1, :, 0], best)
+            for s in range(4)
+        ]
+    )
+    feasible = stats.norm.cdf((0.2 - mean[..., 1]) / np.sqrt(var[..., 1]))
+    np.testing.assert_allclose(np.exp(got), (ei * feasible).mean(axis=0), rtol=1e-9)
+    # Before any feasible point: the log of the mean probability of feasibility.
+    none = log_expected_hypervolume_improvement(
+        mean, var, incumbent._replace(found=jnp.asarray(False))
+    )
+    np.testing.assert_allclose(np.exp(none), feasible.mean(axis=0), rtol=1e-9)
+    # A '>=' constraint is orientation -1: P(Y_1 >= 0.2) = P(-Y_1 <= -0.2).
+    flipped = incumbent._replace(orient=jnp.asarray([-1.0]), bounds=jnp.asarray([-0.2]))
+    above = stats.norm.sf((0.2 - mean[..., 1]) / np.sqrt(var[..., 1]))
+    got = log_expected_hypervolume_improvement(
+        mean, var, flipped._replace(found=jnp.asarray(False))
+    )
+    np.testing.assert_allclose(np.exp(got), above.mean(axis=0), rtol=1e-9)
+
+
+def test_log_ehvi_is_finite_with_gradients_far_in_the_tail():
+    front = np.array([[0.0, 1.0], [1.0, 0.0]])
+    incumbent = _incumbent(front, np.array([2.0, 2.0]))
+
+    @jax.jit
+    def value(m):
+        return log_expected_hypervolume_improvement(
+            m[None, None, :], jnp.full((1, 1, 2), 1e-4), incumbent
+        )[0]
+
+    for point in ([50.0, 50.0], [3.0, -1.0], [0.5, 0.5]):
+        v, g = jax.jit(jax.value_and_grad(value))(jnp.asarray(point))
+        assert np.isfinite(v) and np.all(np.isfinite(g))
+    assert (
+        value(jnp.asarray([50.0, 50.0]))
+        < value(jnp.asarray([3.0, 3.0]))
+        < value(jnp.asarray([0.5, 0.5]))
+    )
+
+
+def test_parego_acquisition_is_log_ei_of_output_zero():
+    from bojax.bo.acquisition import log_expected_improvement
+
+    rng = np.random.default_rng(1)
+    mean, var = rng.normal(size=(3, 5, 1)), rng.uniform(0.1, 1.0, size=(3, 5, 1))
+    incumbent = _incumbent(np.zeros((0, 1)), np.zeros(1), best=-0.2)
+    got = log_scalarised_improvement(mean, var, incumbent)
+    np.testing.assert_allclose(
+        got, log_expected_improvement(mean[..., 0], var[..., 0], -0.2), rtol=1e-12
+    )
