@@ -174,3 +174,36 @@ def test_a_tampered_record_is_refused_with_its_line(tmp_path):
     path.write_text(lines[0] + "\n" + json.dumps(record) + "\n")
     with pytest.raises(JournalError, match=r"journal.jsonl:2.*lacks the run's metric"):
         bojax.minimize(two_bowls, SPACE, iterations=1, out=tmp_path, resume=True, **run)
+
+
+def test_cli_runs_shows_and_plots_a_three_objective_run(tmp_path):
+    from typer.testing import CliRunner
+
+    from bojax.cli import app
+
+    (tmp_path / "objective.py").write_text(
+        "from bojax.objectives.multiobjective import MULTI_PROBLEMS\n"
+        "dtlz2 = MULTI_PROBLEMS['dtlz2']\n"
+        "def f(point):\n    return {**dtlz2(point), 'size': point['x0'] * 10}\n"
+    )
+    space = "\n".join(f'[x{i}]\ntype = "real"\nlow = 0.0\nhigh = 1.0\n' for i in range(6))
+    (tmp_path / "space.toml").write_text(space)
+    out = tmp_path / "run"
+    options = ["--objective", "f1:min", "--objective", "f2:min", "--objective", "f3:min",
+               "--constraint", "size<=8", "--iterations", "2", "--initial", "6",
+               "--surrogate", "gp-map", "--candidates", "128", "--out", str(out)]  # fmt: skip
+    runner = CliRunner()
+    result = runner.invoke(app, ["optimize", f"{tmp_path / 'objective.py'}:f", "--space",
+                                 str(tmp_path / "space.toml"), *options])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "Pareto set" in result.output and "hypervolume" in result.output
+    shown = runner.invoke(app, ["show", str(out)])
+    assert shown.exit_code == 0 and "Pareto set" in shown.output, shown.output
+    header = json.loads((out / "run.json").read_text())["settings"]
+    assert header["objectives"] == ["f1:min", "f2:min", "f3:min"]
+    assert header["constraints"] == ["size<=8.0"]
+    plotted = runner.invoke(app, ["plot", str(out)])
+    assert plotted.exit_code == 0, plotted.output
+    assert {p.name for p in (out / "figures").iterdir()} == {
+        "hypervolume.png", "front.png", "parameters.png"
+    }  # fmt: skip

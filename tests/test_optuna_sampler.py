@@ -263,9 +263,68 @@ def test_a_completed_trial_with_an_infinite_value_counts_as_failed():
     assert proposals[0] == proposals[1]
 
 
-def test_a_multi_objective_study_goes_to_the_independent_sampler():
-    sampler = BojaxSampler(seed=0, n_startup_trials=1, **FAST)
+def _two_objectives(u):
+    x, y = float(u[0]), float(u[1])
+    return (x - 0.2) ** 2 + (y - 0.5) ** 2, (x - 0.8) ** 2 + (y - 0.5) ** 2, x - 0.6
+
+
+def test_a_constrained_multi_objective_study_proposes_what_bojax_proposes():
+    """Two objectives (the second maximised) and a constraint set by trial.set_constraint:
+    the sampler's trials are bojax's own several-metric loop's proposals, bit for bit."""
+    import numpy as np
+
+    import bojax
+
+    names = ("u0", "u1")
+    space = bojax.Space([bojax.Real(n, 0.0, 1.0) for n in names])
+    design = space.sample(__import__("jax").random.key(3), 4, "sobol")
+
+    def metrics(u):
+        first, second, constraint = _two_objectives(u)
+        return {"objective_0": first, "objective_1": -second, "constraint_size": constraint}
+
+    settings = bojax.Settings(
+        surrogate="gp-map", initial=4, seed=0, num_candidates=256,
+        objectives={"objective_0": "min", "objective_1": "max"},
+        constraints={"constraint_size": ("<=", 0.0)},
+    )  # fmt: skip
+    state = bojax.init(space, settings)
+    for u in design:
+        state = bojax.tell(state, u, metrics(u))
+    native = []
+    for _ in range(3):
+        u, state, _ = bojax.ask(state)
+        native.append(np.asarray(u))
+        state = bojax.tell(state, u, metrics(u))
+
+    sampler = BojaxSampler(seed=0, n_startup_trials=4, **FAST)
+    study = optuna.create_study(directions=["minimize", "maximize"], sampler=sampler)
+    distributions = {n: optuna.distributions.FloatDistribution(0.0, 1.0) for n in names}
+    for u in design:
+        study.enqueue_trial(dict(zip(names, map(float, u), strict=True)))
+    inside = []
+    for k in range(7):
+        trial = study.ask(distributions)
+        u = np.array([trial.params[n] for n in names])
+        values = metrics(u)
+        trial.set_constraint("size", values["constraint_size"])
+        study.tell(trial, [values["objective_0"], values["objective_1"]])
+        if k >= 4:
+            inside.append(u)
+    assert sampler.infer_relative_search_space(study, study.trials[-1]) != {}
+    np.testing.assert_array_equal(np.array(inside), np.array(native))
+
+
+def test_constraints_func_is_stored_and_steers_the_sampler():
+    def constraint(trial):
+        return (trial.params["u0"] - 0.6,)
+
+    sampler = BojaxSampler(seed=0, n_startup_trials=4, constraints_func=constraint, **FAST)
     study = optuna.create_study(directions=["minimize", "minimize"], sampler=sampler)
-    study.optimize(lambda t: (t.suggest_float("x", 0, 1), t.suggest_float("y", 0, 1)), n_trials=4)
-    assert sampler.infer_relative_search_space(study, study.trials[-1]) == {}
-    assert len(study.trials) == 4 and all(t.state.name == "COMPLETE" for t in study.trials)
+    study.optimize(
+        lambda t: _two_objectives([t.suggest_float("u0", 0, 1), t.suggest_float("u1", 0, 1)])[:2],
+        n_trials=8,
+    )
+    assert all(t.constraints for t in study.trials)  # stored as Optuna's samplers store them
+    proposed = [t.params["u0"] for t in study.trials[4:]]
+    assert sum(u <= 0.6 for u in proposed) >= 3  # mostly where the constraint holds

@@ -204,3 +204,35 @@ def test_parego_acquisition_is_log_ei_of_output_zero():
     np.testing.assert_allclose(
         got, log_expected_improvement(mean[..., 0], var[..., 0], -0.2), rtol=1e-12
     )
+
+
+def test_the_problems_fronts_have_their_known_hypervolumes():
+    """Dense points on each known front come within a grid's step of the published
+    maximum hypervolume (ZDT1 120 + 2/3, ZDT2 120 + 1/3, DTLZ2 1.1^3 - pi/6) and never
+    past it (Branin-Currin 59.36, BoTorch's figure)."""
+    from bojax.objectives.multiobjective import MULTI_PROBLEMS
+
+    def values(name, points):
+        problem = MULTI_PROBLEMS[name]
+        rows = [problem({f"x{i}": v for i, v in enumerate(p)}) for p in points]
+        return np.array([[r[k] for k in problem.objectives] for r in rows]), problem
+
+    on_front = [[f] + [0.0] * 3 for f in np.linspace(0, 1, 2001)]  # ZDT: g = 1
+    for name, expected in (("zdt1", 120 + 2 / 3), ("zdt2", 120 + 1 / 3)):
+        ys, problem = values(name, on_front)
+        assert pareto.hypervolume(ys, problem.reference_point) == pytest.approx(expected, abs=2e-3)
+    grid = np.linspace(0, 1, 20)
+    sphere = [[a, b, 0.5, 0.5, 0.5, 0.5] for a in grid for b in grid]  # DTLZ2: g = 0
+    ys, problem = values("dtlz2", sphere)
+    np.testing.assert_allclose(np.sum(ys**2, axis=1), 1.0)
+    volume = pareto.hypervolume(ys, problem.reference_point)
+    assert 1.331 - np.pi / 6 - 0.05 < volume < 1.331 - np.pi / 6  # 400 points: just below
+    # Branin's three minimisers (0.397887), on the unit square; nothing beats 59.36.
+    minimisers = [
+        [(x + 5) / 15, y / 15] for x, y in ((-np.pi, 12.275), (np.pi, 2.275), (9.42478, 2.475))
+    ]
+    ys, problem = values("branin-currin", minimisers)
+    np.testing.assert_allclose(ys[:, 0], 0.397887, atol=1e-5)
+    square = [[a, b] for a in np.linspace(0, 1, 100) for b in np.linspace(0, 1, 100)]
+    ys, problem = values("branin-currin", square)
+    assert 50 < pareto.hypervolume(ys, problem.reference_point) < 59.3602

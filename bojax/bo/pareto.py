@@ -22,12 +22,13 @@ any ``K`` and cheap for the two to four objectives a network designer trades off
 
 from __future__ import annotations
 
-import itertools
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from bojax.errors import DataError
+
+CHUNK = 2**22  # booleans per block of the pairwise comparisons
 
 if TYPE_CHECKING:
     from bojax.bo.metrics import Metrics
@@ -39,9 +40,13 @@ def pareto_mask(values: np.ndarray) -> np.ndarray:
     values = np.asarray(values, dtype=np.float64)
     if values.ndim != 2:
         raise DataError(f"values must be (n, K), got shape {values.shape}")
-    no_worse = np.all(values[:, None, :] <= values[None, :, :], axis=-1)  # [i, j]: i <= j
-    better = np.any(values[:, None, :] < values[None, :, :], axis=-1)
-    dominated = np.any(no_worse & better, axis=0)  # some i dominates j
+    dominated = np.zeros(len(values), dtype=bool)
+    step = max(1, CHUNK // max(1, len(values) * values.shape[1]))
+    for start in range(0, len(values), step):  # rows i of [i, j]: does i dominate j?
+        block = values[start : start + step, None, :]
+        no_worse = np.all(block <= values[None], axis=-1)
+        better = np.any(block < values[None], axis=-1)
+        dominated |= np.any(no_worse & better, axis=0)
     return ~dominated
 
 
@@ -56,34 +61,47 @@ def front(values: np.ndarray, reference: np.ndarray) -> np.ndarray:
     return values[np.lexsort(values.T[::-1])]
 
 
-def _grid(points: np.ndarray, reference: np.ndarray) -> list[np.ndarray]:
-    """Per axis, the cell edges ``[-inf, sorted distinct coordinates..., r_k]``."""
+def _columns(points: np.ndarray, reference: np.ndarray, edges: list[np.ndarray]):
+    """Every grid column over the first ``K - 1`` axes, in chunks: ``(lo, hi, top)`` with
+    ``top`` the lowest last coordinate among the points that dominate ``lo`` in those
+    axes (``r_K`` where none does)."""
+    if edges:
+        axes = np.meshgrid(*(np.arange(len(e) - 1) for e in edges), indexing="ij")
+        cells = [a.ravel() for a in axes]  # per axis, each column's cell index
+        lo = np.stack([e[i] for e, i in zip(edges, cells, strict=True)], axis=1)
+        hi = np.stack([e[i + 1] for e, i in zip(edges, cells, strict=True)], axis=1)
+    else:  # one objective: one column, no extent
+        lo = hi = np.zeros((1, 0))
+    step = max(1, CHUNK // max(1, len(points) * len(edges)))
+    for start in range(0, len(lo), step):
+        part = lo[start : start + step]
+        dominating = np.all(points[None, :, :-1] <= part[:, None, :], axis=-1)  # (c, m)
+        last = np.where(dominating, points[None, :, -1], np.inf).min(axis=1)
+        yield part, hi[start : start + step], np.minimum(last, reference[-1])
+
+
+def _edges(points: np.ndarray, reference: np.ndarray, lowest: bool) -> list[np.ndarray]:
+    """Per axis but the last, the cell edges: the sorted distinct coordinates and
+    ``r_k``, from ``-inf`` when ``lowest``."""
+    start = [[-np.inf]] if lowest else [[]]
     return [
-        np.concatenate([[-np.inf], np.unique(points[:, k]), [reference[k]]])
-        for k in range(len(reference))
+        np.concatenate([*start, np.unique(points[:, k]), [reference[k]]])
+        for k in range(len(reference) - 1)
     ]
 
 
 def nondominated_boxes(points: np.ndarray, reference: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(lower, upper)``, each (B, K): disjoint boxes whose union is the part of
-    ``{z <= reference}`` that no row of ``points`` dominates (lower corners may be -inf;
-    boxes of zero volume are dropped)."""
+    ``{z <= reference}`` that no row of ``points`` dominates (lower corners may be -inf)."""
     reference = np.asarray(reference, dtype=np.float64)
     points = front(points, reference)
-    k_all = len(reference)
     if len(points) == 0:
-        return np.full((1, k_all), -np.inf), reference[None].copy()
-    edges = _grid(points, reference)
+        return np.full((1, len(reference)), -np.inf), reference[None].copy()
     lowers, uppers = [], []
-    for cell in itertools.product(*(range(len(e) - 1) for e in edges[:-1])):
-        lo = np.array([edges[k][i] for k, i in enumerate(cell)])
-        hi = np.array([edges[k][i + 1] for k, i in enumerate(cell)])
-        dominating = np.all(points[:, :-1] <= lo, axis=1)
-        top = min(reference[-1], points[dominating, -1].min(initial=np.inf))
-        if np.all(hi > lo):
-            lowers.append(np.append(lo, -np.inf))
-            uppers.append(np.append(hi, top))
-    return np.array(lowers), np.array(uppers)
+    for lo, hi, top in _columns(points, reference, _edges(points, reference, lowest=True)):
+        lowers.append(np.concatenate([lo, np.full((len(lo), 1), -np.inf)], axis=1))
+        uppers.append(np.concatenate([hi, top[:, None]], axis=1))
+    return np.concatenate(lowers), np.concatenate(uppers)
 
 
 def hypervolume(values: np.ndarray, reference: np.ndarray) -> float:
@@ -94,16 +112,9 @@ def hypervolume(values: np.ndarray, reference: np.ndarray) -> float:
     points = front(values, reference)
     if len(points) == 0:
         return 0.0
-    if len(reference) == 1:
-        return float(reference[0] - points[0, 0])
-    edges = [e[1:] for e in _grid(points, reference)]  # no dominator left of the first point
     total = 0.0
-    for cell in itertools.product(*(range(len(e) - 1) for e in edges[:-1])):
-        lo = np.array([edges[k][i] for k, i in enumerate(cell)])
-        hi = np.array([edges[k][i + 1] for k, i in enumerate(cell)])
-        dominating = np.all(points[:, :-1] <= lo, axis=1)
-        if dominating.any():
-            total += float(np.prod(hi - lo)) * (reference[-1] - points[dominating, -1].min())
+    for lo, hi, top in _columns(points, reference, _edges(points, reference, lowest=False)):
+        total += float(np.sum(np.prod(hi - lo, axis=1) * (reference[-1] - top)))
     return total
 
 

@@ -10,8 +10,14 @@ Optuna keeps the storage, pruning and dashboard; bojax proposes every parameter 
 ("relative sampling"): floats and ints with their log scales, stepped floats and ints as
 ordinal grids, and categorical choices (compared for equality by an overlap kernel, and
 searched by switching choices). Only what it cannot model (a categorical with a ``None``
-choice, the first ``n_startup_trials`` trials, a multi-objective study) goes to
-``independent_sampler`` (Optuna's ``RandomSampler`` by default).
+choice, the first ``n_startup_trials`` trials) goes to ``independent_sampler``
+(Optuna's ``RandomSampler`` by default).
+
+A multi-objective study (``directions=[...]``) and a constrained one (constraint values
+set by ``trial.set_constraint`` or computed by the sampler's ``constraints_func``; a
+trial is feasible where every value is <= 0, as Optuna has it) become a bojax run with
+several metrics (:mod:`bojax.bo.multiobjective`): one surrogate per objective and per
+constraint, LogEHVI (or ParEGO) weighted by the probability of feasibility.
 
 Completed trials are observations; failed trials enter as failed evaluations, which
 bojax's failure classifier learns from (its acquisition is weighted by the probability
@@ -109,6 +115,7 @@ class BojaxSampler(BaseSampler):
         seed: int | None = None,
         n_startup_trials: int = 5,
         independent_sampler: BaseSampler | None = None,
+        constraints_func: Any = None,
         **settings: Any,
     ) -> None:
         from bojax.bo.settings import Settings
@@ -125,6 +132,7 @@ class BojaxSampler(BaseSampler):
             seed=self._seed,
             **settings,
         )
+        self._constraints_func = constraints_func
         self._independent = independent_sampler or RandomSampler(seed=seed)
         self._intersection = IntersectionSearchSpace()
         self._chains: dict[tuple, Any] = {}  # (surrogate, classifier) states per search space
@@ -137,8 +145,6 @@ class BojaxSampler(BaseSampler):
     def infer_relative_search_space(
         self, study: Study, trial: FrozenTrial
     ) -> dict[str, BaseDistribution]:
-        if len(study.directions) > 1:
-            return {}  # multi-objective: not modelled; the independent sampler decides
         space = self._intersection.calculate(study)
         return {name: d for name, d in space.items() if _modelled(name, d)}
 
@@ -154,15 +160,14 @@ class BojaxSampler(BaseSampler):
         observed = [(t, u) for t in finished if (u := self._unit(study, space, t)) is not None]
         if len(observed) < self._settings.initial:
             return {}
-        settings = self._settings.replace(maximize=study.direction == StudyDirection.MAXIMIZE)
+        settings, outcome = self._study_settings(study, [t for t, _ in observed])
         state = init(space, settings)
-        key = (repr(space.to_dict()), settings.maximize)
+        key = (repr(space.to_dict()), repr(settings.identity()))
         if key in self._chains:
             surrogate, classifier = self._chains[key]
             state = state._replace(surrogate=surrogate, classifier=classifier)
         for t, u in observed:
-            value = t.value if t.state == TrialState.COMPLETE else math.nan
-            state = tell(state, u, math.nan if value is None else value)
+            state = tell(state, u, outcome(t))
         if not model_based(state):  # bojax's own rule: e.g. only failures, not modelled
             return {}
         running = [
@@ -178,6 +183,38 @@ class BojaxSampler(BaseSampler):
         self._chains[key] = (state.surrogate, state.classifier)
         proposal = space.from_unit(points[0])
         return dict(proposal)  # Python ints and floats, as the parameters' kinds decode
+
+    def _study_settings(self, study: Study, trials: list[FrozenTrial]):
+        """``(settings, outcome)``: the run settings for this study and ``outcome(trial)``,
+        what a finished trial tells bojax: its value, or for several objectives or
+        constraints a dict of metrics ``objective_i`` and ``constraint_<key>`` (NaN for a
+        failed trial, and for a completed one that lacks a constraint value)."""
+        directions = study.directions
+        keys = sorted({k for t in trials for k in _constraints(t)})
+        if len(directions) == 1 and not keys:
+            maximize = directions[0] == StudyDirection.MAXIMIZE
+            settings = self._settings.replace(maximize=maximize)
+
+            def value(t: FrozenTrial) -> float:
+                ok = t.state == TrialState.COMPLETE and t.value is not None
+                return t.value if ok else math.nan
+
+            return settings, value
+        objectives = {
+            f"objective_{i}": "max" if d == StudyDirection.MAXIMIZE else "min"
+            for i, d in enumerate(directions)
+        }
+        constraints = {f"constraint_{k}": ("<=", 0.0) for k in keys}
+        settings = self._settings.replace(objectives=objectives, constraints=constraints or None)
+
+        def metrics(t: FrozenTrial) -> Any:
+            given = _constraints(t)
+            if t.state != TrialState.COMPLETE or t.values is None or set(keys) - set(given):
+                return math.nan
+            values = {f"objective_{i}": v for i, v in enumerate(t.values)}
+            return {**values, **{f"constraint_{k}": given[k] for k in keys}}
+
+        return settings, metrics
 
     def _unit(self, study: Study, space: Space, trial: FrozenTrial) -> np.ndarray | None:
         """The trial's unit point, or None where bojax could not have proposed it (a
@@ -215,7 +252,21 @@ class BojaxSampler(BaseSampler):
         state: TrialState,
         values: list[float] | None,
     ) -> None:
+        if self._constraints_func is not None:  # stored where Optuna's samplers store them
+            from optuna.samplers._base import _process_constraints_after_trial
+
+            _process_constraints_after_trial(self._constraints_func, study, trial, state)
         self._independent.after_trial(study, trial, state, values)
+
+
+def _constraints(trial: FrozenTrial) -> dict[str, float]:
+    """The trial's constraint values by key (Optuna 5's ``trial.constraints``; the list
+    that ``constraints_func`` stores, by position, in older versions)."""
+    given = getattr(trial, "constraints", None)
+    if isinstance(given, dict):
+        return given
+    stored = trial.system_attrs.get("constraints") or ()
+    return {str(i): v for i, v in enumerate(stored)}
 
 
 __all__ = ["BojaxSampler"]

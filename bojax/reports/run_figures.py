@@ -11,6 +11,13 @@
   the failed evaluations, and where something failed the failure classifier's
   P(success) over the same slice (:func:`bojax.bo.loop.success_predictor`).
 
+A run with several metrics (``objectives``) gets, in place of ``progress.png`` and the
+slices, ``hypervolume.png`` (the feasible hypervolume after each evaluation) and
+``front.png``: with two objectives every evaluation in the objectives' plane, the
+Pareto set joined as a staircase and infeasible ones hollow; with three or more, parallel
+coordinates of every feasible evaluation's objectives (each scaled to [0, 1]), the
+Pareto set drawn bold.
+
 The surrogate is the run's own (its ``run.json`` settings), refitted to the journal's
 successful evaluations as the run's next ``ask`` would (:func:`bojax.bo.loop.predict`).
 
@@ -100,6 +107,65 @@ def plot_progress(run: Run, path: Path) -> None:
     ax.set_xlabel("evaluation")
     ax.set_ylabel("objective" + (" (maximised)" if run.maximize else " (minimised)"))
     ax.legend(loc="best", fontsize=8)
+    save(fig, path, dpi=120)
+
+
+def plot_hypervolume(run: Run, path: Path) -> None:
+    plt = pyplot()
+    front = run.front()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.step(np.arange(len(run.records)), front["hypervolume"], where="post", color="tab:orange")
+    initial = sum(r["phase"] == "initial" for r in run.records)
+    if initial:
+        ax.axvspan(-0.5, initial - 0.5, color="0.9", label="initial design")
+        ax.legend(loc="best", fontsize=8)
+    reference = front["reference_point"]
+    where = "" if reference is None else ", ".join(f"{v:.4g}" for v in reference)
+    ax.set_title(_text(f"hypervolume of the feasible evaluations (reference point {where})"),
+                 fontsize=9)  # fmt: skip
+    ax.set_xlabel("evaluation")
+    ax.set_ylabel("hypervolume")
+    save(fig, path, dpi=120)
+
+
+def plot_front(run: Run, path: Path) -> None:
+    plt = pyplot()
+    metrics = run.metrics
+    names = [name for name, _ in metrics.objectives]
+    ok = [r for r in run.records if r["status"] == "ok"]
+    values = np.array([metrics.row(r["y"]) for r in ok]).reshape(-1, len(metrics.columns))
+    feasible = metrics.feasible(values)
+    on_front = {p["iteration"] for p in run.front()["pareto"]}
+    front = np.array([r["iteration"] in on_front for r in ok], dtype=bool)
+    objectives = values[:, : len(names)]
+    if len(names) == 2:
+        fig, ax = plt.subplots(figsize=(6, 5))
+        ax.plot(*objectives[feasible & ~front].T, "o", ms=5, color="tab:blue", label="feasible")
+        if (~feasible).any():
+            ax.plot(*objectives[~feasible].T, "o", ms=5, mfc="none", color="0.5",
+                    label="infeasible")  # fmt: skip
+        if front.any():
+            order = np.argsort(objectives[front, 0])
+            signs = metrics.signs[:2]
+            ax.step(*objectives[front][order].T, where="post" if signs[1] > 0 else "pre",
+                    color="tab:orange", alpha=0.6)  # fmt: skip
+            ax.plot(*objectives[front].T, "*", ms=11, color="tab:orange", label="Pareto set")
+        labels = [f"{n} ({d})" for n, d in metrics.objectives]
+        ax.set_xlabel(_text(labels[0]))
+        ax.set_ylabel(_text(labels[1]))
+        ax.legend(loc="best", fontsize=8)
+    else:
+        fig, ax = plt.subplots(figsize=(1.6 * len(names) + 3, 4.5))
+        shown = objectives[feasible]
+        low, high = shown.min(axis=0, initial=0.0), shown.max(axis=0, initial=1.0)
+        scaled = (shown - low) / np.where(high > low, high - low, 1.0)
+        axis = np.arange(len(names))
+        for row, bold in zip(scaled, front[feasible], strict=True):
+            ax.plot(axis, row, color="tab:orange" if bold else "0.7",
+                    lw=2.0 if bold else 0.8, zorder=3 if bold else 1)  # fmt: skip
+        ax.set_xticks(axis, [_text(f"{n}\n({d})") for n, d in metrics.objectives], fontsize=8)
+        ax.set_ylabel("scaled to [0, 1] over the feasible evaluations")
+        ax.set_title("feasible evaluations; the Pareto set in orange", fontsize=9)
     save(fig, path, dpi=120)
 
 
@@ -277,6 +343,13 @@ def plot_slices(run: Run, slices: Path, slice2d: Path) -> list[Path]:
 def plot_run(run: Run, out: Path, slices: bool = True) -> list[Path]:
     """Write the run's figures into ``out``; returns their paths. A folder whose settings
     the refit would not take is refused before any figure is written."""
+    if run.metrics is not None:  # several metrics: the front, not a posterior slice
+        out.mkdir(parents=True, exist_ok=True)
+        paths = [out / "hypervolume.png", out / "front.png", out / "parameters.png"]
+        plot_hypervolume(run, paths[0])
+        plot_front(run, paths[1])
+        plot_parameters(run, paths[2])
+        return paths
     refit = slices and run.best() is not None
     if refit:
         refit_settings(run)
