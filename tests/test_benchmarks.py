@@ -138,3 +138,27 @@ def test_mixed_benchmark_runs_keeps_its_runs_and_ranks_the_arms(tmp_path):
     assert all(r["median"] >= 0 for r in row.values())  # regret against the known optimum
     stamps = [p.stat().st_mtime_ns for p in runs]
     assert mixed.main(argv) == summary and [p.stat().st_mtime_ns for p in runs] == stamps
+
+
+@pytest.mark.slow
+def test_multiobjective_benchmark_keeps_its_runs_and_scores_hypervolumes(tmp_path):
+    bench = load("multiobjective")
+    argv = ["--seeds", "2", "--evaluations", "9", "--problems", "c-branin-currin",
+            "--arms", "bojax-ehvi", "random", "--out", str(tmp_path)]  # fmt: skip
+    summary = bench.main(argv)
+    runs = sorted((tmp_path / "multiobjective_runs" / "c-branin-currin").glob("*/seed*.json"))
+    assert len(runs) == 4 and all(len(json.loads(p.read_text())["metrics"]) == 9 for p in runs)
+    for path in runs:  # each run's hypervolume history is its feasible evaluations' own
+        run = json.loads(path.read_text())
+        feasible = [m for m in run["metrics"] if m is not None and m["disc"] <= 50.0]
+        values = np.array([[m["branin"], m["currin"]] for m in feasible]).reshape(-1, 2)
+        from bojax.bo import pareto
+
+        assert run["hypervolume"][-1] == pytest.approx(pareto.hypervolume(values, [80.0, 12.0]))
+        assert np.all(np.diff(run["hypervolume"]) >= 0)
+    row = summary["c-branin-currin"]
+    assert set(row) == {"bojax-ehvi", "random"}
+    assert sum(r["mean_rank"] for r in row.values()) == pytest.approx(3.0)
+    assert (tmp_path / "multiobjective.png").exists()
+    stamps = [p.stat().st_mtime_ns for p in runs]
+    assert bench.main(argv) == summary and [p.stat().st_mtime_ns for p in runs] == stamps

@@ -176,6 +176,7 @@ def test_a_tampered_record_is_refused_with_its_line(tmp_path):
         bojax.minimize(two_bowls, SPACE, iterations=1, out=tmp_path, resume=True, **run)
 
 
+@pytest.mark.slow  # the CLI end to end: a run, show and plot
 def test_cli_runs_shows_and_plots_a_three_objective_run(tmp_path):
     from typer.testing import CliRunner
 

@@ -58,14 +58,21 @@ CHECKS = {
         sorted(r["proposal"] for r in ns["result"].history)
         == list(range(len(ns["result"].history)))
     ),
-    # the best design keeps lr * depth <= 0.5 (the rest diverge) and nears the optimum 0
+    # a feasible Pareto set of error against size, its hypervolume and reference point
     8: lambda ns, out: (
+        len(ns["result"].pareto) >= 2
+        and all(p["metrics"]["latency"] <= 2.0 for p in ns["result"].pareto)
+        and ns["result"].hypervolume[-1] > 0
+        and len(ns["result"].reference_point) == 2
+    ),
+    # the best design keeps lr * depth <= 0.5 (the rest diverge) and nears the optimum 0
+    9: lambda ns, out: (
         ns["result"].best_point["lr"] * ns["result"].best_point["depth"] <= 0.5
         and ns["result"].best_value < 0.5
         and ns["result"].failures > 0
     ),
     # each hanging design is killed at its timeout; the others run as before
-    9: lambda ns, out: (
+    10: lambda ns, out: (
         ns["result"].evaluations == 6
         and all(
             r["error"] == "timed out after 20 s"
@@ -74,7 +81,7 @@ CHECKS = {
         )
         and all(r["seconds"] < 60 for r in ns["result"].history)
     ),
-    11: lambda ns, out: abs(ns["study"].best_params["lr"] - 0.01) < 0.005,
+    12: lambda ns, out: abs(ns["study"].best_params["lr"] - 0.01) < 0.005,
 }
 
 
@@ -96,7 +103,7 @@ def test_readme_block_runs(index, capsys):
 
 def test_every_printing_readme_example_has_a_check():
     printing = {i for i, block in enumerate(BLOCKS) if "print(" in block or "result =" in block}
-    assert printing <= set(CHECKS) | {6, 10}, sorted(printing - set(CHECKS))
+    assert printing <= set(CHECKS) | {6, 11}, sorted(printing - set(CHECKS))
 
 
 def named_block(filename: str) -> str:
