@@ -208,3 +208,22 @@ def test_cli_runs_shows_and_plots_a_three_objective_run(tmp_path):
     assert {p.name for p in (out / "figures").iterdir()} == {
         "hypervolume.png", "front.png", "parameters.png"
     }  # fmt: skip
+
+
+def test_failures_go_to_the_failure_model_and_the_noisy_variant_proposes():
+    def fragile(point):
+        if point["x"] > 0.75:
+            raise RuntimeError("out of memory")
+        return two_bowls(point)
+
+    result = bojax.minimize(
+        fragile, SPACE, objectives=["left:min", "right:min"], incumbent="posterior_mean",
+        iterations=4, initial=6, seed=4, surrogate="gp-map", **QUIET,
+    )  # fmt: skip
+    failed = [r for r in result.history if r["status"] == "failed"]
+    assert failed and all("out of memory" in r["error"] for r in failed)
+    steps = [r for r in result.history if r["phase"] == "bo"]
+    assert all("success_probability" in r["diagnostics"] for r in steps)
+    # The classifier weights each proposal: below certainty where things failed before.
+    risky = [r["diagnostics"]["success_probability"] for r in steps if r["x"]["x"] > 0.75]
+    assert all(p < 0.95 for p in risky)

@@ -10,7 +10,10 @@ posterior, and the acquisition's mean over ``s`` integrates it.
 
 * ``log_ehvi`` (the default): the observed feasible front, and the believed outcomes of
   pending points, cut the non-dominated region into boxes (:mod:`bojax.bo.pareto`); the
-  acquisition is :func:`bojax.bo.acquisition.log_expected_hypervolume_improvement`.
+  acquisition is :func:`bojax.bo.acquisition.log_expected_hypervolume_improvement`. With
+  ``incumbent="posterior_mean"`` (the noisy variant) the front is the pooled posterior
+  mean at the feasible evaluations instead, which a lucky noisy observation cannot
+  push out (the plug-in counterpart of Daulton et al. 2021's noisy EHVI).
 * ``parego`` (Knowles 2006): each proposal draws weights ``lambda`` uniformly on the
   simplex, scalarises the objectives (normalised to [0, 1] on the observed values) as
   ``max_k lambda_k f_k + 0.05 sum_k lambda_k f_k``, fits one surrogate to that and
@@ -211,6 +214,11 @@ def propose_batch(state, classifier, feasibility, taken, first: int, q: int):
     draws = surrogate.screening_draws()
     screen = None if draws is None else score_function(surrogate, acquire, draws, classifier)
     fitted, outputs = models.fitted, models.outputs
+    observed_front = z[feasible, :count]
+    if settings.incumbent == "posterior_mean" and found and not parego:  # the noisy variant
+        at = jnp.asarray(x[feasible])
+        means = [jnp.mean(surrogate.predict(fitted[j], at)[0], axis=0) for j in range(count)]
+        observed_front = np.stack([np.asarray(m) for m in means], axis=1)
     points, infos = [], []
     for k in range(first, first + q):
         if parego and k > first:  # a new scalarisation per proposal
@@ -231,7 +239,7 @@ def propose_batch(state, classifier, feasibility, taken, first: int, q: int):
             boxes = _boxes(np.zeros((0, 1)), np.zeros(1))  # unread
         else:
             best = 0.0
-            front_points = z[feasible, :count]
+            front_points = observed_front
             if len(taken):  # believed outcomes that are believed feasible join the front
                 ok = np.all(orient * believed[:, index] <= bounds, axis=1)
                 front_points = np.concatenate([front_points, believed[ok, :count]])
