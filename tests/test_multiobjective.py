@@ -210,6 +210,7 @@ def test_cli_runs_shows_and_plots_a_three_objective_run(tmp_path):
     }  # fmt: skip
 
 
+@pytest.mark.slow  # compiles the failure classifier for a whole run
 def test_failures_go_to_the_failure_model_and_the_noisy_variant_proposes():
     def fragile(point):
         if point["x"] > 0.75:
