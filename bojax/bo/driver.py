@@ -79,8 +79,9 @@ class Result:
     seconds: float
     stopped: str | None = None  # why the run ended before its budget, if it did
     # With several metrics (settings.objectives): best_point/best_value are the feasible
-    # evaluation best in the first objective; the Pareto set (feasible, non-dominated,
-    # with every metric), the reference point and the hypervolume after each evaluation.
+    # evaluation best in the first objective (of all, while none is feasible); the Pareto
+    # set (feasible, non-dominated, with every metric), the reference point and the
+    # hypervolume after each evaluation.
     pareto: list[dict[str, Any]] | None = None
     reference_point: list[float] | None = None
     hypervolume: list[float] | None = None
