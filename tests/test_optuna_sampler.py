@@ -268,6 +268,7 @@ def _two_objectives(u):
     return (x - 0.2) ** 2 + (y - 0.5) ** 2, (x - 0.8) ** 2 + (y - 0.5) ** 2, x - 0.6
 
 
+@pytest.mark.slow  # two several-metric loops side by side
 def test_a_constrained_multi_objective_study_proposes_what_bojax_proposes():
     """Two objectives (the second maximised) and a constraint set by trial.set_constraint:
     the sampler's trials are bojax's own several-metric loop's proposals, bit for bit."""
