@@ -77,12 +77,12 @@ def test_a_maximised_objective_and_a_given_reference_point():
 def test_resume_is_bit_identical_and_steady_steps_do_not_recompile(tmp_path):
     run = dict(
         objectives={"left": "min", "right": "min"}, constraints=["size<=8"], initial=4,
-        seed=3, surrogate="gp-slice", samples=4, **QUIET,
+        seed=3, surrogate="gp-map", **QUIET,
     )  # fmt: skip
     with count_compilations(fresh=True) as counts:
         full = bojax.minimize(two_bowls, SPACE, iterations=5, **run)
-    assert counts.of("_fit") <= 2, counts  # the first fit's burn-in is a traced flag
-    assert counts.of("score") <= 2, counts  # the grid, and the screen with fewer draws
+    assert counts.of("_fit") == 1, counts  # MAP's wider first restart is a traced flag
+    assert counts.of("score") <= 2, counts  # the candidate grid, and the box bucket growing
     bojax.minimize(two_bowls, SPACE, iterations=2, out=tmp_path, **run)
     resumed = bojax.minimize(two_bowls, SPACE, iterations=5, out=tmp_path, resume=True, **run)
     assert [r["u"] for r in resumed.history] == [r["u"] for r in full.history]
