@@ -548,14 +548,12 @@ def _result(
 
 def _several(settings: Settings, history: list[dict], seconds: float, stopped) -> Result:
     """The result of a run with several metrics (at least one success)."""
-    from bojax.bo.pareto import summary
+    from bojax.bo.pareto import best_record, summary
 
     metrics = settings.metrics
-    first, direction = metrics.objectives[0]
+    first = metrics.objectives[0][0]
     ok = [r for r in history if r["status"] == "ok"]
-    feasible = [r for r in ok if metrics.feasible(metrics.row(r["y"]))[0]] or ok
-    pick = max if direction == "max" else min
-    best = pick(feasible, key=lambda r: r["y"][first])
+    best = best_record(metrics, history)
     front = summary(metrics, history, settings.reference_point)
     return Result(
         best["x"], best["y"][first], history, len(history), len(history) - len(ok), seconds,

@@ -159,6 +159,17 @@ def reference_point(values: np.ndarray, margin: float = 0.1) -> np.ndarray:
     return nadir + margin * spread
 
 
+def best_record(metrics: Metrics, records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The ok record best in the first objective among the feasible ones (among all ok
+    records while none is feasible); None without an ok record."""
+    ok = [r for r in records if r["status"] == "ok"]
+    if not ok:
+        return None
+    name, direction = metrics.objectives[0]
+    feasible = [r for r in ok if metrics.feasible(metrics.row(r["y"]))[0]] or ok
+    return (max if direction == "max" else min)(feasible, key=lambda r: r["y"][name])
+
+
 def summary(metrics: Metrics, history: list[dict[str, Any]], reference=None) -> dict[str, Any]:
     """The run's Pareto set (feasible, non-dominated records, with their metrics), the
     reference point (objectives' units; the rule's on every feasible record unless

@@ -73,10 +73,8 @@ class Run:
         if not ok:
             return None
         if self.metrics is not None:  # the feasible best in the first objective
-            name, direction = self.metrics.objectives[0]
-            feasible = [r for r in ok if self.metrics.feasible(self.metrics.row(r["y"]))[0]]
-            pick = max if direction == "max" else min
-            return {**pick(feasible or ok, key=lambda r: r["y"][name]), "objective": name}
+            name = self.metrics.objectives[0][0]
+            return {**pareto.best_record(self.metrics, self.records), "objective": name}
         return (max if self.maximize else min)(ok, key=lambda r: r["y"])
 
 
