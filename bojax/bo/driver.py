@@ -567,6 +567,7 @@ class _Progress:
     def __init__(self, enabled: bool, total: int, done: int):
         self.enabled, self.total, self.done = enabled, total, done
         self.best = math.nan
+        self.local = False  # whether the switch to local GPs was announced
 
     def __enter__(self):
         if self.enabled:
@@ -604,6 +605,14 @@ class _Progress:
         best = "-" if ok.size == 0 else f"{(ok.max() if maximize else ok.min()):.6g}"
         failed = int(np.sum(~np.isfinite(state.y)))
         self.progress.update(self.task, advance=1, best=best, failed=failed, last=record["seconds"])
+        if "local_points" in record["diagnostics"] and not self.local:
+            self.local = True
+            settings = state.settings
+            self.progress.console.print(
+                f"past exact_limit = {settings.exact_limit} successful evaluations: each "
+                f"proposal now fits a local GP (MAP) to the {settings.local_points} "
+                "evaluations nearest the best and searches a trust region around it"
+            )
 
     def __exit__(self, *exc):
         if self.enabled:

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bojax import gp
-from bojax.bo import keys, multiobjective, policies, warping
+from bojax.bo import keys, multiobjective, policies, trust, warping
 from bojax.bo.acquisition import AcquisitionRecord, get_acquisition
 from bojax.bo.optimize import candidate_grid, propose
 from bojax.bo.settings import Settings
@@ -105,12 +105,14 @@ def _iteration_key(settings: Settings, n: int) -> jax.Array:
     return keys.iteration_key(settings.seed, n)
 
 
-def output_warping(state: BOState) -> warping.Warping:
-    """The warping fitted to the successful outputs (:mod:`bojax.bo.warping`):
-    ``settings.warping``, or the surrogate's own preference where that is None."""
+def output_warping(state: BOState, outputs: np.ndarray | None = None) -> warping.Warping:
+    """The warping fitted to ``outputs`` (default: every successful output;
+    :mod:`bojax.bo.warping`): ``settings.warping``, or the surrogate's own preference
+    where that is None."""
     settings = state.settings
     kind = settings.warping or getattr(settings.make_surrogate(), "warping", "standardise")
-    return warping.fit(kind, state.y[np.isfinite(state.y)], settings.maximize)
+    outputs = state.y[np.isfinite(state.y)] if outputs is None else outputs
+    return warping.fit(kind, outputs, settings.maximize)
 
 
 def model_based(state: BOState) -> bool:
@@ -144,7 +146,12 @@ def fit_classifier(state: BOState) -> BOState:
         state.classifier if state.classifier is not None else classifier.init(state.space.dim)
     )
     key = jax.random.fold_in(_iteration_key(settings, n), 4)
-    return state._replace(classifier=classifier.fit(key, previous, state.u, np.isfinite(state.y)))
+    u, success = state.u, np.isfinite(state.y)
+    area = local_region(state)
+    if area is not None:  # past exact_limit, the evaluations nearest the incumbent
+        rows = trust.nearest(u, area.centre, settings.local_points)
+        u, success = u[rows], success[rows]
+    return state._replace(classifier=classifier.fit(key, previous, u, success))
 
 
 @with_blas_threads
@@ -155,20 +162,57 @@ def fit_models(state: BOState) -> BOState:
     if np.isfinite(state.y).any():
         if state.settings.metrics is not None:
             return state._replace(surrogate=multiobjective.fit_models(state).fitted)
-        state = state._replace(surrogate=fit_surrogate(state)[1])
+        state = state._replace(surrogate=fit_surrogate(state).fitted)
     return state
 
 
-def fit_surrogate(state: BOState) -> tuple[Surrogate, Any, tuple[np.ndarray, np.ndarray]]:
-    """The surrogate fitted to the successful evaluations, and those (unit points,
-    warped outputs)."""
+class SurrogateFit(NamedTuple):
+    """A fitted surrogate and what it was fitted to: unit points ``x``, warped outputs
+    ``y`` (minimised), the ``warping`` that made them and, past ``exact_limit``, the
+    trust ``region`` whose nearest evaluations they are (:mod:`bojax.bo.trust`)."""
+
+    surrogate: Surrogate
+    fitted: Any
+    x: np.ndarray
+    y: np.ndarray
+    warping: warping.Warping
+    region: trust.Region | None
+
+
+def _sign(state: BOState) -> float:
+    return -1.0 if state.settings.maximize else 1.0
+
+
+def local_region(state: BOState) -> trust.Region | None:
+    """The trust region of the next proposal once the run is past ``exact_limit``
+    successes (None before, or with several metrics, which stay exact)."""
+    successes = int(np.isfinite(state.y).sum())
+    if state.settings.metrics is not None or not trust.is_local(state.settings, successes):
+        return None
+    return trust.region(state.settings, state.u, state.y, _sign(state), state.space.dim)
+
+
+def fit_surrogate(state: BOState) -> SurrogateFit:
+    """The surrogate fitted to the successful evaluations (past ``exact_limit``, to the
+    ``local_points`` nearest the incumbent, by :func:`bojax.bo.trust.local_surrogate`),
+    with the data it saw."""
     settings, n = state.settings, len(state.y)
     surrogate = settings.make_surrogate(state.space)
     ok = np.isfinite(state.y)
-    x, y = state.u[ok], output_warping(state).forward(state.y[ok])
-    previous = state.surrogate if state.surrogate is not None else surrogate.init(state.space.dim)
+    x, raw = state.u[ok], state.y[ok]
+    area = local_region(state)
+    previous = state.surrogate
+    if area is not None:
+        surrogate = trust.local_surrogate(surrogate)
+        x, raw = x[area.rows], raw[area.rows]
+        previous = None if previous is None else trust.carried(previous)
+    warp = output_warping(state, raw)  # a local model's outputs get their own scale
+    y = warp.forward(raw)
+    previous = previous if previous is not None else surrogate.init(state.space.dim)
     fitted = surrogate.fit(_keys(settings, n)[0], previous, gp.make_data(x, y))
-    return surrogate, fitted, (x, y)
+    if area is not None:
+        area = trust.with_box(area, state.space, trust.fitted_lengthscales(fitted, x.shape[1]))
+    return SurrogateFit(surrogate, fitted, x, y, warp, area)
 
 
 @functools.cache
@@ -272,7 +316,8 @@ def ask_batch(
             for k, (u, info) in enumerate(zip(points, infos, strict=True), start=first):
                 info.update(_success_diagnostics(state, u, k))
         return points, state, infos
-    surrogate, fitted, (x, y) = fit_surrogate(state)
+    surrogate, fitted, x, y, _, area = fit_surrogate(state)
+    box = None if area is None else (area.lower, area.upper)
     best = jnp.asarray(np.min(y))
     best_point = x[int(np.argmin(y))]
     if settings.incumbent == "posterior_mean":
@@ -295,6 +340,7 @@ def ask_batch(
                 method=settings.optimizer,
                 num_candidates=settings.num_candidates,
                 screen=_screen_function(surrogate, acquire, classifier),
+                box=box,
             )
         except SpaceExhaustedError:
             if points:
@@ -302,9 +348,11 @@ def ask_batch(
             raise
         diagnostics = getattr(fitted, "diagnostics", None) or {}  # optional (protocol)
         info = {"phase": "bo", "acquisition_value": value, **diagnostics}
+        if area is not None:
+            info.update(area.info())
         if policies.explores(settings.policy) or settings.stop_tolerance is not None:
             args = (conditioned, incumbent, {}, *feasibility)
-            u, choice = _apply_policy(state, surrogate, classifier, args, u, value, k, taken)
+            u, choice = _apply_policy(state, surrogate, classifier, args, u, value, k, taken, box)
             info.update(choice)
         if classifier is not None:
             info.update(_success_diagnostics(state, u, k))
@@ -377,7 +425,9 @@ def _conditioned(state: BOState, surrogate: Surrogate, fitted, data, pending, k:
     return surrogate.conditioned(refitted), fantasies.incumbents(best, jnp.asarray(believed[None]))
 
 
-def _apply_policy(state: BOState, surrogate: Surrogate, classifier, args, u, value, k, pending):
+def _apply_policy(
+    state: BOState, surrogate: Surrogate, classifier, args, u, value, k, pending, box=None
+):
     """Choose between the acquisition maximiser ``u`` and the most uncertain point (each
     score weighted by P(success) when a ``classifier`` is fitted)."""
     settings = state.settings
@@ -396,6 +446,7 @@ def _apply_policy(state: BOState, surrogate: Surrogate, classifier, args, u, val
             method=settings.optimizer,
             num_candidates=settings.num_candidates,
             screen=_screen_function(surrogate, policy.explore_with, classifier),
+            box=box,
         )
         pi_score = _score_function(surrogate, policy.improvement_with, None, classifier)
         pi = float(pi_score(jnp.asarray(explore[None]), args)[0])
@@ -438,8 +489,7 @@ def predictor(state: BOState) -> Callable[[np.ndarray], tuple[np.ndarray, np.nda
         raise DataError("predict() needs the initial design evaluated and one success")
     if state.settings.metrics is not None:
         raise SettingsError("predict() models one objective; this run has several metrics")
-    surrogate, fitted, _ = fit_surrogate(state)
-    warp = output_warping(state)
+    surrogate, fitted, *_, warp, _ = fit_surrogate(state)
 
     def posterior(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         u = jnp.asarray(u, dtype=jnp.float64).reshape(-1, state.space.dim)

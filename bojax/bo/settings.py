@@ -233,6 +233,21 @@ class Settings:
         one_of(WARPINGS, optional=True),
         omit_at_default=True,
     )
+    # Large runs (bojax.bo.trust): a local GP in a trust region past exact_limit.
+    exact_limit: int | None = setting(
+        300,
+        "successful evaluations a GP conditions on all at once; past them each proposal "
+        "fits a local GP (MAP) to the local_points nearest the best and searches a trust "
+        "region around it (None: always exact)",
+        count(1, optional=True),
+        omit_at_default=True,
+    )
+    local_points: int = setting(
+        256,
+        "evaluations a local GP sees once exact_limit is passed",
+        count(8),
+        omit_at_default=True,
+    )
     # Several metrics per evaluation (bojax.bo.metrics, bojax.bo.multiobjective).
     objectives: tuple[str, ...] | None = setting(
         None,

@@ -1,0 +1,170 @@
+"""Large runs: a local GP in a trust region once the data outgrow an exact GP.
+
+An exact GP conditions on every observation, so its cost grows as ``n^3`` and its memory
+as ``n^2`` per hyperparameter draw: at d = 20 a steady gp-slice ask took 3.6 s at n = 300
+on two cores, and n = 10,000 would need hours and ~12 GiB. Past ``settings.exact_limit``
+successful evaluations the loop therefore models locally, as TuRBO does (Eriksson et al.
+2019, "Scalable global optimization via local Bayesian optimization"):
+
+* **the data**: the ``settings.local_points`` evaluations nearest the incumbent (the best
+  observed point), with their outputs warped afresh, so the model's size, its compiled
+  programs and its memory stay fixed however large ``n`` grows (nearest-neighbour
+  selection is ``O(n d)``);
+* **the hyperparameters**: a MAP fit (:func:`local_surrogate`), warm-started from the
+  last fit. With hundreds of points the hyper-posterior is narrow, so integrating over
+  it no longer pays for its ~5x cost (see docs/design.md);
+* **the region**: proposals stay in a box around the incumbent,
+  ``centre +- length * w / 2`` with ``w_i = ell_i / (prod_j ell_j)^(1/d)`` (the fitted
+  length-scales, so the box is long where the function varies slowly). ``length``
+  follows TuRBO's rule, replayed over the evaluations since the switch: it doubles (at
+  most ``MAX_LENGTH``) after ``SUCCESSES`` improvements in a row and halves after
+  ``max(4, d)`` evaluations in a row that did not improve the best by ``1e-3 |best|``
+  (failed evaluations included). Below ``MIN_LENGTH`` the region starts again at
+  ``INITIAL_LENGTH``: TuRBO restarts from scratch there, bojax keeps its data and lets
+  the larger box look around the incumbent again.
+
+The region is a pure function of the run's outputs in the order they were told, so a
+resumed run rebuilds it exactly (no extra state in the journal). Counting is per
+evaluation, TuRBO's ``q = 1`` rule; with batches TuRBO counts per batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from bojax.spaces import Space
+
+INITIAL_LENGTH = 0.8
+MIN_LENGTH = 0.5**7
+MAX_LENGTH = 1.6
+SUCCESSES = 3
+IMPROVEMENT = 1e-3  # relative improvement of the best that counts as a success
+
+
+class Region(NamedTuple):
+    """The trust region of one proposal: the rows of the data the local model sees, and
+    the box (unit coordinates) proposals are drawn from."""
+
+    rows: np.ndarray  # indices into the successful evaluations, nearest first
+    centre: np.ndarray  # (d,) the incumbent
+    length: float  # the box's edge before the length-scale weights
+    lower: np.ndarray | None = None  # (d,) set once the local model's length-scales are known
+    upper: np.ndarray | None = None
+
+    def info(self) -> dict[str, float]:
+        """What a proposal's journal record says about its model."""
+        return {"local_points": float(len(self.rows)), "trust_length": self.length}
+
+
+def is_local(settings: Any, successes: int) -> bool:
+    """Whether a fit on ``successes`` successful evaluations is local (``exact_limit``)."""
+    limit = settings.exact_limit
+    return limit is not None and successes > limit
+
+
+def local_surrogate(surrogate: Any) -> Any:
+    """The surrogate a local fit uses: a GP with sampled hyperparameters fitted by MAP
+    instead (same kernel, mean and priors); any other surrogate (MAP, fixed, the BNN) as
+    it is."""
+    sampler = getattr(surrogate, "sampler", None)
+    if sampler is None or sampler.point:
+        return surrogate
+    return replace(surrogate, method="map", chains=1, num_samples=1)
+
+
+def carried(previous: Any) -> Any:
+    """A sampled GP's state as the first state of its MAP fits: the first chain only
+    (a MAP fit has one position), so packed states keep one shape from then on."""
+    position = getattr(previous, "position", None)
+    if position is None:
+        return previous
+    import jax
+
+    return previous._replace(
+        position=jax.tree.map(lambda a: a[:1], position), widths=previous.widths[:1]
+    )
+
+
+def nearest(points: np.ndarray, centre: np.ndarray, count: int) -> np.ndarray:
+    """Indices of the ``count`` rows of ``points`` nearest ``centre`` (Euclidean in unit
+    coordinates; irrelevant coordinates, the sentinel -1, compare as values), nearest
+    first, ties broken by index so the choice is deterministic."""
+    distance = np.sum((np.asarray(points) - centre) ** 2, axis=1)
+    order = np.lexsort((np.arange(len(distance)), distance))
+    return order[: min(count, len(order))]
+
+
+def trust_length(y: np.ndarray, start: int, dim: int) -> float:
+    """The trust region's edge after the outputs ``y`` (in the order told; NaN = failed,
+    minimisation), counting from evaluation ``start``, the first of the local phase."""
+    length, wins, losses = INITIAL_LENGTH, 0, 0
+    patience = max(4, dim)
+    finite = np.isfinite(y)
+    best = np.min(y[:start][finite[:start]]) if finite[:start].any() else np.inf
+    for value in y[start:]:
+        if np.isfinite(value) and value < best - IMPROVEMENT * abs(best):
+            wins, losses = wins + 1, 0
+        else:
+            wins, losses = 0, losses + 1
+        if np.isfinite(value):
+            best = min(best, value)
+        if wins >= SUCCESSES:
+            length, wins = min(2.0 * length, MAX_LENGTH), 0
+        elif losses >= patience:
+            length, losses = length / 2.0, 0
+        if length < MIN_LENGTH:
+            length = INITIAL_LENGTH
+    return length
+
+
+def local_start(y: np.ndarray, limit: int) -> int:
+    """The index of the first evaluation told after ``limit`` successes (the local phase's
+    first), ``len(y)`` if none."""
+    successes = np.cumsum(np.isfinite(y))
+    return int(np.searchsorted(successes, limit, side="right")) + 1
+
+
+def region(settings: Any, u: np.ndarray, y: np.ndarray, sign: float, dim: int) -> Region:
+    """The trust region of the next proposal of a run whose evaluations are ``u``, ``y``
+    (NaN = failed) and ``sign`` = -1 when maximising (so ``sign * y`` is minimised)."""
+    ok = np.isfinite(y)
+    x, values = u[ok], sign * y[ok]
+    centre = x[int(np.argmin(values))]
+    rows = nearest(x, centre, settings.local_points)
+    start = local_start(y, settings.exact_limit)
+    return Region(rows, centre, trust_length(sign * y, min(start, len(y)), dim))
+
+
+def weights(lengthscales: np.ndarray | None, dim: int) -> np.ndarray:
+    """TuRBO's box weights ``ell_i / (prod_j ell_j)^(1/d)``; ones without length-scales."""
+    if lengthscales is None:
+        return np.ones(dim)
+    ell = np.asarray(lengthscales, dtype=np.float64).reshape(-1, dim).mean(axis=0)
+    ell = np.clip(ell, 1e-6, 1e6)
+    return ell / np.exp(np.mean(np.log(ell)))
+
+
+def fitted_lengthscales(fitted: Any, dim: int) -> np.ndarray | None:
+    """The fitted GP's ARD length-scales (averaged over draws), None for a surrogate
+    without them (the BNN, composite kernels)."""
+    samples = getattr(fitted, "samples", None)
+    kernel = samples.get("kernel") if isinstance(samples, dict) else None
+    ell = kernel.get("lengthscales") if isinstance(kernel, dict) else None
+    if ell is None or np.shape(ell)[-1] != dim:
+        return None
+    return np.asarray(ell)
+
+
+def with_box(area: Region, space: Space, lengthscales: np.ndarray | None) -> Region:
+    """``area`` with its box: ``centre +- length * w / 2`` clipped to the cube on numeric
+    coordinates; categorical and ordinal ones keep their whole range (they move by
+    discrete steps)."""
+    half = area.length * weights(lengthscales, space.dim) / 2.0
+    centre = np.where(area.centre < 0, 0.5, area.centre)  # an irrelevant coordinate
+    lower, upper = np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
+    discrete = np.array([not p.continuous for p in space.parameters])
+    lower, upper = np.where(discrete, 0.0, lower), np.where(discrete, 1.0, upper)
+    return area._replace(lower=lower, upper=upper)

@@ -1,0 +1,212 @@
+"""Large runs: local GPs in a trust region past ``exact_limit`` (bojax.bo.trust)."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import bojax
+from bojax import gp
+from bojax.bo import loop, optimize, trust
+from bojax.compilation import count_compilations
+from bojax.errors import SettingsError
+from bojax.parameters import Categorical
+
+
+def branin_unit(u):
+    x1, x2 = 15.0 * u[..., 0] - 5.0, 15.0 * u[..., 1]
+    return (
+        (x2 - 5.1 / (4 * np.pi**2) * x1**2 + 5 / np.pi * x1 - 6) ** 2
+        + 10 * (1 - 1 / (8 * np.pi)) * np.cos(x1)
+        + 10
+    )
+
+
+SPACE = bojax.Space([bojax.Real("a", 0.0, 1.0), bojax.Real("b", 0.0, 1.0)])
+
+
+# -- the trust region's length: TuRBO's counters, replayed -------------------------------
+def test_the_length_doubles_after_three_improvements_and_halves_after_patience():
+    # five earlier outputs, best 10; then three improvements in a row
+    y = np.array([12.0, 11.0, 10.0, 13.0, 14.0, 9.0, 8.0, 7.0])
+    assert trust.trust_length(y, 5, dim=2) == pytest.approx(2 * trust.INITIAL_LENGTH)
+    # two improvements, then not: no doubling
+    assert trust.trust_length(y[:7], 5, dim=2) == trust.INITIAL_LENGTH
+    # max(4, d) = 6 evaluations without improvement halve it; 5 do not
+    flat = np.concatenate([y[:5], np.full(6, 10.0)])
+    assert trust.trust_length(flat, 5, dim=6) == pytest.approx(trust.INITIAL_LENGTH / 2)
+    assert trust.trust_length(flat[:-1], 5, dim=6) == trust.INITIAL_LENGTH
+
+
+def test_failures_count_against_the_region_and_tiny_improvements_do_not_count():
+    y = np.array([10.0, np.nan, np.nan, np.nan, np.nan])
+    assert trust.trust_length(y, 1, dim=2) == pytest.approx(trust.INITIAL_LENGTH / 2)
+    tiny = np.array([10.0, 9.9999, 9.9998, 9.9997, 9.9996])  # < 1e-3 |best| each
+    assert trust.trust_length(tiny, 1, dim=2) == pytest.approx(trust.INITIAL_LENGTH / 2)
+
+
+def test_the_length_never_exceeds_its_cap_and_restarts_below_its_floor():
+    rising = np.concatenate([[100.0], 100.0 - np.arange(1, 40)])  # improves every time
+    assert trust.trust_length(rising, 1, dim=2) == trust.MAX_LENGTH
+    stuck = np.concatenate([[0.0], np.ones(4 * 7)])  # 7 halvings: 0.8 / 128 < 2^-7
+    assert trust.trust_length(stuck, 1, dim=2) == trust.INITIAL_LENGTH
+    assert trust.trust_length(stuck[:-4], 1, dim=2) == pytest.approx(0.8 / 64)
+
+
+def test_the_local_phase_starts_after_the_limits_successes():
+    y = np.array([1.0, np.nan, 2.0, 3.0, np.nan, 4.0])
+    assert trust.local_start(y, 2) == 4  # the first proposal with three successes behind it
+    assert trust.local_start(y, 4) == 7  # never reached: past the end
+
+
+def test_nearest_rows_are_nearest_first_with_ties_by_index():
+    points = np.array([[0.5, 0.5], [0.0, 0.0], [0.6, 0.5], [0.4, 0.5], [0.5, 0.9]])
+    rows = trust.nearest(points, np.array([0.5, 0.5]), 3)
+    assert rows.tolist() == [0, 2, 3]  # 2 and 3 tie: lower index first
+    assert len(trust.nearest(points, np.zeros(2), 99)) == 5
+
+
+def test_the_box_is_weighted_by_length_scales_and_spares_discrete_coordinates():
+    space = bojax.Space(
+        [bojax.Real("a", 0.0, 1.0), bojax.Real("b", 0.0, 1.0), Categorical("c", ("x", "y", "z"))]
+    )
+    area = trust.Region(np.arange(3), np.array([0.5, 0.5, 0.5]), 0.4)
+    boxed = trust.with_box(area, space, np.array([[4.0, 1.0, 1.0]]))
+    widths = boxed.upper - boxed.lower
+    w = np.array([4.0, 1.0, 1.0]) / 4.0 ** (1 / 3)
+    np.testing.assert_allclose(widths[:2], np.minimum(0.4 * w[:2], 1.0))
+    assert (boxed.lower[2], boxed.upper[2]) == (0.0, 1.0)  # the categorical moves freely
+    assert np.prod(w) == pytest.approx(1.0)
+
+
+# -- the optimiser inside a box ----------------------------------------------------------
+def _toward(target):
+    @jax.jit
+    def score(x, args):
+        return -jnp.sum((x - args) ** 2, axis=-1)
+
+    return score, jnp.asarray(target)
+
+
+def test_proposals_and_their_grid_stay_inside_the_box():
+    box = (np.array([0.1, 0.2]), np.array([0.3, 0.5]))
+    grid = optimize.candidate_grid(jax.random.key(0), SPACE, "sobol", 256, box)
+    assert np.all(grid >= box[0]) and np.all(grid <= box[1])
+    score, target = _toward([0.9, 0.9])  # the optimum is outside: the box's corner wins
+    u, _ = optimize.propose(jax.random.key(1), score, target, SPACE, np.zeros((0, 2)), box=box)
+    np.testing.assert_allclose(u, box[1], atol=1e-6)
+
+
+def test_the_best_new_point_is_found_past_a_chunk_of_repeats():
+    taken = np.random.default_rng(0).uniform(size=(200, 2))
+    points = np.concatenate([taken[:150], [[0.5, 0.5]]])  # the best 150 are all taken
+    values = np.concatenate([np.linspace(10, 5, 150), [1.0]])
+    assert optimize._best_new(points, values, taken) == 150
+    assert optimize._best_new(points[:150], values[:150], taken) is None
+
+
+# -- buckets -----------------------------------------------------------------------------
+def test_buckets_grow_geometrically_past_1024_and_hold_every_n():
+    sizes = [gp.bucket_size(n) for n in range(1, 10_001)]
+    assert all(size >= n for n, size in enumerate(sizes, start=1))
+    assert len(set(sizes)) <= 50  # multiples of 64 past 256 made 169
+    assert all(gp.bucket_size(n) - n < 64 for n in range(257, 1025))  # unchanged there
+    assert max((gp.bucket_size(n) - n) / n for n in range(1025, 10_001)) < 0.17
+
+
+# -- the loop past exact_limit -----------------------------------------------------------
+def test_exact_limit_and_local_points_are_checked():
+    with pytest.raises(SettingsError, match="exact_limit"):
+        bojax.Settings(exact_limit=0)
+    with pytest.raises(SettingsError, match="local_points"):
+        bojax.Settings(local_points=2)
+    assert "exact_limit" not in bojax.Settings().identity()  # older journals resume
+    assert bojax.Settings(exact_limit=None).identity()["exact_limit"] is None
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory):
+    """A gp-map run past a tiny exact_limit: 12 successes, then local GPs on 10 points."""
+    out = tmp_path_factory.mktemp("local") / "run"
+    settings = dict(
+        initial=8, iterations=10, seed=3, surrogate="gp-map", exact_limit=12, local_points=10
+    )
+
+    def objective(point):
+        return float(branin_unit(np.array([point["a"], point["b"]])))
+
+    with count_compilations() as counts:
+        result = bojax.minimize(objective, SPACE, out=out, progress=False, **settings)
+    return out, settings, objective, result, counts
+
+
+def test_past_exact_limit_proposals_come_from_a_local_model_in_the_trust_region(local_run):
+    out, settings, _, result, _ = local_run
+    records = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
+    local = [r["iteration"] for r in records if "local_points" in r["diagnostics"]]
+    # proposals issued with more than 12 successes behind them: evaluations 13..17
+    assert local == list(range(13, 18))
+    # The run again by ask/tell: each local proposal lies in its fit's box, around the
+    # incumbent of its time, and is what the run proposed.
+    state = loop.init(SPACE, **settings)
+    for r in records:
+        if r["iteration"] >= settings["initial"]:
+            fit = loop.fit_surrogate(state)  # what ask fits, from the same state and key
+            u, state, info = loop.ask(state)
+            np.testing.assert_array_equal(u, r["u"])
+            if r["iteration"] in local:
+                area = fit.region
+                assert len(fit.x) == 10 and info["local_points"] == 10
+                assert info["trust_length"] == area.length == r["diagnostics"]["trust_length"]
+                assert np.all(u >= area.lower - 1e-12) and np.all(u <= area.upper + 1e-12)
+                np.testing.assert_array_equal(area.centre, state.u[np.argmin(state.y)])
+            else:
+                assert fit.region is None and "local_points" not in info
+        state = loop.tell(state, np.asarray(r["u"]), r["y"])
+    assert result.best_value == min(r["y"] for r in records)
+
+
+def test_a_local_model_sees_the_nearest_points_with_their_own_warping(local_run):
+    rng = np.random.default_rng(0)
+    u = rng.uniform(size=(40, 2))
+    y = branin_unit(u)
+    state = loop.init(SPACE, surrogate="gp-map", exact_limit=12, local_points=10)._replace(u=u, y=y)
+    fit = loop.fit_surrogate(state)
+    centre = u[np.argmin(y)]
+    expected = trust.nearest(u, centre, 10)
+    np.testing.assert_array_equal(fit.x, u[expected])
+    assert np.mean(fit.y) == pytest.approx(0.0, abs=1e-12)  # standardised on the subset
+    assert float(jnp.sum(fit.fitted.posteriors.data.mask)) == 10  # the model saw 10 rows
+    # exact up to the limit: every success
+    exact = loop.fit_surrogate(state._replace(u=u[:12], y=y[:12]))
+    assert exact.region is None and len(exact.x) == 12
+
+
+def test_local_asks_do_not_recompile_as_the_data_grow(local_run):
+    out, settings, objective, _, _ = local_run
+    state = loop.init(SPACE, **settings)
+    records = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
+    for r in records:
+        state = loop.tell(state, np.asarray(r["u"]), r["y"])
+    u, state, _ = loop.ask(state)  # programs of this size exist already
+    state = loop.tell(state, u, objective(SPACE.from_unit(u)))
+    with count_compilations() as steady:
+        for _ in range(3):
+            u, state, _ = loop.ask(state)
+            state = loop.tell(state, u, objective(SPACE.from_unit(u)))
+    assert steady.total == 0, steady
+
+
+def test_a_resumed_local_run_proposes_what_the_uninterrupted_run_did(local_run, tmp_path):
+    out, settings, objective, result, _ = local_run
+    short = tmp_path / "short"
+    bojax.minimize(objective, SPACE, out=short, progress=False, **{**settings, "iterations": 6})
+    resumed = bojax.minimize(objective, SPACE, out=short, resume=True, progress=False, **settings)
+    whole = [json.loads(line)["u"] for line in (out / "journal.jsonl").read_text().splitlines()]
+    again = [json.loads(line)["u"] for line in (short / "journal.jsonl").read_text().splitlines()]
+    assert again == whole
+    assert resumed.best_value == result.best_value
