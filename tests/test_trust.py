@@ -201,11 +201,17 @@ def test_local_asks_do_not_recompile_as_the_data_grow(local_run):
     assert steady.total == 0, steady
 
 
-def test_a_resumed_local_run_proposes_what_the_uninterrupted_run_did(local_run, tmp_path):
+def test_a_resumed_local_run_proposes_what_the_uninterrupted_run_did(
+    local_run, tmp_path, capsys
+):
     out, settings, objective, result, _ = local_run
     short = tmp_path / "short"
-    bojax.minimize(objective, SPACE, out=short, progress=False, **{**settings, "iterations": 6})
-    resumed = bojax.minimize(objective, SPACE, out=short, resume=True, progress=False, **settings)
+    bojax.minimize(objective, SPACE, out=short, progress=True, **{**settings, "iterations": 4})
+    assert "exact_limit" not in capsys.readouterr().out  # still exact
+    resumed = bojax.minimize(objective, SPACE, out=short, resume=True, progress=True, **settings)
+    said = " ".join(capsys.readouterr().out.split())
+    assert "past exact_limit = 12 successful evaluations" in said  # the switch, once
+    assert said.count("past exact_limit") == 1
     whole = [json.loads(line)["u"] for line in (out / "journal.jsonl").read_text().splitlines()]
     again = [json.loads(line)["u"] for line in (short / "journal.jsonl").read_text().splitlines()]
     assert again == whole

@@ -238,7 +238,7 @@ class Settings:
         300,
         "successful evaluations a GP conditions on all at once; past them each proposal "
         "fits a local GP (MAP) to the local_points nearest the best and searches a trust "
-        "region around it (None: always exact)",
+        "region around it (None, or a number above the run's size: always exact)",
         count(1, optional=True),
         omit_at_default=True,
     )
