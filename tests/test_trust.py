@@ -201,9 +201,7 @@ def test_local_asks_do_not_recompile_as_the_data_grow(local_run):
     assert steady.total == 0, steady
 
 
-def test_a_resumed_local_run_proposes_what_the_uninterrupted_run_did(
-    local_run, tmp_path, capsys
-):
+def test_a_resumed_local_run_proposes_what_the_uninterrupted_run_did(local_run, tmp_path, capsys):
     out, settings, objective, result, _ = local_run
     short = tmp_path / "short"
     bojax.minimize(objective, SPACE, out=short, progress=True, **{**settings, "iterations": 4})
