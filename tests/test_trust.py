@@ -83,6 +83,33 @@ def test_the_box_is_weighted_by_length_scales_and_spares_discrete_coordinates():
     assert np.prod(w) == pytest.approx(1.0)
 
 
+def test_sampled_gps_become_their_map_twin_and_other_surrogates_stay():
+    from bojax.surrogates import SURROGATES
+
+    slice_gp = SURROGATES.get("gp-slice")
+    twin = trust.local_surrogate(slice_gp)
+    assert twin.method == "map" and twin.samples_per_fit == 1
+    assert (twin.model, twin.prior) == (slice_gp.model, slice_gp.prior)  # same kernel, priors
+    assert trust.local_surrogate(SURROGATES.get("gp-ess")).chains == 1
+    for name in ("gp-map", "gp-fixed-se", "bnn-hmc"):
+        assert trust.local_surrogate(SURROGATES.get(name)) is SURROGATES.get(name)
+
+
+def test_a_saved_local_state_of_a_many_chain_surrogate_unpacks_for_a_resume():
+    from bojax.bo import driver
+    from bojax.surrogates import SURROGATES
+
+    settings = bojax.Settings(surrogate="gp-ess")
+    many = SURROGATES.get("gp-ess")
+    local = trust.carried(many.init(2))  # what the first local fit starts from
+    saved = {**many.pack(local), "fits": 5}
+    state, _ = driver._unpack(settings, SPACE, saved)  # not a replay of every fit
+    assert state.widths.shape[0] == 1
+    np.testing.assert_array_equal(
+        jax.flatten_util.ravel_pytree(state.position)[0], saved["position"]
+    )
+
+
 # -- the optimiser inside a box ----------------------------------------------------------
 def _toward(target):
     @jax.jit

@@ -42,6 +42,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
+from bojax.bo import trust
 from bojax.bo.evaluation import (
     Inline,
     Objective,
@@ -154,7 +155,10 @@ def _unpack(settings: Settings, space: Space, saved: dict[str, Any]) -> tuple[An
     surrogate = settings.make_surrogate(space)
     if settings.metrics is not None:
         return tuple(surrogate.unpack(space.dim, s) for s in saved["outputs"]), classifier
-    return surrogate.unpack(space.dim, saved), classifier
+    try:
+        return surrogate.unpack(space.dim, saved), classifier
+    except ValueError:  # past exact_limit, a chain of several became one MAP position
+        return trust.local_surrogate(surrogate).unpack(space.dim, saved), classifier
 
 
 def _restore(state: BOState, journal: Journal, records: list[dict[str, Any]]) -> BOState:

@@ -69,8 +69,9 @@ def local_surrogate(surrogate: Any) -> Any:
     """The surrogate a local fit uses: a GP with sampled hyperparameters fitted by MAP
     instead (same kernel, mean and priors); any other surrogate (MAP, fixed, the BNN) as
     it is."""
-    sampler = getattr(surrogate, "sampler", None)
-    if sampler is None or sampler.point:
+    from bojax.surrogates import GPSurrogate
+
+    if not isinstance(surrogate, GPSurrogate) or surrogate.sampler.point:
         return surrogate
     return replace(surrogate, method="map", chains=1, num_samples=1)
 
