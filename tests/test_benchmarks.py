@@ -162,3 +162,21 @@ def test_multiobjective_benchmark_keeps_its_runs_and_scores_hypervolumes(tmp_pat
     assert (tmp_path / "multiobjective.png").exists()
     stamps = [p.stat().st_mtime_ns for p in runs]
     assert bench.main(argv) == summary and [p.stat().st_mtime_ns for p in runs] == stamps
+
+
+@pytest.mark.slow
+def test_scale_benchmark_keeps_its_runs_and_times_asks_in_fresh_processes(tmp_path):
+    bench = load("scale")
+    argv = ["--seeds", "2", "--evaluations", "32", "--problems", "hartmann6",
+            "--arms", "bojax", "random", "--out", str(tmp_path)]  # fmt: skip
+    summary = bench.main(argv)
+    runs = sorted((tmp_path / "scale_runs" / "hartmann6").glob("*/seed*.json"))
+    assert len(runs) == 4 and all(len(json.loads(p.read_text())["y"]) == 32 for p in runs)
+    row = summary["hartmann6"]
+    assert sum(r["mean_rank"] for r in row.values()) == pytest.approx(3.0)
+    assert all(r["median"] >= 0 for r in row.values())  # regret against the known optimum
+    assert row["bojax"]["batch_seconds"] > 0 and (tmp_path / "scale.png").exists()
+    stamps = [p.stat().st_mtime_ns for p in runs]
+    assert bench.main(argv) == summary and [p.stat().st_mtime_ns for p in runs] == stamps
+    (speed,) = bench.main(["--speed", "--sizes", "20", "--dims", "2", "--out", str(tmp_path)])
+    assert speed["steady_compilations"] == 0 and speed["peak_mib"] > 0
