@@ -14,6 +14,7 @@ from bojax import gp
 from bojax.bo import loop, optimize, trust
 from bojax.compilation import count_compilations
 from bojax.errors import SettingsError
+from bojax.gp.core import joined
 from bojax.parameters import Categorical
 
 
@@ -143,6 +144,47 @@ def test_buckets_grow_geometrically_past_1024_and_hold_every_n():
     assert len(set(sizes)) <= 50  # multiples of 64 past 256 made 169
     assert all(gp.bucket_size(n) - n < 64 for n in range(257, 1025))  # unchanged there
     assert max((gp.bucket_size(n) - n) / n for n in range(1025, 10_001)) < 0.17
+
+
+def test_a_large_posterior_keeps_no_inverse_and_predicts_as_the_dense_formulas():
+    rng = np.random.default_rng(1)
+    n = gp.INVERSE_LIMIT + 6
+    x, y = rng.uniform(size=(n, 2)), rng.normal(size=n)
+    model = gp.GP(kernel="matern52", mean="zero")
+    params = model.init_params(2, noise=0.1)
+    post = gp.condition(model, params, gp.make_data(x, y))
+    assert post.inverse is None and post.factor.shape[0] > gp.INVERSE_LIMIT
+    star = rng.uniform(size=(5, 2))
+    mean, var = gp.predict(model, post, jnp.asarray(star))
+
+    def k(a, b):  # Matern-5/2 with unit amplitude and length-scales 1 (the defaults)
+        r = (
+            np.sqrt(np.sum((a[:, None] - b[None]) ** 2, axis=-1))
+            / np.asarray(params["kernel"]["lengthscales"]).mean()
+        )
+        return (
+            float(params["kernel"]["amplitude"])
+            * (1 + np.sqrt(5) * r + 5 / 3 * r**2)
+            * (np.exp(-np.sqrt(5) * r))
+        )
+
+    gram_matrix = k(x, x) + 0.1 * np.eye(n)
+    cross = k(x, star)
+    np.testing.assert_allclose(mean, cross.T @ np.linalg.solve(gram_matrix, y), atol=1e-8)
+    dense_var = 1.0 * float(params["kernel"]["amplitude"]) - np.sum(
+        cross * np.linalg.solve(gram_matrix, cross), axis=0
+    )
+    np.testing.assert_allclose(var, dense_var, atol=1e-8)
+    # pending points extend it without an inverse, as refactorising the joined data does
+    new = gp.make_data(star[:3], np.zeros(3))
+    extended = gp.extend(model, post, new)
+    assert extended.inverse is None
+    again = gp.posterior(model, params, joined(post.data, new))
+    np.testing.assert_allclose(
+        gp.predict(model, extended, jnp.asarray(star[3:]))[1],
+        gp.predict(model, again, jnp.asarray(star[3:]))[1],
+        atol=1e-8,
+    )
 
 
 # -- the loop past exact_limit -----------------------------------------------------------

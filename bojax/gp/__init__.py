@@ -12,6 +12,7 @@
 
 from bojax.gp.core import (
     GP,
+    INVERSE_LIMIT,
     Data,
     Posterior,
     bucket_size,
@@ -26,6 +27,7 @@ from bojax.gp.core import (
 
 __all__ = [
     "GP",
+    "INVERSE_LIMIT",
     "Data",
     "Posterior",
     "bucket_size",

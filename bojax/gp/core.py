@@ -137,11 +137,18 @@ class GP:
         }
 
 
+#: Padded sizes above which a posterior keeps no ``L^{-1}`` (predictions then solve).
+INVERSE_LIMIT = 1024
+
+
 class Posterior(NamedTuple):
     """Everything a prediction needs: the factorised training covariance, ``alpha`` and
     ``L^{-1}``, so that ``v = L^{-1} k(X, x*)`` is a matrix product. Acquisitions predict
     thousands of times per fit, and on CPU a batched triangular solve took 6x as long as
-    the product (S = 128 GPs, N = 128, 13 points: 13.7 ms against 2.2 ms)."""
+    the product (S = 128 GPs, N = 128, 13 points: 13.7 ms against 2.2 ms). Past
+    :data:`INVERSE_LIMIT` rows ``inverse`` is None and predictions solve with ``L``:
+    the inverse would double an already ``O(N^2)`` posterior per draw (16 draws at
+    N = 3008: 1.2 GB more)."""
 
     params: Params
     data: Data
@@ -149,7 +156,7 @@ class Posterior(NamedTuple):
     alpha: Float[Array, " N"]
     jitter: Float[Array, ""]
     ok: Bool[Array, ""]
-    inverse: Float[Array, "N N"]
+    inverse: Float[Array, "N N"] | None
 
 
 def _prior_mean(model: GP, params: Params, x, data: Data):
@@ -183,9 +190,9 @@ def solved(
     """The posterior whose training covariance has the factor ``chol`` (and, if known, its
     ``inverse``): outputs may change without refactorising, since only ``alpha``'s two
     triangular solves depend on them."""
-    if inverse is None:
-        eye = jnp.eye(chol.factor.shape[0], dtype=chol.factor.dtype)
-        inverse = solve_triangular(chol.factor, eye, lower=True)
+    size = chol.factor.shape[0]
+    if inverse is None and size <= INVERSE_LIMIT:
+        inverse = solve_triangular(chol.factor, jnp.eye(size, dtype=chol.factor.dtype), lower=True)
     residual = jnp.where(data.mask, data.y, 0.0) - prior_mean(model, params, data)
     half = solve_triangular(chol.factor, residual, lower=True)
     alpha = solve_triangular(chol.factor.T, half, lower=False)
@@ -225,6 +232,8 @@ def _cross(model: GP, post: Posterior, x_star):
     k_cross = gram(model.kernel, post.params["kernel"], post.data.x, x_star)
     k_cross = k_cross * post.data.mask[:, None].astype(k_cross.dtype)
     mean = _prior_mean(model, post.params, x_star, post.data) + k_cross.T @ post.alpha
+    if post.inverse is None:  # a large posterior: solve rather than keep L^{-1}
+        return mean, solve_triangular(post.factor, k_cross, lower=True)
     return mean, post.inverse @ k_cross
 
 
@@ -234,7 +243,9 @@ def joined(data: Data, new: Data) -> Data:
     return Data(*(jnp.concatenate([a, b]) for a, b in zip(data, new, strict=True)))
 
 
-def extension(model: GP, post: Posterior, new_x, new_mask) -> tuple[Array, CholeskyResult, Array]:
+def extension(
+    model: GP, post: Posterior, new_x, new_mask
+) -> tuple[Array, CholeskyResult, Array | None]:
     """The factor of the training covariance with the rows ``new_x`` appended (``new_mask``
     False on padding), from the existing factor ``L`` by one block:
 
@@ -246,8 +257,9 @@ def extension(model: GP, post: Posterior, new_x, new_mask) -> tuple[Array, Chole
     updates). ``K22 - V^T V`` is the predictive covariance of noisy outputs at ``new_x``,
     so its factor is also what draws joint outcomes there (``factor[n:, n:]``). Returns
     the predictive mean at ``new_x``, the joint factor and its inverse
-    ``[[L^{-1}, 0], [-L22^{-1} V^T L^{-1}, L22^{-1}]]``; the new block gets its own jitter
-    rung, and ``ok`` holds if both blocks did.
+    ``[[L^{-1}, 0], [-L22^{-1} V^T L^{-1}, L22^{-1}]]`` (None past
+    :data:`INVERSE_LIMIT` rows); the new block gets its own jitter rung, and ``ok``
+    holds if both blocks did.
     """
     mean, v = _cross(model, post, new_x)
     live = new_mask.astype(v.dtype)
@@ -258,10 +270,13 @@ def extension(model: GP, post: Posterior, new_x, new_mask) -> tuple[Array, Chole
     n, p = post.factor.shape[0], new_x.shape[0]
     zeros, lower = jnp.zeros((n, p), v.dtype), (v * live).T
     factor = jnp.block([[post.factor, zeros], [lower, block.factor]])
-    block_inverse = solve_triangular(block.factor, jnp.eye(p, dtype=v.dtype), lower=True)
-    inverse = jnp.block(
-        [[post.inverse, zeros], [-block_inverse @ lower @ post.inverse, block_inverse]]
-    )
+    if post.inverse is None or n + p > INVERSE_LIMIT:
+        inverse = None  # solved() keeps none either at this size
+    else:
+        block_inverse = solve_triangular(block.factor, jnp.eye(p, dtype=v.dtype), lower=True)
+        inverse = jnp.block(
+            [[post.inverse, zeros], [-block_inverse @ lower @ post.inverse, block_inverse]]
+        )
     jitter = jnp.maximum(post.jitter, block.jitter)
     return mean, CholeskyResult(factor, jitter, post.ok & block.ok), inverse
 
