@@ -58,6 +58,33 @@ def test_the_length_never_exceeds_its_cap_and_restarts_below_its_floor():
     assert trust.trust_length(stuck[:-4], 1, dim=2) == pytest.approx(0.8 / 64)
 
 
+def test_a_collapsed_region_opens_a_new_episode_with_a_random_design():
+    y = np.concatenate([[0.0], np.ones(4 * 7)])  # 7 halvings: the first episode ends
+    episode = trust.replay(y, 1, dim=2)
+    assert (episode.index, episode.start, episode.seen) == (1, len(y), 0)
+    # its design (2d = 4 points) moves no counter, even when it is far worse
+    designed = np.concatenate([y, [50.0, 40.0, 60.0, 45.0]])
+    episode = trust.replay(designed, 1, dim=2)
+    assert (episode.index, episode.seen, episode.length) == (1, 4, trust.INITIAL_LENGTH)
+    # then successes count against the episode's own best (40), not the run's (0)
+    better = np.concatenate([designed, [39.0, 38.0, 37.0]])
+    assert trust.replay(better, 1, dim=2).length == 2 * trust.INITIAL_LENGTH
+
+
+def test_a_new_episode_is_centred_on_its_own_best_after_its_design():
+    settings = bojax.Settings(exact_limit=1, local_points=8)
+    u = np.random.default_rng(0).uniform(size=(2 + 28 + 4, 2))
+    # the second success is the last exact one; 28 misses end the first episode
+    y = np.concatenate([[0.0, 0.5], np.ones(28), [50.0, 40.0, 60.0, 45.0]])
+    area = trust.region(settings, u[:-4], y[:-4], 1.0, 2)
+    assert area.designing and area.episode == 1
+    np.testing.assert_array_equal(area.centre, u[0])  # the run's best while designing
+    area = trust.region(settings, u, y, 1.0, 2)
+    assert not area.designing
+    np.testing.assert_array_equal(area.centre, u[31])  # the design's best, 40
+    assert area.info()["trust_episode"] == 1.0
+
+
 def test_the_local_phase_starts_after_the_limits_successes():
     y = np.array([1.0, np.nan, 2.0, 3.0, np.nan, 4.0])
     assert trust.local_start(y, 2) == 4  # the first proposal with three successes behind it

@@ -2,8 +2,9 @@
 
 The initial design reads :func:`design_key`; proposal ``k`` (issued in that order) reads
 :func:`iteration_key` ``k`` and splits it further (:func:`proposal_keys`: the fit and
-the acquisition optimiser; ``fold_in`` 2, 3, 4 and 5 for the policies, the fantasies,
-the failure classifier and ParEGO's weights). Nothing else is random, which is what makes
+the acquisition optimiser; ``fold_in`` 2, 3, 4, 5 and 6 for the policies, the
+fantasies, the failure classifier, ParEGO's weights and a restarted trust region's
+random design). Nothing else is random, which is what makes
 a resumed sequential run bit-identical to an uninterrupted one.
 """
 

@@ -316,6 +316,9 @@ def ask_batch(
             for k, (u, info) in enumerate(zip(points, infos, strict=True), start=first):
                 info.update(_success_diagnostics(state, u, k))
         return points, state, infos
+    restart = local_region(state)
+    if restart is not None and restart.designing:  # a new trust region's random design
+        return _restart_points(state, restart, taken, first, q)
     surrogate, fitted, x, y, _, area = fit_surrogate(state)
     box = None if area is None else (area.lower, area.upper)
     best = jnp.asarray(np.min(y))
@@ -385,6 +388,24 @@ def _likeliest_successes(state: BOState, classifier, taken, first: int, q: int):
         points.append(u)
         infos.append({"phase": "bo", **_success_diagnostics(state, u, k)})
         taken = np.concatenate([taken, u[None]])
+    return np.stack(points), state, infos
+
+
+def _restart_points(state: BOState, area: trust.Region, taken, first: int, q: int):
+    """Uniform points that open a restarted trust region (:func:`bojax.bo.trust.replay`),
+    proposal ``k`` drawn from its own key; a repeat of a taken point is drawn again."""
+    space, points = state.space, []
+    seen = np.concatenate([state.u, taken])
+    for k in range(first, first + q):
+        key = jax.random.fold_in(_iteration_key(state.settings, k), 6)
+        for _ in range(100):
+            key, draw = jax.random.split(key)
+            u = space.sample(draw, 1)[0]
+            known = np.concatenate([seen, np.reshape(points, (-1, space.dim))])
+            if not bool(repeated_mask(jnp.asarray(u[None]), jnp.asarray(space.snap(known)))[0]):
+                break
+        points.append(u)
+    infos = [{"phase": "restart", **area.info()} for _ in points]
     return np.stack(points), state, infos
 
 

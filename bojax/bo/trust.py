@@ -46,17 +46,24 @@ IMPROVEMENT = 1e-3  # relative improvement of the best that counts as a success
 
 class Region(NamedTuple):
     """The trust region of one proposal: the rows of the data the local model sees, and
-    the box (unit coordinates) proposals are drawn from."""
+    the box (unit coordinates) proposals are drawn from. While a restarted episode draws
+    its design, ``designing`` is true and there is no model."""
 
     rows: np.ndarray  # indices into the successful evaluations, nearest first
-    centre: np.ndarray  # (d,) the incumbent
+    centre: np.ndarray  # (d,) the episode's best point
     length: float  # the box's edge before the length-scale weights
+    episode: int = 0  # restarts so far
+    designing: bool = False
     lower: np.ndarray | None = None  # (d,) set once the local model's length-scales are known
     upper: np.ndarray | None = None
 
     def info(self) -> dict[str, float]:
         """What a proposal's journal record says about its model."""
-        return {"local_points": float(len(self.rows)), "trust_length": self.length}
+        return {
+            "local_points": float(len(self.rows)),
+            "trust_length": self.length,
+            "trust_episode": float(self.episode),
+        }
 
 
 def is_local(settings: Any, successes: int) -> bool:
@@ -98,27 +105,69 @@ def nearest(points: np.ndarray, centre: np.ndarray, count: int) -> np.ndarray:
     return order[: min(count, len(order))]
 
 
-def trust_length(y: np.ndarray, start: int, dim: int) -> float:
-    """The trust region's edge after the outputs ``y`` (in the order told; NaN = failed,
-    minimisation), counting from evaluation ``start``, the first of the local phase."""
-    length, wins, losses = INITIAL_LENGTH, 0, 0
+class Episode(NamedTuple):
+    """Where the trust region stands after the outputs told so far: restarts ``index``
+    (0 before any), the first evaluation of the current episode, its box ``length``, and
+    how many evaluations it has seen (a restarted episode's first ``design_size`` are
+    its design)."""
+
+    index: int
+    start: int
+    length: float
+    seen: int
+
+
+def design_size(dim: int) -> int:
+    """Random points that open a restarted episode: TuRBO's ``2d``."""
+    return 2 * dim
+
+
+def replay(y: np.ndarray, start: int, dim: int) -> Episode:
+    """The trust region after the outputs ``y`` (in the order told; NaN = failed,
+    minimisation), counting from evaluation ``start``, the first of the local phase.
+
+    TuRBO's rule per evaluation: better than the episode's best by ``IMPROVEMENT``
+    relative is a success, anything else (a failure included) a miss; ``SUCCESSES`` in a
+    row double the length (at most ``MAX_LENGTH``), ``max(4, d)`` misses in a row halve
+    it. Below ``MIN_LENGTH`` the episode ends and a new one begins: ``design_size(d)``
+    random points, then a region around their best. The first episode needs no design:
+    the exact phase before it was one."""
+    index, first, length, wins, losses = 0, 0, INITIAL_LENGTH, 0, 0
     patience = max(4, dim)
     finite = np.isfinite(y)
     best = np.min(y[:start][finite[:start]]) if finite[:start].any() else np.inf
-    for value in y[start:]:
-        if np.isfinite(value) and value < best - IMPROVEMENT * abs(best):
-            wins, losses = wins + 1, 0
-        else:
-            wins, losses = 0, losses + 1
+    seen = start
+    for k in range(start, len(y)):
+        value = y[k]
+        seen += 1
+        designing = index > 0 and seen <= design_size(dim)
+        if not designing:
+            if np.isfinite(value) and value < best - IMPROVEMENT * abs(best):
+                wins, losses = wins + 1, 0
+            else:
+                wins, losses = 0, losses + 1
         if np.isfinite(value):
             best = min(best, value)
         if wins >= SUCCESSES:
             length, wins = min(2.0 * length, MAX_LENGTH), 0
         elif losses >= patience:
             length, losses = length / 2.0, 0
-        if length < MIN_LENGTH:
-            length = INITIAL_LENGTH
-    return length
+        if length < MIN_LENGTH:  # a new episode from the next evaluation on
+            index, first, length, wins, losses, best, seen = (
+                index + 1,
+                k + 1,
+                INITIAL_LENGTH,
+                0,
+                0,
+                np.inf,
+                0,
+            )
+    return Episode(index, first, length, seen)
+
+
+def trust_length(y: np.ndarray, start: int, dim: int) -> float:
+    """The trust region's edge after the outputs ``y`` (:func:`replay`)."""
+    return replay(y, start, dim).length
 
 
 def local_start(y: np.ndarray, limit: int) -> int:
@@ -131,12 +180,18 @@ def local_start(y: np.ndarray, limit: int) -> int:
 def region(settings: Any, u: np.ndarray, y: np.ndarray, sign: float, dim: int) -> Region:
     """The trust region of the next proposal of a run whose evaluations are ``u``, ``y``
     (NaN = failed) and ``sign`` = -1 when maximising (so ``sign * y`` is minimised)."""
+    start = min(local_start(y, settings.exact_limit), len(y))
+    episode = replay(sign * y, start, dim)
     ok = np.isfinite(y)
-    x, values = u[ok], sign * y[ok]
-    centre = x[int(np.argmin(values))]
-    rows = nearest(x, centre, settings.local_points)
-    start = local_start(y, settings.exact_limit)
-    return Region(rows, centre, trust_length(sign * y, min(start, len(y)), dim))
+    # The episode's own best (the first episode's is the run's); while a restarted
+    # episode is designing, or has no success yet, it proposes random points (the
+    # region then stands at the run's best, where the failure classifier looks).
+    mine = ok & (np.arange(len(y)) >= episode.start)
+    designing = episode.index > 0 and (episode.seen < design_size(dim) or not mine.any())
+    own = np.flatnonzero(ok if episode.index == 0 or designing else mine)
+    centre = u[own[int(np.argmin(sign * y[own]))]]
+    rows = nearest(u[ok], centre, settings.local_points)
+    return Region(rows, centre, episode.length, episode.index, designing)
 
 
 def weights(lengthscales: np.ndarray | None, dim: int) -> np.ndarray:
