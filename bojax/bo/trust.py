@@ -19,9 +19,10 @@ successful evaluations the loop therefore models locally, as TuRBO does (Eriksso
   follows TuRBO's rule, replayed over the evaluations since the switch: it doubles (at
   most ``MAX_LENGTH``) after ``SUCCESSES`` improvements in a row and halves after
   ``max(4, d)`` evaluations in a row that did not improve the best by ``1e-3 |best|``
-  (failed evaluations included). Below ``MIN_LENGTH`` the region starts again at
-  ``INITIAL_LENGTH``: TuRBO restarts from scratch there, bojax keeps its data and lets
-  the larger box look around the incumbent again.
+  (failed evaluations included). Below ``MIN_LENGTH`` the episode ends, as TuRBO
+  restarts: ``2d`` random points open the next one, whose region centres on their best.
+  TuRBO discards the old data; bojax's local GP keeps reading every evaluation near
+  the new centre.
 
 The region is a pure function of the run's outputs in the order they were told, so a
 resumed run rebuilds it exactly (no extra state in the journal). Counting is per
