@@ -302,9 +302,14 @@ def collect(problems, arms, seeds, evaluations, runs: Path, console) -> dict:
                         results.setdefault(problem, {}).setdefault(arm, []).append(run)
                         continue
                 tick = time.perf_counter()
-                run = run_one(problem, arm, seed, budget)
                 path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(json.dumps(run))
+                # One process per run: XLA keeps every compiled program mapped, and runs
+                # of several problems in one process passed the kernel's 65,530 memory
+                # maps (an LLVM "Cannot allocate memory", then a segfault).
+                command = [sys.executable, __file__, "--run-one", problem, arm, str(seed)]
+                command += ["--budget", str(budget), "--to", str(path)]
+                subprocess.run(command, check=True)
+                run = json.loads(path.read_text())
                 results.setdefault(problem, {}).setdefault(arm, []).append(run)
                 optimum = PROBLEMS[problem][4]
                 console.print(
@@ -456,9 +461,16 @@ def main(argv: list[str] | None = None) -> dict | list:
     parser.add_argument("--sizes", nargs="+", type=int, default=[100, 300, 1000, 3000, 10000])
     parser.add_argument("--dims", nargs="+", type=int, default=[6, 20])
     parser.add_argument("--speed-one", nargs=2, type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--run-one", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--budget", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--to", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = parser.parse_args(argv)
     console = Console(width=220)
+    if args.run_one:
+        problem, arm, seed = args.run_one
+        args.to.write_text(json.dumps(run_one(problem, arm, int(seed), args.budget)))
+        return []
     if args.speed_one:
         print(json.dumps(speed_one(*args.speed_one, args.exact)))
         return []
