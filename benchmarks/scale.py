@@ -177,6 +177,7 @@ class Turbo:
         self.y = np.zeros(0)
         self.queue: list[np.ndarray] = []  # a restart's design, handed out first
         self.designing = False  # whether the last batch came from that design
+        self.failed_fits = 0  # fits BoTorch gave up on (the model then keeps its last state)
         self._reset()
 
     def _reset(self) -> None:
@@ -209,6 +210,7 @@ class Turbo:
             return np.array(batch)
         self.designing = False
         torch = self.torch
+        from botorch.exceptions import ModelFittingError
         from botorch.fit import fit_gpytorch_mll
         from botorch.generation import MaxPosteriorSampling
         from botorch.models import SingleTaskGP
@@ -226,7 +228,10 @@ class Turbo:
         )
         likelihood = GaussianLikelihood(noise_constraint=Interval(1e-8, 1e-3))
         model = SingleTaskGP(x, y, covar_module=kernel, likelihood=likelihood)
-        fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        try:
+            fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+        except ModelFittingError:  # Rosenbrock's outputs: go on with the model as it is
+            self.failed_fits += 1
         centre = x[int(np.argmax(self.y))]
         ell = model.covar_module.base_kernel.lengthscale.squeeze().detach()
         weights = ell / ell.mean()
@@ -441,7 +446,9 @@ def speed(console: Console, exact: bool, sizes, dims) -> list[dict]:
                 done = subprocess.run(command, capture_output=True, text=True, check=True)
                 row = json.loads(done.stdout.strip().splitlines()[-1])
                 rows.append(row)
-                model = "exact" if whole or n <= 300 else "local"
+                # the first ask sees n points, the steady ones n + 1 .. n + 4
+                model = "exact" if whole or n + 4 <= 300 else "local" if n >= 300 else "both"
+                model = "exact, then local" if model == "both" or n == 300 else model
                 t.add_row(str(d), str(n), model, f"{row['first']:.2f}", f"{row['steady']:.3f}",
                           str(row["steady_compilations"]), f"{row['peak_mib']:.0f}")  # fmt: skip
                 console.print(row, highlight=False)
