@@ -165,10 +165,11 @@ def optimize(**options: Any) -> None:
         _print_front(console, {k: getattr(result, k) for k in _FRONT}, columns)
     where = ", ".join(f"{k}={_format_value(v, 6)}" for k, v in result.best_point.items())
     known = "" if optimum is None else f"optimum {optimum:.6g}; "
+    steps = "" if result.steps is None else f"{result.steps} steps, "
     console.print(
         plain(
             f"best {result.best_value:.6g} at {where}  ({known}{result.evaluations} "
-            f"evaluations, {result.failures} failed, {result.seconds:.1f} s)"
+            f"evaluations, {steps}{result.failures} failed, {result.seconds:.1f} s)"
         )
     )
     if result.stopped:
@@ -350,7 +351,9 @@ def show(
     several = record.metrics is not None
     outcome = list(record.metrics.columns) if several else ["y"]
     progress = "hypervolume" if several else "best so far"
-    for column in ("#", "phase", *(["point"] if wide else names), *outcome, progress, "s"):
+    stepwise = any("curve" in entry for entry in record.records)  # train(point, report)
+    steps = ["steps"] if stepwise else []
+    for column in ("#", "phase", *(["point"] if wide else names), *outcome, *steps, progress, "s"):
         justify = "left" if column in ("phase", "point") else "right"
         table.add_column(plain(column), justify=justify)
     for column in ("acquisition", "ess", "P(success)"):
@@ -365,8 +368,10 @@ def show(
             else [_format_value(point[n]) if n in point else "-" for n in names]
         )
         values = [plain(v) for v in values]
-        if entry["status"] != "ok":
+        if entry["status"] == "failed":
             y = [styled("failed", "red")] + [""] * (len(outcome) - 1)
+        elif entry["status"] == "stopped":  # a step-wise training ended early: dimmed
+            y = [styled(_format_value(entry["y"]), "dim")]
         elif several:
             y = [_format_value(entry["y"][name]) for name in outcome]
         else:
@@ -377,6 +382,7 @@ def show(
             plain(entry["phase"]),
             *values,
             *y,
+            *([plain(entry["curve"][-1][0] if entry["curve"] else 0)] if stepwise else []),
             _format_value(best),
             f"{entry['seconds']:.2f}",
             *(_format_value(diagnostics[k]) if k in diagnostics else "-" for k in (

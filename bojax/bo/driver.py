@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from bojax.bo import trust
+from bojax.bo import stepwise, trust
 from bojax.bo.evaluation import (
     Inline,
     Objective,
@@ -56,7 +56,13 @@ from bojax.bo.journal import Journal
 from bojax.bo.loop import BOState, ask_batch, fit_models, init, model_based
 from bojax.bo.loop import tell as tell_state
 from bojax.bo.settings import Settings
-from bojax.errors import JournalError, ObjectiveError, SpaceExhaustedError, is_count
+from bojax.errors import (
+    JournalError,
+    ObjectiveError,
+    SettingsError,
+    SpaceExhaustedError,
+    is_count,
+)
 from bojax.spaces import Space
 
 # The longest single wait for the executor; the loop waits again after it.
@@ -86,6 +92,8 @@ class Result:
     pareto: list[dict[str, Any]] | None = None
     reference_point: list[float] | None = None
     hypervolume: list[float] | None = None
+    # A step-wise run (bojax.bo.stepwise): the steps (epochs) its trainings spent.
+    steps: int | None = None
 
 
 class Flight(NamedTuple):
@@ -237,6 +245,16 @@ def minimize(
     objective has a ``batch(points) -> list`` method).
     """
     settings = (Settings() if settings is None else settings).replace(**overrides)
+    if stepwise.takes_report(objective):
+        stepwise.check_stepwise(settings, executor)
+        return stepwise.minimize_steps(
+            objective, space, settings, out=out, resume=resume, progress=progress
+        )
+    if settings.max_step is not None:
+        raise SettingsError(
+            "max_step is for step-wise objectives, train(point, report); this objective "
+            "takes no report parameter"
+        )
     pool = as_executor(executor)
     q = (1 if executor is None else concurrency(pool)) if settings.q is None else settings.q
     journal = Journal(out) if out is not None else None

@@ -29,7 +29,7 @@ from bojax.spaces import IRRELEVANT, Space
 #: JSON); the slack only forgives a tool that rewrote the floats with fewer digits.
 AGREEMENT = 1e-9
 
-STATUSES = ("ok", "failed")
+STATUSES = ("ok", "failed", "stopped")  # stopped: a step-wise training ended early
 
 
 def _shown(value: Any) -> str:
@@ -84,7 +84,7 @@ def record_problem(space: Space, record: Any, metrics: Metrics | None = None) ->
         return f"'proposal' must be a whole number >= 0, got {_shown(record['proposal'])}"
     status, y = record["status"], record["y"]
     if status not in STATUSES:
-        return f"'status' must be 'ok' or 'failed', got {_shown(status)}"
+        return f"'status' must be 'ok', 'failed' or 'stopped', got {_shown(status)}"
     if status == "ok" and metrics is not None:
         if not isinstance(y, dict) or not all(map(is_number, y.values())):
             return (
@@ -92,7 +92,7 @@ def record_problem(space: Space, record: Any, metrics: Metrics | None = None) ->
             )
         if metrics.missing(y):
             return f"'y' lacks the run's metric(s) {metrics.missing(y)}"
-    elif status == "ok" and not is_number(y):
+    elif status in ("ok", "stopped") and not is_number(y):
         return f"'y' of an ok evaluation must be a finite number, got {_shown(y)}"
     if status == "failed" and y is not None:
         return f"'y' of a failed evaluation must be null, got {_shown(y)}"

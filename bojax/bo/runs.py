@@ -47,7 +47,7 @@ class Run:
 
     @property
     def failures(self) -> list[dict[str, Any]]:
-        return [r for r in self.records if r["status"] != "ok"]
+        return [r for r in self.records if r["status"] == "failed"]
 
     def front(self) -> dict[str, Any]:
         """With several metrics: the Pareto set, reference point and hypervolume after

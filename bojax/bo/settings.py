@@ -248,6 +248,43 @@ class Settings:
         count(8),
         omit_at_default=True,
     )
+    # Step-wise objectives (bojax.bo.stepwise, bojax.bo.schedulers): train(point, report).
+    max_step: int | None = setting(
+        None,
+        "steps (epochs) of a full training; a step-wise objective, one with a report "
+        "parameter, needs it",
+        count(1, optional=True),
+        omit_at_default=True,
+    )
+    min_step: int = setting(
+        1, "the first step where a training may be stopped", count(1), omit_at_default=True
+    )
+    eta: int = setting(
+        3,
+        "successive halving's reduction factor: the best 1/eta of a milestone go on",
+        count(2),
+        omit_at_default=True,
+    )
+    early_stopping: str = setting(
+        "hyperband",
+        "which step-wise trainings go on: hyperband, asha (successive halving) or none",
+        one_of(("hyperband", "asha", "none")),
+        omit_at_default=True,
+    )
+    proposer: str = setting(
+        "model",
+        "new designs of a step-wise run: model (the surrogate at the highest milestone with "
+        "enough values, as BOHB) or random (Sobol)",
+        one_of(("model", "random")),
+        omit_at_default=True,
+    )
+    step_budget: int | None = setting(
+        None,
+        "steps a step-wise run may spend in all (default: (initial + iterations) * max_step, "
+        "what as many full trainings cost)",
+        count(1, optional=True),
+        identity=False,
+    )
     # Several metrics per evaluation (bojax.bo.metrics, bojax.bo.multiobjective).
     objectives: tuple[str, ...] | None = setting(
         None,
@@ -332,6 +369,8 @@ class Settings:
             )
         if self.objectives is not None:
             self._check_several(outputs)
+        if self.max_step is not None and self.min_step > self.max_step:
+            raise SettingsError(f"min_step = {self.min_step} exceeds max_step = {self.max_step}")
 
     def _normalise_metrics(self) -> None:
         """``objectives``/``constraints`` as texts (dicts accepted), the reference point as

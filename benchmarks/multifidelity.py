@@ -1,0 +1,454 @@
+"""Trainings that stop early: regret against epochs spent, bojax and its peers side by side.
+
+Problems: the LCBench surrogate (YAHPO Gym's ONNX model of Zimmer et al. 2021's learning
+curves: funnel MLPs on OpenML tasks, epochs 1-52), read at run time from
+``../shared/data/lcbench/`` (or ``--lcbench``; skipped when absent). The value is the
+validation error ``1 - val_accuracy / 100`` after each epoch; the surrogate is
+deterministic, so no noise is added. Six tasks, chosen as the first six of its
+configuration space's list before any result was seen.
+
+Budget: what ``FULL`` = 40 full trainings of 52 epochs cost (2,080 epochs). Every arm
+spends it epoch by epoch; an arm's incumbent after ``e`` epochs is the lowest validation
+error any training had reported by then (a training keeps its best epoch's weights), and
+its regret is that minus the lowest error known for the task (a 20,000-design random
+sample's curves and every arm's reports). Arms:
+
+* ``bojax-full``: ``bojax.minimize`` as before this issue: 40 designs (10 of them a Sobol
+  design), each trained to epoch 52, the default fully Bayesian GP and LogEI;
+* ``bojax-hyperband`` / ``bojax-asha``: the same objective written as ``train(point,
+  report)`` with ``early_stopping="hyperband"`` / ``"asha"`` (``min_step=1, eta=3``) and new
+  designs from the GP at the highest milestone with enough values (BOHB's rule);
+* ``random-asha``: ``proposer="random"``, ASHA: random search with successive halving;
+* ``top-k``: the plain baseline: a quarter of the budget trains that many random designs
+  one epoch each, and the rest continues the best of them to epoch 52;
+* ``tpe-hyperband`` / ``tpe-median``: Optuna's TPE with its ``HyperbandPruner``
+  (``min_resource=1, max_resource=52, reduction_factor=3``) / ``MedianPruner``
+  (defaults: 5 startup trials);
+* ``smac-mf``: SMAC3's multi-fidelity facade (random forest, Hyperband, ``eta=3``,
+  budgets 1-52); SMAC trains a promoted design again from its first epoch, so every
+  epoch it asks for is charged;
+* ``random``: random designs trained to the end.
+
+Printed: per task the median regret (quartiles) at 10, 25, 50 and 100 % of the budget,
+and the epochs each arm needed to reach ``bojax-full``'s final median regret. Each
+(task, arm, seed) run is kept in ``<out>/multifidelity_runs/`` and reused.
+
+    uv run --group bench python benchmarks/multifidelity.py [--quick] [--seeds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import numpy as np  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+import bojax  # noqa: E402
+from bojax.parameters import Integer, Real  # noqa: E402
+
+LCBENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "lcbench"
+TASKS = ["3945", "7593", "34539", "126025", "126026", "126029"]
+EPOCHS = 52
+FULL = 40
+ARMS = [
+    "bojax-full",
+    "bojax-hyperband",
+    "bojax-asha",
+    "random-asha",
+    "top-k",
+    "tpe-hyperband",
+    "tpe-median",
+    "smac-mf",
+    "random",
+]
+FRACTIONS = (0.1, 0.25, 0.5, 1.0)
+
+SPACE = bojax.Space(
+    [
+        Integer("batch_size", 16, 512, log=True),
+        Real("learning_rate", 1e-4, 1e-1, log=True),
+        Real("momentum", 0.1, 0.99),
+        Real("weight_decay", 1e-5, 1e-1),
+        Integer("num_layers", 1, 5),
+        Integer("max_units", 64, 1024, log=True),
+        Real("max_dropout", 0.0, 1.0),
+    ]
+)
+# The ONNX model's continuous inputs after the epoch, in its order.
+COLUMNS = ("batch_size", "learning_rate", "momentum", "weight_decay", "num_layers", "max_units")
+
+
+class LCBench:
+    """One task's learning curves from the surrogate: ``curves(points) -> (B, 52)``."""
+
+    def __init__(self, task: str, folder: Path = LCBENCH):
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = 1
+        self.session = onnxruntime.InferenceSession(str(folder / "model.onnx"), options)
+        codes = json.loads((folder / "encoding.json").read_text())["OpenML_task_id"]
+        self.code = codes[task]
+
+    def curves(self, points: list[dict]) -> np.ndarray:
+        rows = np.array([[p[c] for c in COLUMNS] + [p["max_dropout"]] for p in points], np.float32)
+        b = len(points)
+        x = np.concatenate(
+            [np.tile(np.arange(1, EPOCHS + 1, dtype=np.float32), b)[:, None],
+             np.repeat(rows, EPOCHS, axis=0)],
+            axis=1,
+        )  # fmt: skip
+        codes = np.full((b * EPOCHS, 1), self.code, np.int32)
+        out = self.session.run(None, {"x_cat": codes, "x_cont": x})[0]
+        return (1.0 - out[:, 1].reshape(b, EPOCHS) / 100.0).astype(np.float64)
+
+    def curve(self, point: dict) -> np.ndarray:
+        return self.curves([point])[0]
+
+
+class Log:
+    """Every reported epoch of a run, in order: its validation error."""
+
+    def __init__(self, budget: int):
+        self.values: list[float] = []
+        self.budget = budget
+
+    def spend(self, value: float) -> bool:
+        """Record one epoch; False once the budget is spent (the epoch is not recorded)."""
+        if len(self.values) >= self.budget:
+            return False
+        self.values.append(float(value))
+        return True
+
+
+def _bojax(bench: LCBench, seed: int, budget: int, log: Log, **settings) -> None:
+    def train(point, report):
+        curve = bench.curve(point)
+        for epoch in range(1, EPOCHS + 1):
+            log.spend(curve[epoch - 1])
+            report(epoch, curve[epoch - 1])
+        return curve[-1]
+
+    bojax.minimize(
+        train, SPACE, seed=seed, max_step=EPOCHS, step_budget=budget, progress=False, **settings
+    )
+
+
+def run_bojax_full(bench, seed, budget, log):
+    def full(point):
+        curve = bench.curve(point)
+        for value in curve:
+            log.spend(value)
+        return curve[-1]
+
+    trainings = budget // EPOCHS
+    initial = max(2, trainings // 4)
+    bojax.minimize(full, SPACE, seed=seed, initial=initial, iterations=trainings - initial,
+                   progress=False)  # fmt: skip
+
+
+def run_top_k(bench, seed, budget, log):
+    rng = np.random.default_rng(seed)
+    first = budget // 4
+    points = [SPACE.from_unit(u) for u in rng.random((first, SPACE.dim))]
+    curves = bench.curves(points)
+    for curve in curves:
+        log.spend(curve[0])
+    for j in np.argsort(curves[:, 0]):
+        for value in curves[j, 1:]:
+            if not log.spend(value):
+                return
+
+
+def run_random(bench, seed, budget, log):
+    rng = np.random.default_rng(seed)
+    while len(log.values) < budget:
+        for value in bench.curve(SPACE.from_unit(rng.random(SPACE.dim))):
+            if not log.spend(value):
+                return
+
+
+def _optuna_point(trial) -> dict:
+    point = {}
+    for p in SPACE.parameters:
+        if isinstance(p, Integer):
+            point[p.name] = trial.suggest_int(p.name, p.low, p.high, log=p.log)
+        else:
+            point[p.name] = trial.suggest_float(p.name, p.low, p.high, log=p.log)
+    return point
+
+
+def run_tpe(bench, seed, budget, log, pruner: str):
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    pruners = {
+        "hyperband": lambda: optuna.pruners.HyperbandPruner(1, EPOCHS, 3),
+        "median": lambda: optuna.pruners.MedianPruner(),
+    }
+    study = optuna.create_study(
+        sampler=optuna.samplers.TPESampler(seed=seed), pruner=pruners[pruner]()
+    )
+    while len(log.values) < budget:
+        trial = study.ask()
+        curve = bench.curve(_optuna_point(trial))
+        pruned = False
+        for epoch in range(1, EPOCHS + 1):
+            if not log.spend(curve[epoch - 1]):
+                return
+            trial.report(float(curve[epoch - 1]), epoch)
+            if trial.should_prune():
+                pruned = True
+                break
+        if pruned:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        else:
+            study.tell(trial, float(curve[-1]))
+
+
+def run_smac(bench, seed, budget, log):
+    import logging
+    import tempfile
+
+    import ConfigSpace as cs
+    from smac import MultiFidelityFacade, Scenario
+    from smac.intensifier.hyperband import Hyperband
+    from smac.runhistory.dataclasses import TrialValue
+
+    logging.getLogger("smac").setLevel(logging.ERROR)
+    configspace = cs.ConfigurationSpace(seed=seed)
+    for p in SPACE.parameters:
+        kind = cs.Integer if isinstance(p, Integer) else cs.Float
+        configspace.add(kind(p.name, (p.low, p.high), log=p.log))
+    scenario = Scenario(
+        configspace, deterministic=True, n_trials=10**6, seed=seed, min_budget=1,
+        max_budget=EPOCHS, output_directory=Path(tempfile.mkdtemp()) / "smac",
+    )  # fmt: skip
+
+    def never(config, seed: int = 0, budget: float = 1.0) -> float:
+        raise RuntimeError("driven by ask and tell")
+
+    smac = MultiFidelityFacade(
+        scenario, never, intensifier=Hyperband(scenario, eta=3), overwrite=True,
+        logging_level=40,
+    )  # fmt: skip
+    while len(log.values) < budget:
+        info = smac.ask()
+        epochs = max(1, min(EPOCHS, round(info.budget)))
+        curve = bench.curve(dict(info.config))
+        for value in curve[:epochs]:
+            if not log.spend(value):
+                return
+        smac.tell(info, TrialValue(cost=float(curve[epochs - 1])))
+
+
+RUNNERS = {
+    "bojax-full": run_bojax_full,
+    "bojax-hyperband": lambda b, s, n, log: _bojax(b, s, n, log, early_stopping="hyperband"),
+    "bojax-asha": lambda b, s, n, log: _bojax(b, s, n, log, early_stopping="asha"),
+    "random-asha": lambda b, s, n, log: _bojax(
+        b, s, n, log, early_stopping="asha", proposer="random"
+    ),
+    "top-k": run_top_k,
+    "tpe-hyperband": lambda b, s, n, log: run_tpe(b, s, n, log, "hyperband"),
+    "tpe-median": lambda b, s, n, log: run_tpe(b, s, n, log, "median"),
+    "smac-mf": run_smac,
+    "random": run_random,
+}
+
+
+def run_one(task: str, arm: str, seed: int, budget: int) -> dict:
+    bench, log = LCBench(task), Log(budget)
+    started = time.perf_counter()
+    RUNNERS[arm](bench, seed, budget, log)
+    return {"values": log.values, "seconds": time.perf_counter() - started}
+
+
+def reference(task: str, count: int = 20000) -> float:
+    """The lowest validation error of ``count`` random designs' whole curves."""
+    bench = LCBench(task)
+    rng = np.random.default_rng(12345)
+    best = math.inf
+    for start in range(0, count, 1000):
+        points = [SPACE.from_unit(u) for u in rng.random((min(1000, count - start), SPACE.dim))]
+        best = min(best, float(bench.curves(points).min()))
+    return best
+
+
+def available(arm: str) -> bool:
+    module = {"tpe-hyperband": "optuna", "tpe-median": "optuna", "smac-mf": "smac"}.get(arm)
+    if module is None:
+        return True
+    try:
+        __import__(module)
+        return True
+    except ImportError:
+        return False
+
+
+def collect(tasks, arms, seeds, budget, runs: Path, console) -> dict:
+    runs.mkdir(parents=True, exist_ok=True)
+    results: dict = {}
+    for seed in range(seeds):  # seed-major: a stopped benchmark has every arm at equal seeds
+        for task in tasks:
+            for arm in arms:
+                path = runs / f"{task}_{arm}_{seed}.json"
+                if not path.exists():
+                    tick = time.perf_counter()
+                    command = [sys.executable, __file__, "--run-one", task, arm, str(seed),
+                               "--budget", str(budget), "--to", str(path)]  # fmt: skip
+                    subprocess.run(command, check=True)
+                    console.print(f"{task} {arm} seed {seed}: {time.perf_counter() - tick:.0f} s")
+                results.setdefault(task, {}).setdefault(arm, []).append(
+                    json.loads(path.read_text())
+                )
+    return results
+
+
+def summarise(results: dict, references: dict, budget: int) -> dict:
+    summary = {}
+    for task, arms in results.items():
+        known = min([references[task]] + [min(r["values"]) for runs in arms.values() for r in runs])
+        rows = {}
+        for arm, runs in arms.items():
+            curves = np.array(
+                [np.minimum.accumulate(_padded(r["values"], budget)) - known for r in runs]
+            )
+            at = {f: curves[:, int(f * budget) - 1] for f in FRACTIONS}
+            rows[arm] = {
+                "regret": {
+                    str(f): [float(np.quantile(at[f], q)) for q in (0.5, 0.25, 0.75)]
+                    for f in FRACTIONS
+                },
+                "median_curve": np.median(curves, axis=0).tolist(),
+                "seconds": float(np.median([r["seconds"] for r in runs])),
+                "seeds": len(runs),
+            }
+        if "bojax-full" in rows:
+            target = rows["bojax-full"]["regret"]["1.0"][0]
+            for row in rows.values():
+                reached = np.nonzero(np.array(row["median_curve"]) <= target)[0]
+                row["epochs_to_full"] = int(reached[0]) + 1 if reached.size else None
+        summary[task] = {"known_best": known, "arms": rows}
+    return summary
+
+
+def _without_curve(row: dict) -> dict:
+    return {k: v for k, v in row.items() if k != "median_curve"}
+
+
+def _padded(values: list[float], budget: int) -> np.ndarray:
+    values = np.asarray(values, np.float64)
+    if len(values) < budget:  # an arm that stopped early keeps its last incumbent
+        values = np.concatenate([values, np.full(budget - len(values), np.inf)])
+    return values[:budget]
+
+
+def table(summary: dict, budget: int) -> Table:
+    arms = list(next(iter(summary.values()))["arms"])
+    out = Table(title=f"LCBench: median regret (quartiles) at % of {budget} epochs; "
+                f"epochs to bojax-full's final median")  # fmt: skip
+    out.add_column("task / arm")
+    for f in FRACTIONS:
+        out.add_column(f"{f:.0%}", justify="right")
+    out.add_column("to full", justify="right")
+    out.add_column("s/run", justify="right")
+    for task, entry in summary.items():
+        for arm in arms:
+            row = entry["arms"][arm]
+            cells = []
+            for f in FRACTIONS:
+                regrets = entry["arms"]
+                best = min(regrets[a]["regret"][str(f)][0] for a in arms)
+                m, lo, hi = row["regret"][str(f)]
+                text = f"{m:.4f} [{lo:.4f}, {hi:.4f}]"
+                cells.append(f"[bold]{text}[/bold]" if m == best else text)
+            to_full = row.get("epochs_to_full")
+            out.add_row(
+                f"{task} {arm} ({row['seeds']})", *cells,
+                "-" if to_full is None else str(to_full), f"{row['seconds']:.0f}",
+            )  # fmt: skip
+        out.add_section()
+    return out
+
+
+def plot(summary: dict, budget: int, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = list(summary)
+    fig, axes = plt.subplots(2, math.ceil(len(tasks) / 2), figsize=(15, 8), squeeze=False)
+    for ax, task in zip(axes.flat, tasks, strict=False):
+        for arm, row in summary[task]["arms"].items():
+            curve = np.maximum(np.array(row["median_curve"]), 1e-5)
+            ax.plot(np.arange(1, budget + 1), curve, label=arm, lw=1.4)
+        ax.set(title=f"LCBench task {task}", xlabel="epochs spent", ylabel="median regret",
+               yscale="log")  # fmt: skip
+        ax.axvline(budget / 3, color="grey", ls=":", lw=0.8)
+    axes.flat[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="2 tasks, 1 seed, 8 trainings")
+    parser.add_argument("--seeds", type=int, help="seeds (default 10; quick 1)")
+    parser.add_argument("--tasks", nargs="+", help="LCBench tasks (default: six)")
+    parser.add_argument("--arms", nargs="+", default=ARMS, choices=ARMS)
+    parser.add_argument("--lcbench", type=Path, default=LCBENCH)
+    parser.add_argument("--run-one", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--budget", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--to", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    args = parser.parse_args(argv)
+    console = Console(width=200)
+    if args.run_one:
+        task, arm, seed = args.run_one
+        args.to.write_text(json.dumps(run_one(task, arm, int(seed), args.budget)))
+        return {}
+    if not (args.lcbench / "model.onnx").exists():
+        console.print(f"[yellow]no LCBench surrogate at {args.lcbench}: skipped[/yellow]")
+        return {}
+    seeds = args.seeds or (1 if args.quick else 10)
+    tasks = args.tasks or (TASKS[:2] if args.quick else TASKS)
+    budget = (8 if args.quick else FULL) * EPOCHS
+    arms = [arm for arm in args.arms if available(arm)]
+    for arm in sorted(set(args.arms) - set(arms)):
+        console.print(f"[yellow]{arm} is not installed: skipped[/yellow]")
+    name = "multifidelity_quick" if args.quick else "multifidelity"
+    runs = args.out / f"{name}_runs"
+    results = collect(tasks, arms, seeds, budget, runs, console)
+    cache = runs / "references.json"
+    references = json.loads(cache.read_text()) if cache.exists() else {}
+    for task in tasks:
+        if task not in references:
+            references[task] = reference(task)
+    cache.write_text(json.dumps(references, indent=1))
+    summary = summarise(results, references, budget)
+    console.print(table(summary, budget))
+    args.out.mkdir(parents=True, exist_ok=True)
+    slim = {
+        task: {**entry, "arms": {arm: _without_curve(row) for arm, row in entry["arms"].items()}}
+        for task, entry in summary.items()
+    }
+    (args.out / f"{name}.json").write_text(json.dumps(slim, indent=1))
+    plot(summary, budget, args.out / f"{name}.png")
+    return summary
+
+
+if __name__ == "__main__":
+    main()

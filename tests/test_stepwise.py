@@ -1,0 +1,281 @@
+"""Step-wise objectives ``train(point, report)`` under ASHA and Hyperband (issue 40)."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import math
+
+import numpy as np
+import pytest
+
+import bojax
+from bojax.bo import schedulers
+from bojax.bo.stepwise import StopTraining, rung_values, takes_report
+from bojax.errors import JournalError, SettingsError
+from bojax.parameters import Real
+
+SPACE = bojax.Space([Real("lr", 1e-4, 1e-1, log=True), Real("w", 0.0, 1.0)])
+
+
+def final_value(point) -> float:
+    a = math.log10(point["lr"]) + 2.5
+    return a * a + (point["w"] - 0.3) ** 2
+
+
+def make_train(max_step: int = 27, log: list | None = None):
+    """Curves falling as 1/step to the design's final value; ``log`` gets every report."""
+
+    def train(point, report):
+        final = final_value(point)
+        for step in range(1, max_step + 1):
+            value = final + 2.0 / step
+            if log is not None:
+                log.append((point["lr"], step))
+            report(step, value)
+        return final
+
+    return train
+
+
+# -- the scheduler's rules -------------------------------------------------------------
+def test_milestones_are_geometric_and_end_at_max_step():
+    assert schedulers.milestones(1, 52, 3) == (1, 3, 9, 27, 52)
+    assert schedulers.milestones(2, 8, 2) == (2, 4, 8)
+    assert schedulers.milestones(5, 5, 3) == (5,)
+    with pytest.raises(SettingsError, match="min_step"):
+        schedulers.milestones(6, 5, 3)
+    with pytest.raises(SettingsError, match="min_step = 9 exceeds max_step = 5"):
+        bojax.Settings(max_step=5, min_step=9)
+
+
+def test_hyperband_sizes_brackets_as_li_et_al_and_interleaves_them():
+    assert schedulers.bracket_sizes(5, 3) == (81, 34, 15, 8, 5)
+    rungs = schedulers.hyperband((1, 3, 9, 27, 52), 3)
+    cycle = [rungs.bracket(j) for j in range(143)]
+    assert [cycle.count(b) for b in range(5)] == [81, 34, 15, 8, 5]
+    assert [rungs.bracket(j) for j in range(143, 286)] == cycle  # it repeats
+    assert set(cycle[:12]) >= {0, 1, 2}  # interleaved, not 81 aggressive designs first
+    assert [schedulers.asha((1, 3), 3).bracket(j) for j in range(5)] == [0] * 5
+
+
+def test_a_milestone_keeps_the_best_third_of_its_values_so_far():
+    rungs = schedulers.asha((1, 3, 9), 3)
+    decisions = [rungs.keep(0, 0, v) for v in [5.0, 6.0, 4.0, 7.0, 3.0, 4.5]]
+    # 1 value: top 1; 2: top 1 (6 > 5); 3: top 1 (4 best); 4: top 1; 5: top 1 (3 best);
+    # 6 values: top 2 (4.5 is third: 3, 4 lower)
+    assert decisions == [True, False, True, False, True, False]
+    assert rungs.keep(0, 0, 3.5) is True  # 7 values, top 2: 3 < 3.5, second
+    assert rungs.keep(0, 2, 0.0) is False  # the last milestone: the training is complete
+
+
+def test_rung_values_take_the_first_report_at_or_past_each_milestone():
+    assert rung_values((1, 3, 9), [[1, 5.0], [2, 4.0], [4, 3.0], [9, 2.0]]) == {
+        0: 5.0,
+        1: 3.0,
+        2: 2.0,
+    }
+    assert rung_values((2, 4), [[1, 1.0]]) == {}
+
+
+def reference_asha(curves: list[list[list[float]]], steps, eta) -> list[int]:
+    """The step where each training should stop under ASHA (the last one it reported if it
+    went on), from the curves in order: an independent replay of the rule."""
+    recorded: dict[int, list[float]] = {}
+    stops = []
+    for curve in curves:
+        stop = curve[-1][0] if curve else 0
+        rung = 0
+        for step, value in curve:
+            while rung < len(steps) and step >= steps[rung]:
+                values = recorded.setdefault(rung, [])
+                values.append(value)
+                top = max(1, len(values) // eta)
+                if rung < len(steps) - 1 and sorted(values).index(value) >= top:
+                    stop = step
+                rung += 1
+            if stop == step:
+                break
+        stops.append(stop)
+    return stops
+
+
+# -- the driver ------------------------------------------------------------------------
+def test_asha_stops_trainings_where_the_rule_says_and_spends_the_budget_exactly():
+    result = bojax.minimize(
+        make_train(), SPACE, max_step=27, early_stopping="asha", proposer="random",
+        step_budget=300, progress=False,
+    )  # fmt: skip
+    curves = [r["curve"] for r in result.history]
+    expected = reference_asha(curves, (1, 3, 9, 27), 3)
+    assert [c[-1][0] for c in curves] == expected
+    assert result.steps == 300 == sum(c[-1][0] for c in curves)
+    statuses = [r["status"] for r in result.history]
+    assert statuses.count("stopped") >= len(statuses) // 2  # most trainings stop early
+    assert all(r["status"] == "ok" for r in result.history if r["curve"][-1][0] == 27)
+    complete = [r for r in result.history if r["status"] == "ok"]
+    assert result.best_value == min(r["y"] for r in complete)
+    assert result.best_value == pytest.approx(final_value(result.best_point))
+
+
+def test_no_early_stopping_trains_every_design_to_max_step():
+    result = bojax.minimize(
+        make_train(9), SPACE, max_step=9, early_stopping="none", proposer="random",
+        initial=2, iterations=3, progress=False,
+    )  # fmt: skip
+    assert [r["curve"][-1][0] for r in result.history] == [9] * 5
+    assert result.steps == 45
+
+
+def test_model_proposals_follow_the_highest_milestone_with_enough_values():
+    result = bojax.minimize(
+        make_train(), SPACE, max_step=27, early_stopping="hyperband", surrogate="gp-map",
+        step_budget=400, progress=False,
+    )  # fmt: skip
+    phases = [r["phase"] for r in result.history]
+    # max(initial = 5, d + 2 = 4) values at step 1 after the first 5 designs
+    assert phases[:5] == ["initial"] * 5 and phases[5] != "initial"
+    model = [r for r in result.history if r["phase"] != "initial"]
+    assert model and all(r["diagnostics"]["model_step"] in (1, 3, 9, 27) for r in model)
+    assert all(r["diagnostics"]["model_points"] >= 5 for r in model)
+    points = np.array([r["u"] for r in result.history])
+    assert len(np.unique(points.round(12), axis=0)) == len(points)  # no design twice
+    assert {r["diagnostics"]["bracket"] for r in result.history} >= {0, 1, 2}
+    # the model finds the basin: the best complete design is far better than random's
+    randoms = [final_value(SPACE.from_unit(u)) for u in np.random.default_rng(0).random((20, 2))]
+    assert result.best_value < np.quantile(randoms, 0.1)
+
+
+def test_the_stop_passes_through_the_objectives_own_except_exception():
+    caught = []
+
+    def train(point, report):
+        for step in range(1, 10):
+            try:
+                report(step, final_value(point) + 1.0 / step)
+            except Exception as error:  # must not see the stop
+                caught.append(error)
+        return final_value(point)
+
+    result = bojax.minimize(
+        train, SPACE, max_step=9, early_stopping="asha", proposer="random", step_budget=40,
+        progress=False,
+    )  # fmt: skip
+    assert not caught
+    assert "stopped" in [r["status"] for r in result.history]
+    assert issubclass(StopTraining, BaseException) and not issubclass(StopTraining, Exception)
+
+
+def test_failing_and_misreporting_trainings_are_recorded_and_the_run_goes_on():
+    calls = []
+
+    def train(point, report):
+        calls.append(point)
+        k = len(calls)
+        if k == 2:
+            raise RuntimeError("out of memory")
+        if k == 3:
+            report(1, math.nan)
+        if k == 4:
+            report(2, 1.0)
+            report(2, 0.5)  # not above the last step
+        for step in range(1, 4):
+            report(step, final_value(point) + 1.0 / step)
+        return final_value(point)
+
+    result = bojax.minimize(
+        train, SPACE, max_step=3, early_stopping="none", proposer="random", step_budget=18,
+        progress=False,
+    )  # fmt: skip
+    errors = [r["error"] for r in result.history]
+    assert errors[1] == "RuntimeError: out of memory"
+    assert "finite number" in errors[2] and "above the last one (2)" in errors[3]
+    assert [r["status"] for r in result.history[1:4]] == ["failed"] * 3
+    assert result.failures == 3 and result.steps == 18
+
+
+def test_step_wise_settings_are_checked():
+    with pytest.raises(SettingsError, match="set max_step"):
+        bojax.minimize(make_train(), SPACE, progress=False)
+    with pytest.raises(SettingsError, match="max_step is for step-wise"):
+        bojax.minimize(final_value, SPACE, max_step=5, progress=False)
+    with cf.ThreadPoolExecutor(2) as pool, pytest.raises(SettingsError, match="one at a time"):
+        bojax.minimize(make_train(), SPACE, max_step=5, executor=pool, progress=False)
+    with pytest.raises(SettingsError, match="early_stopping must be one of"):
+        bojax.Settings(early_stopping="bohb")
+    assert takes_report(make_train()) and not takes_report(final_value)
+
+
+def test_a_killed_run_resumes_to_the_uninterrupted_runs_records(tmp_path):
+    settings = dict(max_step=27, early_stopping="hyperband", surrogate="gp-map", step_budget=260)
+    whole = bojax.minimize(make_train(), SPACE, progress=False, out=tmp_path / "a", **settings)
+
+    reports = []
+
+    def dies(point, report):
+        def dying(step, value):
+            reports.append(step)
+            if len(reports) > 150:
+                raise KeyboardInterrupt  # the driver dies mid-training
+            report(step, value)
+
+        return make_train()(point, dying)
+
+    with pytest.raises(KeyboardInterrupt):
+        bojax.minimize(dies, SPACE, progress=False, out=tmp_path / "b", **settings)
+    done = len((tmp_path / "b" / "journal.jsonl").read_text().splitlines())
+    assert 0 < done < len(whole.history)
+    resumed = bojax.minimize(
+        make_train(), SPACE, progress=False, out=tmp_path / "b", resume=True, **settings
+    )
+    keys = ("x", "u", "y", "status", "curve", "phase")
+    assert [{k: r[k] for k in keys} for r in resumed.history] == [
+        {k: r[k] for k in keys} for r in whole.history
+    ]
+    assert resumed.steps == whole.steps == 260
+    summary = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert summary["steps"] == 260 and summary["best_value"] == whole.best_value
+
+
+def test_a_tampered_curve_is_refused_on_resume(tmp_path):
+    settings = dict(max_step=9, early_stopping="asha", proposer="random", step_budget=30)
+    bojax.minimize(make_train(9), SPACE, progress=False, out=tmp_path, **settings)
+    path = tmp_path / "journal.jsonl"
+    lines = path.read_text().splitlines()
+    record = json.loads(lines[0])
+    record["curve"] = [[3, 1.0], [2, 1.0]]
+    path.write_text("\n".join([json.dumps(record), *lines[1:]]) + "\n")
+    with pytest.raises(JournalError, match=r"journal\.jsonl:1: 'curve'"):
+        bojax.minimize(make_train(9), SPACE, progress=False, out=tmp_path, resume=True, **settings)
+
+
+def test_a_file_objective_with_report_runs_from_the_command_line_and_shows(tmp_path):
+    from typer.testing import CliRunner
+
+    from bojax.cli import app
+
+    (tmp_path / "train.py").write_text(
+        "import math\n\n"
+        "def train(point, report):\n"
+        "    final = (math.log10(point['lr']) + 2.5) ** 2\n"
+        "    for epoch in range(1, 10):\n"
+        "        report(epoch, final + 1.0 / epoch)\n"
+        "    return final\n"
+    )
+    (tmp_path / "space.toml").write_text(
+        '[[parameters]]\nname = "lr"\ntype = "real"\nlow = 0.0001\nhigh = 0.1\nlog = true\n'
+    )
+    run = tmp_path / "run"
+    command = [
+        "optimize", str(tmp_path / "train.py") + ":train", "--space",
+        str(tmp_path / "space.toml"), "--max-step", "9", "--early-stopping", "asha",
+        "--proposer", "random", "--iterations", "3", "--out", str(run),
+    ]  # fmt: skip
+    result = CliRunner().invoke(app, command)
+    assert result.exit_code == 0, result.output
+    assert "72 steps" in result.output  # (5 + 3) * 9
+    records = [json.loads(line) for line in (run / "journal.jsonl").read_text().splitlines()]
+    assert "stopped" in {r["status"] for r in records}
+    shown = CliRunner().invoke(app, ["show", str(run)], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    assert "steps" in shown.output and "failed at" not in shown.output
