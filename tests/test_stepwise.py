@@ -279,3 +279,6 @@ def test_a_file_objective_with_report_runs_from_the_command_line_and_shows(tmp_p
     shown = CliRunner().invoke(app, ["show", str(run)], env={"COLUMNS": "200"})
     assert shown.exit_code == 0, shown.output
     assert "steps" in shown.output and "failed at" not in shown.output
+    plotted = CliRunner().invoke(app, ["plot", str(run)])
+    assert plotted.exit_code == 0, plotted.output
+    assert (run / "figures" / "curves.png").stat().st_size > 10_000

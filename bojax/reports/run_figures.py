@@ -218,6 +218,49 @@ def plot_parameters(run: Run, path: Path) -> None:
     save(fig, path, dpi=110)
 
 
+def plot_curves(run: Run, path: Path) -> None:
+    """A step-wise run: every design's learning curve (trained to the end, stopped early
+    with an x where it stopped, or failed), and the best value against the steps spent."""
+    plt = pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    styles = {
+        "ok": ("tab:blue", 1.2, 0.9),
+        "stopped": ("0.55", 0.7, 0.5),
+        "failed": ("tab:red", 0.7, 0.6),
+    }
+    for record in run.records:
+        curve = np.array(record.get("curve") or [], float).reshape(-1, 2)
+        if not len(curve):
+            continue
+        color, width, alpha = styles[record["status"]]
+        left.plot(curve[:, 0], curve[:, 1], color=color, lw=width, alpha=alpha)
+        if record["status"] == "stopped":
+            left.plot(curve[-1, 0], curve[-1, 1], "x", ms=4, color=color)
+    for status, (color, width, _) in styles.items():
+        left.plot(
+            [], [], color=color, lw=width, label={"ok": "trained to the end"}.get(status, status)
+        )
+    left.set(xlabel="step", ylabel="reported value (minimised)", title="learning curves")
+    left.legend(loc="best", fontsize=8)
+    spent, best_any, best_done = 0, math.inf, math.inf
+    xs, any_values, done_values = [0], [math.nan], [math.nan]
+    for record in run.records:
+        previous = 0
+        for step, value in record.get("curve") or []:
+            spent, best_any, previous = spent + step - previous, min(best_any, value), step
+            xs.append(spent)
+            any_values.append(best_any)
+            done_values.append(best_done if math.isfinite(best_done) else math.nan)
+        if record["status"] == "ok":
+            best_done = min(best_done, record["y"])
+            done_values[-1] = best_done
+    right.step(xs, any_values, where="post", color="tab:orange", label="best reported at any step")
+    right.step(xs, done_values, where="post", color="tab:blue", label="best trained to the end")
+    right.set(xlabel="steps spent", ylabel="best so far", title="best against steps spent")
+    right.legend(loc="best", fontsize=8)
+    save(fig, path, dpi=120)
+
+
 def refit_settings(run: Run):
     """The run's :class:`~bojax.bo.settings.Settings`, checked as untrusted data before
     the refit: a SettingsError names ``run.json`` and the key of an unknown, mistyped or
@@ -349,6 +392,12 @@ def plot_run(run: Run, out: Path, slices: bool = True) -> list[Path]:
         plot_hypervolume(run, paths[0])
         plot_front(run, paths[1])
         plot_parameters(run, paths[2])
+        return paths
+    if any("curve" in record for record in run.records):  # step-wise: curves, no refit
+        out.mkdir(parents=True, exist_ok=True)
+        paths = [out / "curves.png", out / "parameters.png"]
+        plot_curves(run, paths[0])
+        plot_parameters(run, paths[1])
         return paths
     refit = slices and run.best() is not None
     if refit:
