@@ -329,3 +329,73 @@ def test_constraints_func_is_stored_and_steers_the_sampler():
     assert all(t.constraints for t in study.trials)  # stored as Optuna's samplers store them
     proposed = [t.params["u0"] for t in study.trials[4:]]
     assert sum(u <= 0.6 for u in proposed) >= 3  # mostly where the constraint holds
+
+
+# -- step-wise trials: BojaxPruner and the sampler on intermediate values ------------------
+def curved(trial):
+    """A training of 9 epochs whose curve falls as 1/epoch to a quadratic's value."""
+    x = trial.suggest_float("x", -5.0, 5.0)
+    lr = trial.suggest_float("lr", 1e-4, 1.0, log=True)
+    final = (x - 1.0) ** 2 + (math.log10(lr) + 2.0) ** 2
+    for epoch in range(1, 10):
+        trial.report(final + 2.0 / epoch, epoch)
+        if trial.should_prune():
+            raise optuna.TrialPruned()
+    return final
+
+
+def test_bojax_pruner_stops_trials_outside_the_best_third_of_their_milestone():
+    from bojax.integrations.optuna import BojaxPruner
+
+    pruner = BojaxPruner(min_resource=1, max_resource=9, reduction_factor=3, early_stopping="asha")
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0), pruner=pruner)
+    study.optimize(curved, n_trials=40)
+    pruned = [t for t in study.trials if t.state == optuna.trial.TrialState.PRUNED]
+    assert len(pruned) > 20
+    for t in study.trials:  # the rule, replayed from the storage in trial order
+        for milestone in (1, 3):
+            if t.last_step is None or t.last_step < milestone:
+                continue
+            earlier = [
+                s.intermediate_values[milestone]
+                for s in study.trials[: t.number]
+                if milestone in s.intermediate_values
+            ]
+            mine = t.intermediate_values[milestone]
+            recorded = [*earlier, mine]
+            keep = sum(v < mine for v in recorded) < max(1, len(recorded) // 3)
+            stopped_here = t.state == optuna.trial.TrialState.PRUNED and t.last_step == milestone
+            assert stopped_here == (not keep), (t.number, milestone)
+
+
+def test_bojax_pruner_settings_are_checked():
+    from bojax.errors import SettingsError
+    from bojax.integrations.optuna import BojaxPruner
+
+    with pytest.raises(SettingsError, match="min_step = 9 exceeds max_step = 3"):
+        BojaxPruner(min_resource=9, max_resource=3)
+    with pytest.raises(SettingsError, match="early_stopping must be one of"):
+        BojaxPruner(early_stopping="median")
+
+
+def test_the_sampler_models_pruned_trials_at_their_highest_common_step(monkeypatch):
+    """Pruned trials were left out before; now the values at the highest step enough
+    trials reached are the data, so the sampler models long before 5 trials complete."""
+    import bojax.bo.loop as loop
+    from bojax.integrations.optuna import BojaxPruner
+
+    fitted = []
+    real = loop.ask_batch
+
+    def spy(state, q, pending=None):
+        fitted.append((len(state.y), 0 if pending is None else len(pending)))
+        return real(state, q, pending)
+
+    monkeypatch.setattr(loop, "ask_batch", spy)
+    pruner = BojaxPruner(max_resource=9, early_stopping="asha")
+    study = optuna.create_study(sampler=BojaxSampler(seed=0, **FAST), pruner=pruner)
+    study.optimize(curved, n_trials=24)
+    states = [t.state for t in study.trials]
+    assert states.count(optuna.trial.TrialState.COMPLETE) < 5 <= len(fitted)
+    assert all(n >= 5 for n, _ in fitted)
+    assert study.best_value < 1.0  # near the optimum 0 with so few complete trials

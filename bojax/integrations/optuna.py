@@ -21,8 +21,12 @@ constraint, LogEHVI (or ParEGO) weighted by the probability of feasibility.
 
 Completed trials are observations; failed trials enter as failed evaluations, which
 bojax's failure classifier learns from (its acquisition is weighted by the probability
-of success, and while every trial has failed it proposes where success is likeliest);
-pruned trials are left out, since their value is not the objective's. A completed
+of success, and while every trial has failed it proposes where success is likeliest).
+Where trials report intermediate values (a study that prunes), the data are each trial's
+value at the highest step that ``max(n_startup_trials, d + 2)`` trials reached, pruned
+and running ones included (BOHB's rule, as bojax's own step-wise runs propose,
+:mod:`bojax.bo.stepwise`); without intermediate values, pruned trials are left out.
+:class:`BojaxPruner` stops trials by bojax's successive halving or Hyperband. A completed
 trial whose value is not finite (Optuna stores ``inf``) counts as failed, as a
 non-finite value does in bojax's own runs. Trials still running are pending points,
 conditioned on as fantasies, so parallel workers do not propose the same place.
@@ -59,12 +63,19 @@ from optuna.distributions import (
     FloatDistribution,
     IntDistribution,
 )
+from optuna.pruners import BasePruner
 from optuna.samplers import BaseSampler, RandomSampler
 from optuna.search_space import IntersectionSearchSpace
 from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from bojax.errors import MissingParameterError, ParameterError, SpaceDefinitionError
+from bojax.bo import schedulers
+from bojax.errors import (
+    MissingParameterError,
+    ParameterError,
+    SettingsError,
+    SpaceDefinitionError,
+)
 from bojax.parameters import Categorical, Ordinal, Parameter
 from bojax.spaces import Integer, Real, Space
 
@@ -158,11 +169,15 @@ class BojaxSampler(BaseSampler):
         space = _space(search_space)
         finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
         observed = [(t, u) for t in finished if (u := self._unit(study, space, t)) is not None]
-        if len(observed) < self._settings.initial:
-            return {}
         settings, outcome = self._study_settings(study, [t for t, _ in observed])
+        stepwise = _stepwise(study, settings)
+        if stepwise:  # trials report intermediate values: BOHB's rule
+            least = max(self._settings.initial, space.dim + 2)
+            observed, outcome, since = _at_highest_step(study, space, least, self._unit)
+        if observed is None or len(observed) < self._settings.initial:
+            return {}
         state = init(space, settings)
-        key = (repr(space.to_dict()), repr(settings.identity()))
+        key = (repr(space.to_dict()), repr(settings.identity()), stepwise)
         if key in self._chains:
             surrogate, classifier = self._chains[key]
             state = state._replace(surrogate=surrogate, classifier=classifier)
@@ -178,6 +193,8 @@ class BojaxSampler(BaseSampler):
             and all(n in t.params for n in space.names)
             and (u := self._unit(study, space, t)) is not None
         ]
+        if stepwise:  # and the trials since that step's data last grew
+            running += since
         pending = np.asarray(running).reshape(-1, space.dim) if running else None
         points, state, _ = ask_batch(state, 1, pending)
         self._chains[key] = (state.surrogate, state.classifier)
@@ -259,6 +276,57 @@ class BojaxSampler(BaseSampler):
         self._independent.after_trial(study, trial, state, values)
 
 
+def _stepwise(study: Study, settings) -> bool:
+    """Whether a single-objective study's trials report intermediate values: the sampler
+    then models the values at one step, as BOHB does."""
+    if settings.metrics is not None:
+        return False
+    states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
+    return any(t.intermediate_values for t in study.get_trials(deepcopy=False, states=states))
+
+
+def _at_highest_step(study: Study, space: Space, least: int, unit):
+    """``(observed, outcome, since)`` at the highest step that ``least`` trials reached:
+    each trial's first intermediate value at or past that step (a completed trial
+    without intermediate values counts its value as reached at every step), failed trials
+    as failures; ``since``, the unit points of the trials started after the last one
+    seen there (pruned below it, or complete without reaching it), taken as pending
+    believers so an unchanged data set does not propose the same point again. ``observed``
+    is None while no step has enough trials."""
+    states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+    trials = sorted(study.get_trials(deepcopy=False, states=states), key=lambda t: t.number)
+    reported = sorted({step for t in trials for step in t.intermediate_values})
+    chosen, values = None, {}
+    for step in reversed(reported):
+        values = {}
+        for t in trials:
+            later = [k for k in sorted(t.intermediate_values) if k >= step]
+            if later and math.isfinite(t.intermediate_values[later[0]]):
+                values[t.number] = t.intermediate_values[later[0]]
+            elif t.state == TrialState.COMPLETE and not t.intermediate_values:
+                values[t.number] = t.value
+        if len(values) >= least:
+            chosen = step
+            break
+    if chosen is None:
+        return None, None, []
+    failed = [t for t in trials if t.state == TrialState.FAIL and t.number not in values]
+    seen = [t for t in trials if t.number in values]
+    observed = [(t, u) for t in seen + failed if (u := unit(study, space, t)) is not None]
+    last = max(values)
+    since = [
+        u
+        for t in trials
+        if t.number > last and t.number not in values and t.state != TrialState.FAIL
+        if (u := unit(study, space, t)) is not None
+    ]
+
+    def outcome(t: FrozenTrial) -> float:
+        return values.get(t.number, math.nan)
+
+    return observed, outcome, since
+
+
 def _constraints(trial: FrozenTrial) -> dict[str, float]:
     """The trial's constraint values by key (Optuna 5's ``trial.constraints``; the list
     that ``constraints_func`` stores, by position, in older versions)."""
@@ -270,3 +338,69 @@ def _constraints(trial: FrozenTrial) -> dict[str, float]:
 
 
 __all__ = ["BojaxSampler"]
+
+
+class BojaxPruner(BasePruner):
+    """bojax's early stopping for Optuna trials that ``trial.report(value, step)``.
+
+    Milestones ``min_resource * reduction_factor^k`` up to ``max_resource``; at each one
+    a trial goes on if its value is among the best ``max(1, m // reduction_factor)`` of
+    the ``m`` values that trials of its bracket reported there, its own included
+    (:mod:`bojax.bo.schedulers`). ``early_stopping="hyperband"`` (the default) puts
+    trial ``n`` in the bracket bojax's own step-wise runs would, ``"asha"`` uses one
+    bracket. The decision reads the study's storage alone, so parallel workers agree.
+    With :class:`BojaxSampler`, the intermediate values of pruned and running trials are
+    the sampler's data (BOHB's rule)."""
+
+    def __init__(
+        self,
+        min_resource: int = 1,
+        max_resource: int = 100,
+        reduction_factor: int = 3,
+        early_stopping: str = "hyperband",
+    ) -> None:
+        from bojax.bo.settings import Settings
+
+        # Checked as a bojax run's settings are (a SettingsError names the bad one).
+        Settings(
+            min_step=min_resource, max_step=max_resource, eta=reduction_factor,
+            early_stopping=early_stopping,
+        )  # fmt: skip
+        if early_stopping == "none":
+            raise SettingsError("early_stopping='none' prunes nothing: use Optuna's NopPruner")
+        self._steps = schedulers.milestones(min_resource, max_resource, reduction_factor)
+        self._eta, self._kind = reduction_factor, early_stopping
+
+    def prune(self, study: Study, trial: FrozenTrial) -> bool:
+        step = trial.last_step
+        if step is None:
+            return False
+        rungs = schedulers.SCHEDULERS[self._kind](self._steps, self._eta)
+        bracket = rungs.bracket(trial.number)
+        sign = -1.0 if study.direction == StudyDirection.MAXIMIZE else 1.0
+        before = max((s for s in trial.intermediate_values if s < step), default=0)
+        # The milestones this report crossed (the last one ends the training, no decision).
+        crossed = [
+            k
+            for k in range(rungs.start(bracket), len(self._steps) - 1)
+            if before < self._steps[k] <= step
+        ]
+        if not crossed:
+            return False
+        value = sign * trial.intermediate_values[step]
+        if not math.isfinite(value):
+            return True  # a diverged training does not go on
+        states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
+        others = [
+            t
+            for t in study.get_trials(deepcopy=False, states=states)
+            if t.number != trial.number and rungs.bracket(t.number) == bracket
+        ]
+        for k in crossed:
+            for t in others:
+                later = [s for s in sorted(t.intermediate_values) if s >= self._steps[k]]
+                if later and math.isfinite(t.intermediate_values[later[0]]):
+                    rungs.keep(bracket, k, sign * t.intermediate_values[later[0]])
+            if not rungs.keep(bracket, k, value):
+                return True
+        return False
