@@ -282,3 +282,24 @@ def test_a_file_objective_with_report_runs_from_the_command_line_and_shows(tmp_p
     plotted = CliRunner().invoke(app, ["plot", str(run)])
     assert plotted.exit_code == 0, plotted.output
     assert (run / "figures" / "curves.png").stat().st_size > 10_000
+
+
+def test_the_mnist1d_trainer_reports_each_epoch_and_is_stopped_early():
+    from bojax.compilation import count_compilations
+    from bojax.objectives.mixednet import MixedNetObjective, Training
+
+    objective = MixedNetObjective(training=Training(epochs=3))
+    good = {"optimizer": "adam", "activation": "relu", "normalisation": "none", "layers": 2,
+            "width": 64, "learning_rate": 3e-3}  # fmt: skip
+    reports = []
+    with count_compilations(fresh=True) as counts:
+        final = objective.train(good, lambda step, value: reports.append((step, value)))
+    assert [s for s, _ in reports] == [1, 2, 3] and final == reports[-1][1]
+    assert reports[-1][1] < reports[0][1] < 0.9  # it learns epoch by epoch (chance: 0.9)
+    assert final == objective(good)  # a stable training ends where the full one does
+    assert counts.of("_epoch_and_score") == 1, counts  # one program for every epoch
+    result = bojax.minimize(
+        objective.train, objective.space, max_step=3, early_stopping="asha",
+        proposer="random", step_budget=15, progress=False,
+    )  # fmt: skip
+    assert result.steps == 15 and "stopped" in {r["status"] for r in result.history}
