@@ -18,6 +18,11 @@ sample's curves and every arm's reports). Arms:
 * ``bojax-hyperband`` / ``bojax-asha``: the same objective written as ``train(point,
   report)`` with ``early_stopping="hyperband"`` / ``"asha"`` (``min_step=1, eta=3``) and new
   designs from the GP at the highest milestone with enough values (BOHB's rule);
+* ``bojax-freeze-thaw``: ``early_stopping="freeze-thaw"``: a GP over (design, step)
+  pauses trainings at milestones and thaws the one with the most expected improvement at
+  epoch 52 per epoch still needed, or starts a new design (the objective continues from
+  a checkpoint, as the surrogate's curves allow); the seconds of each decision against
+  the (design, epoch) values observed are kept;
 * ``random-asha``: ``proposer="random"``, ASHA: random search with successive halving;
 * ``top-k``: the plain baseline: a quarter of the budget trains that many random designs
   one epoch each, and the rest continues the best of them to epoch 52;
@@ -65,6 +70,7 @@ ARMS = [
     "bojax-full",
     "bojax-hyperband",
     "bojax-asha",
+    "bojax-freeze-thaw",
     "random-asha",
     "top-k",
     "tpe-hyperband",
@@ -132,17 +138,25 @@ class Log:
         return True
 
 
-def _bojax(bench: LCBench, seed: int, budget: int, log: Log, **settings) -> None:
-    def train(point, report):
+def _bojax(bench: LCBench, seed: int, budget: int, log: Log, **settings) -> dict:
+    def train(point, report, checkpoint=None):
+        """A training that can continue from a checkpoint (the surrogate's curve is free
+        to continue; freeze-thaw thaws from it, the other schedulers never pause)."""
         curve = bench.curve(point)
-        for epoch in range(1, EPOCHS + 1):
+        for epoch in range(1 + (checkpoint or 0), EPOCHS + 1):
             log.spend(curve[epoch - 1])
-            report(epoch, curve[epoch - 1])
+            report(epoch, curve[epoch - 1], checkpoint=epoch)
         return curve[-1]
 
-    bojax.minimize(
+    result = bojax.minimize(
         train, SPACE, seed=seed, max_step=EPOCHS, step_budget=budget, progress=False, **settings
     )
+    observed, decisions = 0, []
+    for record in result.history:  # freeze-thaw: each decision's cost against the data
+        observed += len(record["curve"])
+        if "decision_seconds" in record:
+            decisions.append((observed, record["decision_seconds"]))
+    return {"decisions": decisions} if decisions else {}
 
 
 def run_bojax_full(bench, seed, budget, log):
@@ -257,6 +271,7 @@ RUNNERS = {
     "bojax-full": run_bojax_full,
     "bojax-hyperband": lambda b, s, n, log: _bojax(b, s, n, log, early_stopping="hyperband"),
     "bojax-asha": lambda b, s, n, log: _bojax(b, s, n, log, early_stopping="asha"),
+    "bojax-freeze-thaw": lambda b, s, n, log: _bojax(b, s, n, log, early_stopping="freeze-thaw"),
     "random-asha": lambda b, s, n, log: _bojax(
         b, s, n, log, early_stopping="asha", proposer="random"
     ),
@@ -271,8 +286,8 @@ RUNNERS = {
 def run_one(task: str, arm: str, seed: int, budget: int) -> dict:
     bench, log = LCBench(task), Log(budget)
     started = time.perf_counter()
-    RUNNERS[arm](bench, seed, budget, log)
-    return {"values": log.values, "seconds": time.perf_counter() - started}
+    extra = RUNNERS[arm](bench, seed, budget, log) or {}
+    return {"values": log.values, "seconds": time.perf_counter() - started, **extra}
 
 
 def reference(task: str, count: int = 20000) -> float:

@@ -282,9 +282,18 @@ def ask(
 
 @with_blas_threads
 def ask_batch(
-    state: BOState, q: int, pending: np.ndarray | None = None
+    state: BOState,
+    q: int,
+    pending: np.ndarray | None = None,
+    *,
+    box: tuple[np.ndarray, np.ndarray] | None = None,
+    fit: SurrogateFit | None = None,
 ) -> tuple[np.ndarray, BOState, list[dict[str, Any]]]:
     """Up to ``q`` distinct unit points ``(q', d)`` to evaluate next, with diagnostics.
+
+    ``box`` (unit ``(lower, upper)``) confines the model's proposals (a coordinate with
+    ``lower == upper`` is held fixed); ``fit``, a :func:`fit_surrogate` of this state
+    made already, saves fitting again (freeze-thaw reads the same fit's posterior).
 
     The surrogate is fitted once, to the finished evaluations; the batch is then built
     greedily, each point proposed with the pending points and the batch so far as
@@ -319,8 +328,9 @@ def ask_batch(
     restart = local_region(state)
     if restart is not None and restart.designing:  # a new trust region's random design
         return _restart_points(state, restart, taken, first, q)
-    surrogate, fitted, x, y, _, area = fit_surrogate(state)
-    box = None if area is None else (area.lower, area.upper)
+    surrogate, fitted, x, y, _, area = fit_surrogate(state) if fit is None else fit
+    if box is None and area is not None:
+        box = (area.lower, area.upper)
     best = jnp.asarray(np.min(y))
     best_point = x[int(np.argmin(y))]
     if settings.incumbent == "posterior_mean":

@@ -267,8 +267,9 @@ class Settings:
     )
     early_stopping: str = setting(
         "hyperband",
-        "which step-wise trainings go on: hyperband, asha (successive halving) or none",
-        one_of(("hyperband", "asha", "none")),
+        "which step-wise trainings go on: hyperband, asha (successive halving), "
+        "freeze-thaw (a GP over the curves pauses and thaws them) or none",
+        one_of(("hyperband", "asha", "freeze-thaw", "none")),
         omit_at_default=True,
     )
     proposer: str = setting(

@@ -34,6 +34,7 @@ import numbers
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -88,7 +89,8 @@ class _Reporter:
     def __init__(self, run: _StepRun, training: _Training):
         self.run, self.training = run, training
 
-    def __call__(self, step: Any, value: Any) -> None:
+    def __call__(self, step: Any, value: Any, checkpoint: Any = None) -> None:
+        """Record ``value`` at ``step``; a ``checkpoint`` is for freeze-thaw (unused)."""
         run, training = self.run, self.training
         last = training.curve[-1][0] if training.curve else 0
         if not (is_count(step) and step > last):
@@ -182,7 +184,7 @@ class _StepRun:
         try:
             returned = self.train(point, _Reporter(self, training))
             status = "ok"
-            y = returned if _finite(returned) else None
+            y = returned if finite(returned) else None
             if y is None and returned is not None:
                 status, error = "failed", f"train returned {returned!r}, not a finite number"
             elif y is None and not training.curve:
@@ -213,7 +215,46 @@ class _StepRun:
         return record
 
 
-def _finite(value: Any) -> bool:
+class _FreezeThawRun:
+    """A freeze-thaw run (:mod:`bojax.bo.freezethaw`): one segment of training per
+    record; a resume replays the decisions' fits, so their chains are those of the
+    uninterrupted run."""
+
+    def __init__(self, train, space: Space, settings: Settings, journal, history):
+        from bojax.bo import freezethaw
+
+        self.train, self.space, self.settings = train, space, settings
+        self.journal, self.history = journal, history
+        self.budget = settings.step_budget or (settings.initial + settings.iterations) * (
+            settings.max_step
+        )
+        self.model = freezethaw.FreezeThaw(space, settings)
+        folder = None if journal is None else Path(journal.folder)
+        self.designs = []
+        for k, record in enumerate(history):
+            if record["phase"] != "initial":
+                self.model.decide(self.designs, k)  # the fit this decision made
+            self.designs = freezethaw.replay(history[: k + 1], space, None)
+        self.designs = freezethaw.replay(history, space, folder)
+        self.spent = sum(int(r["diagnostics"].get("charged", 0)) for r in history)
+
+    def evaluate(self, k: int) -> dict[str, Any]:
+        from bojax.bo import freezethaw
+
+        tick = time.perf_counter()
+        decision = self.model.decide(self.designs, k)
+        record = {"iteration": k, "proposal": k}
+        record.update(freezethaw.train_segment(self, decision, self.designs))
+        record["decision_seconds"] = decision.seconds = (
+            time.perf_counter() - tick - record["seconds"]
+        )
+        self.history.append(record)
+        if self.journal is not None:
+            self.journal.append(record)
+        return record
+
+
+def finite(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -271,7 +312,10 @@ def minimize_steps(
                         )
             else:
                 journal.start(header)
-        run = _StepRun(train, space, settings, journal, history, progress)
+        if settings.early_stopping == "freeze-thaw":
+            run = _FreezeThawRun(train, space, settings, journal, history)
+        else:
+            run = _StepRun(train, space, settings, journal, history, progress)
         with _StepProgress(progress, run) as bar:
             while run.spent < run.budget:
                 record = run.evaluate(len(history))
@@ -301,7 +345,7 @@ def _curve_ok(curve: Any, max_step: int) -> bool:
     for pair in curve:
         if not (isinstance(pair, list) and len(pair) == 2 and is_count(pair[0])):
             return False
-        if not (last < pair[0] <= max_step and _finite(pair[1])):
+        if not (last < pair[0] <= max_step and finite(pair[1])):
             return False
         last = pair[0]
     return True

@@ -1,0 +1,308 @@
+"""Freeze-thaw BO: one GP over (design, step) chooses what to train next.
+
+Swersky, Snoek and Adams (2014, "Freeze-thaw Bayesian optimization") pause trainings and
+thaw the promising ones; DyHPO (Wistuba et al. 2022) and ifBO (Rakotoarison et al.
+2024) decide step by step from a model of the curves. Here the run's own surrogate
+(any registered one; fully Bayesian by default) is fitted to the curves as points of a
+space with one more coordinate, the step on a log scale (:func:`curve_space`); its
+ARD kernel's length-scale along the step learns how far the value at one step predicts
+the value at another. Each decision compares
+
+* thawing paused design ``j`` (trained to step ``t_j``): ``EI_j / (T - t_j)``, and
+* starting a new design (the acquisition's maximiser at step ``T``): ``EI / T``,
+
+where ``EI`` is the expected improvement at the last step ``T = max_step`` over the best
+value seen, integrated over the hyperparameter samples, and the denominator the steps
+still needed to reach ``T`` (expected improvement per unit of cost, Snoek et al. 2012).
+The chosen training runs to its next milestone (``min_step * eta^k``) and is paused
+again; one that reaches ``T`` is complete. The first ``max(initial, d + 2)`` designs
+come from the Sobol design, trained to successive milestones (so the model sees every
+step range before it extrapolates to ``T``).
+
+**Checkpoints.** An objective ``train(point, report, checkpoint=None)`` may hand
+``report(step, value, checkpoint=state)`` its state; a thawed training is then called
+with the last one and continues from it. Without a ``checkpoint`` parameter a thawed
+training starts again from its first step: the steps it repeats are charged to the
+budget and not recorded twice. With a journal, checkpoints are pickled to
+``checkpoints/<design>.pkl`` so a resumed run thaws from them too.
+
+**Cost.** A decision fits once, to at most ``MODEL_POINTS`` (design, step) values
+(:func:`observations`: every design's last value first, then earlier values of the best
+designs), warm-started from the previous decision's chains, so its cost stays bounded
+however many steps the curves hold.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+from scipy.stats import norm
+
+from bojax.bo import schedulers
+from bojax.bo.loop import ask_batch, fit_surrogate, init, tell
+from bojax.bo.settings import Settings
+from bojax.bo.stepwise import StopTraining, finite
+from bojax.errors import SettingsError, is_count
+from bojax.parameters import Real
+from bojax.spaces import Space
+
+STEP = "__step__"  # the step coordinate of curve_space
+# (design, step) values a decision's model sees at most: a warm gp-slice fit took about
+# 1.3 s at 256 of them and 0.1-0.3 s at 128 (2 cores), and a decision is one fit.
+MODEL_POINTS = 128
+
+
+def curve_space(space: Space, max_step: int) -> Space:
+    """``space`` with the step (log scale, ``[1, max_step]``) as its last coordinate."""
+    if STEP in space.names:
+        raise SettingsError(f"a parameter may not be named {STEP!r} in a freeze-thaw run")
+    return Space([*space.parameters, Real(STEP, 1.0, float(max_step), log=True)])
+
+
+@dataclass
+class Design:
+    """One design's training so far."""
+
+    u: np.ndarray
+    point: dict[str, Any]
+    curve: list[list[float]] = field(default_factory=list)
+    complete: bool = False  # trained to max_step (or ended by itself)
+    failed: bool = False
+    checkpoint: Any = None
+
+    @property
+    def step(self) -> int:
+        return int(self.curve[-1][0]) if self.curve else 0
+
+
+def observations(designs: list[Design], limit: int) -> list[tuple[int, int, float]]:
+    """``(design, step, value)`` rows the model sees: each curve's values at steps 1, 2,
+    4, 8, ... and its last, at most ``limit`` rows in all: every design's last value
+    first (the best designs' when there are more), then the earlier values of the best
+    designs."""
+    usable = [j for j, d in enumerate(designs) if d.curve and not d.failed]
+    usable.sort(key=lambda j: (min(v for _, v in designs[j].curve), j))
+    last = [(j, *designs[j].curve[-1]) for j in usable][:limit]
+    rows = list(last)
+    for j in usable:
+        curve = designs[j].curve
+        for step, value in curve[:-1]:
+            if len(rows) >= limit:
+                break
+            if step & (step - 1) == 0:  # a power of two
+                rows.append((j, step, value))
+    return [(j, int(s), float(v)) for j, s, v in rows]
+
+
+def _expected_improvement(mean, var, best) -> np.ndarray:
+    """EI below ``best`` per sample (S, M), averaged over the samples: (M,). NumPy, not
+    JAX: the candidates' count changes every decision and would recompile."""
+    mean, var = np.asarray(mean, np.float64), np.asarray(var, np.float64)
+    sd = np.sqrt(np.maximum(var, 1e-18))
+    z = (best - mean) / sd
+    return np.mean((best - mean) * norm.cdf(z) + sd * norm.pdf(z), axis=0)
+
+
+def _padded_rows(points: np.ndarray) -> np.ndarray:
+    """``points`` repeated up to a power of two of rows: one predict program per size."""
+    size = 1 << max(0, len(points) - 1).bit_length()
+    return np.concatenate([points, np.repeat(points[-1:], size - len(points), axis=0)])
+
+
+@dataclass
+class Decision:
+    design: int  # an existing design's index, or len(designs) for a new one
+    u: np.ndarray
+    until: int  # the step this segment trains to
+    phase: str
+    diagnostics: dict[str, float]
+    seconds: float = 0.0  # what deciding took (journalled beside, not in, the diagnostics)
+
+
+class FreezeThaw:
+    """The decisions of a freeze-thaw run over ``space`` (a step-wise driver's model)."""
+
+    def __init__(self, space: Space, settings: Settings):
+        if settings.max_step < 2:
+            raise SettingsError("freeze-thaw needs max_step >= 2 (steps to pause between)")
+        self.space, self.settings = space, settings
+        self.steps = schedulers.milestones(settings.min_step, settings.max_step, settings.eta)
+        self.augmented = curve_space(space, settings.max_step)
+        self.model = settings.replace(exact_limit=None, fantasy="believer", initial=1)
+        self.least = max(settings.initial, space.dim + 2)
+        self.chains = None  # the surrogate's state, carried from decision to decision
+
+    def _next_milestone(self, step: int) -> int:
+        return next(s for s in self.steps if s > step)
+
+    def decide(self, designs: list[Design], k: int) -> Decision:
+        """What decision number ``k`` trains: a new design or a paused one, and how far."""
+        new = len(designs)
+        if new < self.least:  # the Sobol design, at successive milestones
+            started = np.array([d.u for d in designs]).reshape(-1, self.space.dim)
+            points, _, _ = ask_batch(init(self.space, self.settings), 1, started)
+            until = self.steps[new % len(self.steps)]
+            return Decision(new, points[0], until, "initial", {})
+        rows = observations(designs, MODEL_POINTS)
+        state = init(self.augmented, self.model)
+        if self.chains is not None:
+            state = state._replace(surrogate=self.chains)
+        unit_step = self.augmented.parameters[-1]
+        for j, step, value in rows:
+            tau = float(unit_step.encode(np.array([float(step)]))[0])
+            state = tell(state, np.append(designs[j].u, tau), value)
+        fit = fit_surrogate(state)
+        self.chains = fit.fitted
+        lower, upper = np.zeros(self.augmented.dim), np.ones(self.augmented.dim)
+        lower[-1] = 1.0
+        # No pending points: a new design next to a paused one loses to thawing it.
+        points, _, _ = ask_batch(state, 1, box=(lower, upper), fit=fit)
+        paused = [j for j, d in enumerate(designs) if not (d.complete or d.failed)]
+        candidates = np.concatenate([points, [np.append(designs[j].u, 1.0) for j in paused]])
+        mean, var = fit.surrogate.predict(fit.fitted, jnp.asarray(_padded_rows(candidates)))
+        gains = _expected_improvement(mean, var, float(np.min(fit.y)))[: len(candidates)]
+        top = self.settings.max_step
+        costs = np.array([top] + [top - designs[j].step for j in paused], np.float64)
+        scores = gains / costs
+        best = int(np.argmax(scores))
+        info = {"expected_improvement": float(gains[best]), "cost": float(costs[best]),
+                "model_points": len(rows)}  # fmt: skip
+        if best == 0:
+            return Decision(new, points[0][:-1], self.steps[0], "new", info)
+        j = paused[best - 1]
+        until = self._next_milestone(designs[j].step)
+        return Decision(j, designs[j].u, until, "thaw", {**info, "from_step": designs[j].step})
+
+
+class _Segment:
+    """``report`` for one segment of a training: records steps past the design's last,
+    pauses it at ``until``, stops it when the budget is spent."""
+
+    def __init__(self, run, design: Design, until: int):
+        self.run, self.design, self.until = run, design, until
+        self.start = design.step  # steps up to here were recorded before
+        self.last = 0  # the last step this call of train reported
+        self.curve: list[list[float]] = []
+        self.charged = 0
+        self.paused = False
+
+    def __call__(self, step: Any, value: Any, checkpoint: Any = None) -> None:
+        if not (is_count(step) and step > self.last):
+            raise ValueError(
+                f"report(step, value): step must be a whole number above the last one "
+                f"({self.last}), got {step!r}"
+            )
+        if not finite(value):
+            raise ValueError(f"report(step, value): value must be a finite number, got {value!r}")
+        self.charged += step - self.last
+        self.run.spent += step - self.last
+        self.last = int(step)
+        if checkpoint is not None:
+            self.design.checkpoint = checkpoint
+        if step > self.start:  # a repeated step (no checkpoint) is charged, not recorded
+            self.curve.append([int(step), float(value)])
+        if step > self.run.settings.max_step:
+            raise StopTraining(f"past max_step = {self.run.settings.max_step}")
+        if step == self.run.settings.max_step:
+            self.design.complete = True  # the training returns by itself
+            return
+        if step >= self.until and step > self.start:
+            self.paused = True
+            raise StopTraining(f"paused at step {step}")
+        if self.run.spent >= self.run.budget:
+            raise StopTraining("the step budget is spent")
+
+
+def takes_checkpoint(train) -> bool:
+    import inspect
+
+    try:
+        return "checkpoint" in inspect.signature(train).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def train_segment(run, decision: Decision, designs: list[Design]) -> dict[str, Any]:
+    """Run one decision's segment of training; the journal record of it."""
+    if decision.design == len(designs):
+        designs.append(Design(decision.u, run.space.from_unit(decision.u)))
+    design = designs[decision.design]
+    segment = _Segment(run, design, decision.until)
+    resumable = takes_checkpoint(run.train)
+    kwargs = {}
+    if resumable and design.checkpoint is not None:
+        kwargs = {"checkpoint": design.checkpoint}
+        segment.last = design.step  # it continues after its last recorded step
+    started = time.perf_counter()
+    status, error, returned = "stopped", None, None
+    try:
+        returned = run.train(design.point, segment, **kwargs)
+        status = "ok"
+        design.complete = True
+    except StopTraining:
+        status = "ok" if design.complete else "stopped"
+    except Exception as raised:
+        status, error = "failed", f"{type(raised).__name__}: {raised}"
+        design.failed = True
+    design.curve.extend(segment.curve)
+    if status == "ok" and finite(returned):
+        y = float(returned)
+    elif design.curve and status != "failed":
+        y = design.curve[-1][1]
+    else:
+        status, y = "failed", None
+        error = error or "the training reported no value"
+        design.failed = True
+    if run.journal is not None and design.checkpoint is not None and status == "stopped":
+        folder = Path(run.journal.folder) / "checkpoints"
+        folder.mkdir(exist_ok=True)
+        (folder / f"{decision.design}.pkl").write_bytes(pickle.dumps(design.checkpoint))
+    return {
+        "phase": decision.phase,
+        "x": design.point,
+        "u": np.asarray(design.u).tolist(),
+        "y": y,
+        "status": status,
+        "error": error,
+        "seconds": time.perf_counter() - started,
+        "diagnostics": {
+            **decision.diagnostics,
+            "design": decision.design,
+            "charged": segment.charged,
+        },
+        "curve": segment.curve,
+    }
+
+
+def replay(records: list[dict[str, Any]], space: Space, folder: Path | None) -> list[Design]:
+    """The designs of a journal's freeze-thaw records (their checkpoints from ``folder``)."""
+    designs: list[Design] = []
+    for record in records:
+        j = int(record["diagnostics"]["design"])
+        if j == len(designs):
+            u = np.asarray(record["u"], np.float64)
+            designs.append(Design(u, space.from_unit(u)))
+        design = designs[j]
+        design.curve.extend(record["curve"])
+        design.complete = design.complete or record["status"] == "ok"
+        design.failed = design.failed or record["status"] == "failed"
+    if folder is not None:
+        for j, design in enumerate(designs):
+            path = folder / "checkpoints" / f"{j}.pkl"
+            if path.exists() and not (design.complete or design.failed):
+                design.checkpoint = pickle.loads(path.read_bytes())
+    return designs
+
+
+def best_design(designs: list[Design]) -> int | None:
+    """The complete design with the lowest last value (any design while none is)."""
+    pool = [j for j, d in enumerate(designs) if d.complete and d.curve] or [
+        j for j, d in enumerate(designs) if d.curve and not d.failed
+    ]
+    return min(pool, key=lambda j: designs[j].curve[-1][1]) if pool else None
