@@ -333,7 +333,7 @@ def designs_of(history):
 def test_freeze_thaw_pauses_and_thaws_trainings_from_their_checkpoints():
     trained = []
     result = bojax.minimize(
-        resumable(trained), SPACE, step_budget=200, progress=False, **FREEZE_THAW
+        resumable(trained), SPACE, step_budget=120, progress=False, **FREEZE_THAW
     )
     phases = [r["phase"] for r in result.history]
     assert phases[:5] == ["initial"] * 5 and {"new", "thaw"} <= set(phases)
@@ -342,13 +342,13 @@ def test_freeze_thaw_pauses_and_thaws_trainings_from_their_checkpoints():
         steps = [s for s, _ in curve]
         assert steps == list(range(1, len(steps) + 1))
     # checkpoints: nothing trained twice, and the budget is exactly the steps trained
-    assert len(trained) == sum(len(c) for c in curves.values()) == result.steps == 200
+    assert len(trained) == sum(len(c) for c in curves.values()) == result.steps == 120
     thawed = [r for r in result.history if r["phase"] == "thaw"]
     for r in thawed:  # a thaw continues where its design paused, to its next milestone
         assert r["curve"][0][0] == r["diagnostics"]["from_step"] + 1
         assert r["curve"][-1][0] in (3, 9, 27) or r is result.history[-1]
     assert result.best_value == pytest.approx(final_value(result.best_point))
-    assert result.best_value < 0.05  # the model finds the basin within 200 epochs
+    assert result.best_value < 0.05  # the model finds the basin within 120 epochs
 
 
 def test_freeze_thaw_without_checkpoints_retrains_and_charges_the_repeated_steps():
