@@ -1,6 +1,7 @@
 """Smoke runs of the benchmark scripts with bojax arms only (the peers are optional)."""
 
 import importlib.util
+import itertools
 import json
 from pathlib import Path
 
@@ -180,3 +181,28 @@ def test_scale_benchmark_keeps_its_runs_and_times_asks_in_fresh_processes(tmp_pa
     assert bench.main(argv) == summary and [p.stat().st_mtime_ns for p in runs] == stamps
     (speed,) = bench.main(["--speed", "--sizes", "20", "--dims", "2", "--out", str(tmp_path)])
     assert speed["steady_compilations"] == 0 and speed["peak_mib"] > 0
+
+
+@pytest.mark.slow
+def test_multifidelity_benchmark_runs_its_arms_on_lcbench_curves(tmp_path):
+    pytest.importorskip("onnxruntime")  # the bench group's; CI's dev group lacks it
+    bench = load("multifidelity")
+    if not (bench.LCBENCH / "model.onnx").exists():
+        pytest.skip(f"no LCBench surrogate at {bench.LCBENCH}")
+    arms = ["bojax-full", "bojax-hyperband", "bojax-freeze-thaw", "top-k", "random"]
+    argv = ["--quick", "--tasks", "3945", "--arms", *arms, "--out", str(tmp_path)]
+    summary = bench.main(argv)
+    budget = 8 * bench.EPOCHS
+    runs = sorted((tmp_path / "multifidelity_quick_runs").glob("3945_*_0.json"))
+    assert len(runs) == len(arms)
+    assert all(len(json.loads(p.read_text())["values"]) == budget for p in runs)
+    rows = summary["3945"]["arms"]
+    for row in rows.values():  # regret against the lowest error known: never negative
+        quartiles = [row["regret"][f] for f in ("0.1", "0.25", "0.5", "1.0")]
+        assert all(q[0] >= 0 for q in quartiles)
+        assert all(a[0] >= b[0] for a, b in itertools.pairwise(quartiles))  # non-increasing
+    assert rows["bojax-full"]["epochs_to_full"] <= budget
+    decisions = json.loads((tmp_path / "multifidelity_quick_runs" /
+                            "3945_bojax-freeze-thaw_0.json").read_text())["decisions"]  # fmt: skip
+    assert decisions and all(seconds > 0 for _, seconds in decisions)
+    assert (tmp_path / "multifidelity_quick.png").exists()
