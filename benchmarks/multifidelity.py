@@ -7,6 +7,13 @@ validation error ``1 - val_accuracy / 100`` after each epoch; the surrogate is
 deterministic, so no noise is added. Six tasks, chosen as the first six of its
 configuration space's list before any result was seen.
 
+And ``mnist1d``, a real training task of bojax's own: the MNIST-1D MLP of
+``bojax.objectives.mixednet`` (optimiser, momentum for SGD, activation, layer norm,
+depth, width and learning rate: a mixed, conditional space) trained epoch by epoch, at
+most 20 epochs, with 20 full trainings' worth of epochs (400); its best known error is
+the lowest any arm reached, and the SMAC3 arm sits it out (this script builds numeric
+configuration spaces only).
+
 Budget: what ``FULL`` = 40 full trainings of 52 epochs cost (2,080 epochs). Every arm
 spends it epoch by epoch; an arm's incumbent after ``e`` epochs is the lowest validation
 error any training had reported by then (a training keeps its best epoch's weights), and
@@ -60,7 +67,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 import bojax  # noqa: E402
-from bojax.parameters import Integer, Real  # noqa: E402
+from bojax.parameters import Categorical, Integer, Ordinal, Real  # noqa: E402
 
 LCBENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "lcbench"
 TASKS = ["3945", "7593", "34539", "126025", "126026", "126029"]
@@ -98,6 +105,8 @@ COLUMNS = ("batch_size", "learning_rate", "momentum", "weight_decay", "num_layer
 class LCBench:
     """One task's learning curves from the surrogate: ``curves(points) -> (B, 52)``."""
 
+    epochs, space, trainings = EPOCHS, SPACE, FULL
+
     def __init__(self, task: str, folder: Path = LCBENCH):
         import onnxruntime
 
@@ -123,6 +132,49 @@ class LCBench:
         return self.curves([point])[0]
 
 
+class Curve:
+    """A real training's validation errors, trained as far as they are read."""
+
+    def __init__(self, errors, epochs: int):
+        self.errors, self.epochs, self.values = errors, epochs, []
+
+    def __len__(self) -> int:
+        return self.epochs
+
+    def __getitem__(self, epoch: int) -> float:
+        epoch = epoch % self.epochs
+        while len(self.values) <= epoch:
+            self.values.append(next(self.errors))
+        return self.values[epoch]
+
+    def __iter__(self):
+        return (self[e] for e in range(self.epochs))
+
+
+class MNIST1D:
+    """bojax's own training task: the MNIST-1D MLP of :mod:`bojax.objectives.mixednet`
+    (optimiser, momentum for SGD, activation, layer norm, depth, width, learning rate),
+    trained epoch by epoch for up to 20 epochs; the value is the validation error."""
+
+    epochs, trainings = 20, 20
+
+    def __init__(self, task: str = "mnist1d"):
+        from bojax.objectives.mixednet import MixedNetObjective, Training
+
+        self.objective = MixedNetObjective(training=Training(epochs=self.epochs), seed=0)
+        self.space = self.objective.space
+
+    def curve(self, point: dict) -> Curve:
+        return Curve(self.objective.curve(point), self.epochs)
+
+    def curves(self, points: list[dict]) -> list[Curve]:
+        return [self.curve(p) for p in points]
+
+
+def make_bench(task: str):
+    return MNIST1D() if task == "mnist1d" else LCBench(task)
+
+
 class Log:
     """Every reported epoch of a run, in order: its validation error."""
 
@@ -138,19 +190,20 @@ class Log:
         return True
 
 
-def _bojax(bench: LCBench, seed: int, budget: int, log: Log, **settings) -> dict:
+def _bojax(bench, seed: int, budget: int, log: Log, **settings) -> dict:
     def train(point, report, checkpoint=None):
         """A training that can continue from a checkpoint (the surrogate's curve is free
         to continue; freeze-thaw thaws from it, the other schedulers never pause)."""
         curve = bench.curve(point)
-        for epoch in range(1 + (checkpoint or 0), EPOCHS + 1):
+        for epoch in range(1 + (checkpoint or 0), bench.epochs + 1):
             log.spend(curve[epoch - 1])
             report(epoch, curve[epoch - 1], checkpoint=epoch)
         return curve[-1]
 
     result = bojax.minimize(
-        train, SPACE, seed=seed, max_step=EPOCHS, step_budget=budget, progress=False, **settings
-    )
+        train, bench.space, seed=seed, max_step=bench.epochs, step_budget=budget,
+        progress=False, **settings,
+    )  # fmt: skip
     observed, decisions = 0, []
     for record in result.history:  # freeze-thaw: each decision's cost against the data
         observed += len(record["curve"])
@@ -166,37 +219,46 @@ def run_bojax_full(bench, seed, budget, log):
             log.spend(value)
         return curve[-1]
 
-    trainings = budget // EPOCHS
+    trainings = budget // bench.epochs
     initial = max(2, trainings // 4)
-    bojax.minimize(full, SPACE, seed=seed, initial=initial, iterations=trainings - initial,
+    bojax.minimize(full, bench.space, seed=seed, initial=initial, iterations=trainings - initial,
                    progress=False)  # fmt: skip
 
 
 def run_top_k(bench, seed, budget, log):
     rng = np.random.default_rng(seed)
     first = budget // 4
-    points = [SPACE.from_unit(u) for u in rng.random((first, SPACE.dim))]
+    points = [bench.space.from_unit(u) for u in rng.random((first, bench.space.dim))]
     curves = bench.curves(points)
     for curve in curves:
         log.spend(curve[0])
-    for j in np.argsort(curves[:, 0]):
-        for value in curves[j, 1:]:
-            if not log.spend(value):
+    for j in np.argsort([curve[0] for curve in curves], kind="stable"):
+        for epoch in range(1, bench.epochs):
+            if not log.spend(curves[j][epoch]):
                 return
 
 
 def run_random(bench, seed, budget, log):
     rng = np.random.default_rng(seed)
     while len(log.values) < budget:
-        for value in bench.curve(SPACE.from_unit(rng.random(SPACE.dim))):
+        for value in bench.curve(bench.space.from_unit(rng.random(bench.space.dim))):
             if not log.spend(value):
                 return
 
 
-def _optuna_point(trial) -> dict:
+def _optuna_point(trial, space) -> dict:
+    """The trial's point, define-by-run: a conditional parameter is suggested only where
+    its condition holds, categoricals and ordinals as Optuna's categoricals."""
     point = {}
-    for p in SPACE.parameters:
-        if isinstance(p, Integer):
+    for p in space.parameters:
+        c = p.condition
+        if c is not None and not bool(c.holds(np.array([point[c.parent]], dtype=object))[0]):
+            continue
+        if isinstance(p, Categorical):
+            point[p.name] = trial.suggest_categorical(p.name, list(p.choices))
+        elif isinstance(p, Ordinal):
+            point[p.name] = trial.suggest_categorical(p.name, list(p.values))
+        elif isinstance(p, Integer):
             point[p.name] = trial.suggest_int(p.name, p.low, p.high, log=p.log)
         else:
             point[p.name] = trial.suggest_float(p.name, p.low, p.high, log=p.log)
@@ -208,7 +270,7 @@ def run_tpe(bench, seed, budget, log, pruner: str):
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     pruners = {
-        "hyperband": lambda: optuna.pruners.HyperbandPruner(1, EPOCHS, 3),
+        "hyperband": lambda: optuna.pruners.HyperbandPruner(1, bench.epochs, 3),
         "median": lambda: optuna.pruners.MedianPruner(),
     }
     study = optuna.create_study(
@@ -216,9 +278,9 @@ def run_tpe(bench, seed, budget, log, pruner: str):
     )
     while len(log.values) < budget:
         trial = study.ask()
-        curve = bench.curve(_optuna_point(trial))
+        curve = bench.curve(_optuna_point(trial, bench.space))
         pruned = False
-        for epoch in range(1, EPOCHS + 1):
+        for epoch in range(1, bench.epochs + 1):
             if not log.spend(curve[epoch - 1]):
                 return
             trial.report(float(curve[epoch - 1]), epoch)
@@ -242,12 +304,12 @@ def run_smac(bench, seed, budget, log):
 
     logging.getLogger("smac").setLevel(logging.ERROR)
     configspace = cs.ConfigurationSpace(seed=seed)
-    for p in SPACE.parameters:
+    for p in bench.space.parameters:
         kind = cs.Integer if isinstance(p, Integer) else cs.Float
         configspace.add(kind(p.name, (p.low, p.high), log=p.log))
     scenario = Scenario(
         configspace, deterministic=True, n_trials=10**6, seed=seed, min_budget=1,
-        max_budget=EPOCHS, output_directory=Path(tempfile.mkdtemp()) / "smac",
+        max_budget=bench.epochs, output_directory=Path(tempfile.mkdtemp()) / "smac",
     )  # fmt: skip
 
     def never(config, seed: int = 0, budget: float = 1.0) -> float:
@@ -259,7 +321,7 @@ def run_smac(bench, seed, budget, log):
     )  # fmt: skip
     while len(log.values) < budget:
         info = smac.ask()
-        epochs = max(1, min(EPOCHS, round(info.budget)))
+        epochs = max(1, min(bench.epochs, round(info.budget)))
         curve = bench.curve(dict(info.config))
         for value in curve[:epochs]:
             if not log.spend(value):
@@ -284,14 +346,17 @@ RUNNERS = {
 
 
 def run_one(task: str, arm: str, seed: int, budget: int) -> dict:
-    bench, log = LCBench(task), Log(budget)
+    bench, log = make_bench(task), Log(budget)
     started = time.perf_counter()
     extra = RUNNERS[arm](bench, seed, budget, log) or {}
     return {"values": log.values, "seconds": time.perf_counter() - started, **extra}
 
 
 def reference(task: str, count: int = 20000) -> float:
-    """The lowest validation error of ``count`` random designs' whole curves."""
+    """The lowest validation error of ``count`` random designs' whole curves (LCBench;
+    a real training task's best known is the lowest any arm reached: inf here)."""
+    if task == "mnist1d":
+        return math.inf
     bench = LCBench(task)
     rng = np.random.default_rng(12345)
     best = math.inf
@@ -301,7 +366,11 @@ def reference(task: str, count: int = 20000) -> float:
     return best
 
 
-def available(arm: str) -> bool:
+def available(arm: str, task: str | None = None) -> bool:
+    """Whether ``arm`` runs (its peer installed) on ``task``: this SMAC3 arm builds
+    numeric configuration spaces only, so it sits out MNIST-1D's categorical choices."""
+    if arm == "smac-mf" and task == "mnist1d":
+        return False
     module = {"tpe-hyperband": "optuna", "tpe-median": "optuna", "smac-mf": "smac"}.get(arm)
     if module is None:
         return True
@@ -312,12 +381,21 @@ def available(arm: str) -> bool:
         return False
 
 
-def collect(tasks, arms, seeds, budget, runs: Path, console) -> dict:
+def budget_of(task: str, quick: bool) -> int:
+    """Epochs of a run: what ``trainings`` full trainings cost (8 in the quick mode)."""
+    kind = MNIST1D if task == "mnist1d" else LCBench
+    return (8 if quick else kind.trainings) * kind.epochs
+
+
+def collect(tasks, arms, seeds, quick: bool, runs: Path, console) -> dict:
     runs.mkdir(parents=True, exist_ok=True)
     results: dict = {}
     for seed in range(seeds):  # seed-major: a stopped benchmark has every arm at equal seeds
         for task in tasks:
+            budget = budget_of(task, quick)
             for arm in arms:
+                if not available(arm, task):
+                    continue
                 path = runs / f"{task}_{arm}_{seed}.json"
                 if not path.exists():
                     tick = time.perf_counter()
@@ -331,9 +409,10 @@ def collect(tasks, arms, seeds, budget, runs: Path, console) -> dict:
     return results
 
 
-def summarise(results: dict, references: dict, budget: int) -> dict:
+def summarise(results: dict, references: dict, quick: bool) -> dict:
     summary = {}
     for task, arms in results.items():
+        budget = budget_of(task, quick)
         known = min([references[task]] + [min(r["values"]) for runs in arms.values() for r in runs])
         rows = {}
         for arm, runs in arms.items():
@@ -355,7 +434,7 @@ def summarise(results: dict, references: dict, budget: int) -> dict:
             for row in rows.values():
                 reached = np.nonzero(np.array(row["median_curve"]) <= target)[0]
                 row["epochs_to_full"] = int(reached[0]) + 1 if reached.size else None
-        summary[task] = {"known_best": known, "arms": rows}
+        summary[task] = {"known_best": known, "budget": budget, "arms": rows}
     return summary
 
 
@@ -370,16 +449,16 @@ def _padded(values: list[float], budget: int) -> np.ndarray:
     return values[:budget]
 
 
-def table(summary: dict, budget: int) -> Table:
-    arms = list(next(iter(summary.values()))["arms"])
-    out = Table(title=f"LCBench: median regret (quartiles) at % of {budget} epochs; "
-                f"epochs to bojax-full's final median")  # fmt: skip
-    out.add_column("task / arm")
+def table(summary: dict) -> Table:
+    out = Table(title="median regret (quartiles) at % of each task's epochs; epochs to "
+                "bojax-full's final median; seconds per run")  # fmt: skip
+    out.add_column("task (epochs) / arm (seeds)")
     for f in FRACTIONS:
         out.add_column(f"{f:.0%}", justify="right")
     out.add_column("to full", justify="right")
     out.add_column("s/run", justify="right")
     for task, entry in summary.items():
+        arms = list(entry["arms"])
         for arm in arms:
             row = entry["arms"][arm]
             cells = []
@@ -391,14 +470,14 @@ def table(summary: dict, budget: int) -> Table:
                 cells.append(f"[bold]{text}[/bold]" if m == best else text)
             to_full = row.get("epochs_to_full")
             out.add_row(
-                f"{task} {arm} ({row['seeds']})", *cells,
+                f"{task} ({entry['budget']}) {arm} ({row['seeds']})", *cells,
                 "-" if to_full is None else str(to_full), f"{row['seconds']:.0f}",
             )  # fmt: skip
         out.add_section()
     return out
 
 
-def plot(summary: dict, budget: int, path: Path) -> None:
+def plot(summary: dict, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -407,11 +486,12 @@ def plot(summary: dict, budget: int, path: Path) -> None:
     tasks = list(summary)
     fig, axes = plt.subplots(2, math.ceil(len(tasks) / 2), figsize=(15, 8), squeeze=False)
     for ax, task in zip(axes.flat, tasks, strict=False):
+        budget = summary[task]["budget"]
         for arm, row in summary[task]["arms"].items():
             curve = np.maximum(np.array(row["median_curve"]), 1e-5)
             ax.plot(np.arange(1, budget + 1), curve, label=arm, lw=1.4)
-        ax.set(title=f"LCBench task {task}", xlabel="epochs spent", ylabel="median regret",
-               yscale="log")  # fmt: skip
+        title = "MNIST-1D (bojax's trainer)" if task == "mnist1d" else f"LCBench task {task}"
+        ax.set(title=title, xlabel="epochs spent", ylabel="median regret", yscale="log")
         ax.axvline(budget / 3, color="grey", ls=":", lw=0.8)
     axes.flat[0].legend(fontsize=7)
     fig.tight_layout()
@@ -422,7 +502,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="2 tasks, 1 seed, 8 trainings")
     parser.add_argument("--seeds", type=int, help="seeds (default 10; quick 1)")
-    parser.add_argument("--tasks", nargs="+", help="LCBench tasks (default: six)")
+    parser.add_argument("--tasks", nargs="+", help="LCBench tasks or mnist1d (default: all)")
     parser.add_argument("--arms", nargs="+", default=ARMS, choices=ARMS)
     parser.add_argument("--lcbench", type=Path, default=LCBENCH)
     parser.add_argument("--run-one", nargs=3, help=argparse.SUPPRESS)
@@ -435,33 +515,34 @@ def main(argv: list[str] | None = None) -> dict:
         task, arm, seed = args.run_one
         args.to.write_text(json.dumps(run_one(task, arm, int(seed), args.budget)))
         return {}
-    if not (args.lcbench / "model.onnx").exists():
-        console.print(f"[yellow]no LCBench surrogate at {args.lcbench}: skipped[/yellow]")
-        return {}
     seeds = args.seeds or (1 if args.quick else 10)
-    tasks = args.tasks or (TASKS[:2] if args.quick else TASKS)
-    budget = (8 if args.quick else FULL) * EPOCHS
+    tasks = args.tasks or (TASKS[:2] if args.quick else [*TASKS, "mnist1d"])
+    if not (args.lcbench / "model.onnx").exists():
+        console.print(f"[yellow]no LCBench surrogate at {args.lcbench}: its tasks skipped[/yellow]")
+        tasks = [task for task in tasks if task == "mnist1d"]
+    if not tasks:
+        return {}
     arms = [arm for arm in args.arms if available(arm)]
-    for arm in sorted(set(args.arms) - set(arms)):
+    for arm in sorted(set(args.arms) - set(arms)):  # smac-mf sits out mnist1d (collect)
         console.print(f"[yellow]{arm} is not installed: skipped[/yellow]")
     name = "multifidelity_quick" if args.quick else "multifidelity"
     runs = args.out / f"{name}_runs"
-    results = collect(tasks, arms, seeds, budget, runs, console)
+    results = collect(tasks, arms, seeds, args.quick, runs, console)
     cache = runs / "references.json"
     references = json.loads(cache.read_text()) if cache.exists() else {}
     for task in tasks:
         if task not in references:
             references[task] = reference(task)
     cache.write_text(json.dumps(references, indent=1))
-    summary = summarise(results, references, budget)
-    console.print(table(summary, budget))
+    summary = summarise(results, references, args.quick)
+    console.print(table(summary))
     args.out.mkdir(parents=True, exist_ok=True)
     slim = {
         task: {**entry, "arms": {arm: _without_curve(row) for arm, row in entry["arms"].items()}}
         for task, entry in summary.items()
     }
     (args.out / f"{name}.json").write_text(json.dumps(slim, indent=1))
-    plot(summary, budget, args.out / f"{name}.png")
+    plot(summary, args.out / f"{name}.png")
     return summary
 
 

@@ -49,6 +49,7 @@ _LAZY_NAMES = {
     "minimize": "bojax.bo.driver",
     "Settings": "bojax.bo.settings",
     **{name: "bojax.bo.loop" for name in ("ask", "ask_batch", "init", "tell")},
+    "Trainings": "bojax.bo.stepwise",
 }
 # Modules loaded on first access; ``bojax.problems.get_problem(...)`` and
 # ``from bojax import ensemble`` keep working from before the subpackages.
@@ -108,6 +109,7 @@ __all__ = [
     "Result",
     "Settings",
     "Space",
+    "Trainings",
     "ask",
     "ask_batch",
     "errors",

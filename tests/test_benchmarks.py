@@ -192,7 +192,7 @@ def test_multifidelity_benchmark_runs_its_arms_on_lcbench_curves(tmp_path):
     arms = ["bojax-full", "bojax-hyperband", "bojax-freeze-thaw", "top-k", "random"]
     argv = ["--quick", "--tasks", "3945", "--arms", *arms, "--out", str(tmp_path)]
     summary = bench.main(argv)
-    budget = 8 * bench.EPOCHS
+    budget = bench.budget_of("3945", quick=True)
     runs = sorted((tmp_path / "multifidelity_quick_runs").glob("3945_*_0.json"))
     assert len(runs) == len(arms)
     assert all(len(json.loads(p.read_text())["values"]) == budget for p in runs)

@@ -415,3 +415,44 @@ def test_a_killed_freeze_thaw_run_resumes_to_the_uninterrupted_runs_records(tmp_
     assert [{k: r[k] for k in keys} for r in resumed.history] == [
         {k: r[k] for k in keys} for r in whole.history
     ]
+
+
+# -- ask and tell ---------------------------------------------------------------------
+def test_ask_and_tell_make_the_records_minimize_makes():
+    settings = dict(max_step=27, early_stopping="hyperband", surrogate="gp-map", step_budget=150)
+    whole = bojax.minimize(make_train(), SPACE, progress=False, **settings)
+    trainings = bojax.Trainings(SPACE, **settings)
+    while not trainings.done:
+        design, point = trainings.ask()
+        final = final_value(point)
+        for step in range(1, 28):
+            if not trainings.tell(design, step, final + 2.0 / step):
+                break
+        else:
+            trainings.finish(design, final)
+            continue
+        trainings.finish(design)
+    keys = ("x", "y", "status", "curve", "phase", "diagnostics")
+    assert [{k: r[k] for k in keys} for r in trainings.history] == [
+        {k: r[k] for k in keys} for r in whole.history
+    ]
+    assert trainings.spent == 150
+
+
+def test_ask_and_tell_refuse_out_of_order_calls_and_fail_a_diverged_training():
+    from bojax.errors import DataError
+
+    trainings = bojax.Trainings(SPACE, max_step=9, early_stopping="asha", proposer="random")
+    design, _ = trainings.ask()
+    with pytest.raises(SettingsError, match="still training"):
+        trainings.ask()
+    assert trainings.tell(design, 1, 0.5)
+    with pytest.raises(DataError, match="above the last one"):
+        trainings.tell(design, 1, 0.4)
+    with pytest.raises(SettingsError, match="design 7 is not training"):
+        trainings.tell(7, 2, 0.4)
+    assert trainings.tell(design, 2, math.inf) is False  # a diverged training fails
+    record = trainings.finish(design)
+    assert record["status"] == "failed" and "finite number" in record["error"]
+    with pytest.raises(SettingsError, match="freeze-thaw"):
+        bojax.Trainings(SPACE, max_step=9, early_stopping="freeze-thaw")

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -43,7 +43,7 @@ from bojax.bo import schedulers
 from bojax.bo.journal import Journal
 from bojax.bo.loop import ask_batch, init, tell
 from bojax.bo.settings import Settings
-from bojax.errors import JournalError, ObjectiveError, SettingsError, is_count
+from bojax.errors import DataError, JournalError, ObjectiveError, SettingsError, is_count
 from bojax.spaces import Space
 
 
@@ -176,43 +176,156 @@ class _StepRun:
     # -- one training --------------------------------------------------------------
     def evaluate(self, design: int) -> dict[str, Any]:
         """Propose design ``design``, train it under the scheduler, journal its record."""
-        u, info = self.propose(design)
-        point = self.space.from_unit(u)
-        training = self._start(design)
-        started = time.perf_counter()
+        opened = self.begin(design)
         y, error = None, None
         try:
-            returned = self.train(point, _Reporter(self, training))
-            status = "ok"
-            y = returned if finite(returned) else None
-            if y is None and returned is not None:
-                status, error = "failed", f"train returned {returned!r}, not a finite number"
-            elif y is None and not training.curve:
-                status, error = "failed", "train returned None and reported no value"
-            elif y is None:
-                y = training.curve[-1][1]
+            returned = self.train(opened.point, _Reporter(self, opened.training))
+            status, y, error = outcome(returned, opened.training.curve)
         except StopTraining:
-            status = "ok" if training.over == "max_step" else "stopped"
-            y = training.curve[-1][1]
+            status = "ok" if opened.training.over == "max_step" else "stopped"
         except Exception as raised:
             status, error = "failed", f"{type(raised).__name__}: {raised}"
+        return self.end(opened, status, y, error)
+
+    def begin(self, design: int) -> _Opened:
+        """Design ``design``'s proposal and its training's scheduler state."""
+        u, info = self.propose(design)
+        training = self._start(design)
+        return _Opened(design, u, self.space.from_unit(u), info, training, time.perf_counter())
+
+    def end(self, opened: _Opened, status: str, y: float | None, error: str | None) -> dict:
+        """Journal the ended training's record (``y`` defaults to its last value)."""
+        curve = opened.training.curve
+        if status != "failed" and y is None:
+            y = curve[-1][1]
+        info = dict(opened.info)
         record = {
-            "iteration": design,
-            "proposal": design,
+            "iteration": opened.design,
+            "proposal": opened.design,
             "phase": info.pop("phase"),
-            "x": point,
-            "u": np.asarray(u).tolist(),
+            "x": opened.point,
+            "u": np.asarray(opened.u).tolist(),
             "y": float(y) if status != "failed" else None,
             "status": status,
             "error": error,
-            "seconds": time.perf_counter() - started,
-            "diagnostics": {**info, "bracket": training.bracket},
-            "curve": training.curve,
+            "seconds": time.perf_counter() - opened.started,
+            "diagnostics": {**info, "bracket": opened.training.bracket},
+            "curve": curve,
         }
         self.history.append(record)
         if self.journal is not None:
             self.journal.append(record)
         return record
+
+
+class _Opened(NamedTuple):
+    design: int
+    u: np.ndarray
+    point: dict[str, Any]
+    info: dict[str, Any]
+    training: _Training
+    started: float
+
+
+def outcome(returned: Any, curve: list) -> tuple[str, float | None, str | None]:
+    """``(status, y, error)`` of a training that returned ``returned`` after ``curve``."""
+    if finite(returned):
+        return "ok", float(returned), None
+    if returned is not None:
+        return "failed", None, f"train returned {returned!r}, not a finite number"
+    if not curve:
+        return "failed", None, "train returned None and reported no value"
+    return "ok", None, None  # its last reported value
+
+
+class Trainings:
+    """Step-wise runs by ask and tell, for training loops bojax does not call.
+
+        trainings = Trainings(space, max_step=52, early_stopping="asha")
+        while not trainings.done:
+            design, point = trainings.ask()
+            for epoch in range(1, 53):
+                loss = train_one_epoch(point)
+                if not trainings.tell(design, epoch, loss):
+                    break  # stopped by the scheduler (or the step budget)
+            trainings.finish(design)
+
+    One training at a time, as :func:`bojax.minimize` runs them (the same proposals,
+    decisions and records: ``history``); ``finish(design, value)`` takes the training's
+    final value (default: its last reported one) or ``error=`` for a failed training.
+    Hyperband, ASHA and ``none``; freeze-thaw, which pauses and resumes trainings itself,
+    runs through :func:`bojax.minimize`."""
+
+    def __init__(self, space: Space, settings: Settings | None = None, **overrides: Any):
+        settings = (Settings() if settings is None else settings).replace(**overrides)
+        check_stepwise(settings, None)
+        if settings.early_stopping == "freeze-thaw":
+            raise SettingsError("freeze-thaw pauses and thaws trainings: run it by minimize")
+        self._run = _StepRun(None, space, settings, None, [], False)
+        self._open: _Opened | None = None
+        self._stopped = False
+        self._failed: str | None = None  # why the open training failed (a bad value)
+
+    @property
+    def done(self) -> bool:
+        """Whether the step budget is spent."""
+        return self._run.spent >= self._run.budget
+
+    @property
+    def spent(self) -> int:
+        return self._run.spent
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        return self._run.history
+
+    def ask(self) -> tuple[int, dict[str, Any]]:
+        """``(design, point)`` of the next training to start."""
+        if self._open is not None:
+            raise SettingsError(f"design {self._open.design} is still training: finish it first")
+        if self.done:
+            raise SettingsError(f"the step budget ({self._run.budget}) is spent")
+        self._open, self._stopped = self._run.begin(len(self._run.history)), False
+        self._failed = None
+        return self._open.design, self._open.point
+
+    def tell(self, design: int, step: int, value: float) -> bool:
+        """Record ``value`` at ``step``; whether the training goes on. A value that is
+        not a finite number fails the training (False); a step not above the last is a
+        :class:`DataError`."""
+        opened = self._opened(design)
+        if self._stopped:
+            raise SettingsError(f"design {design} was stopped: finish it, then ask again")
+        try:
+            _Reporter(self._run, opened.training)(step, value)
+        except StopTraining:
+            self._stopped = True
+            return False
+        except ValueError as error:
+            if finite(value):
+                raise DataError(str(error)) from None
+            self._stopped, self._failed = True, str(error)
+            return False
+        return True
+
+    def finish(self, design: int, value: float | None = None, error: str | None = None) -> dict:
+        """End design ``design``'s training; its journal record."""
+        opened = self._opened(design)
+        training = opened.training
+        error = error or self._failed
+        if error is not None:
+            status, y = "failed", None
+        elif self._stopped and training.over != "max_step":
+            status, y = "stopped", None
+        else:
+            status, y, error = outcome(value, training.curve)
+        self._open = None
+        return self._run.end(opened, status, y, error)
+
+    def _opened(self, design: int) -> _Opened:
+        if self._open is None or self._open.design != design:
+            raise SettingsError(f"design {design} is not training (ask for one first)")
+        return self._open
 
 
 class _FreezeThawRun:
