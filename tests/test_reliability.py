@@ -618,7 +618,7 @@ def _put(record, key, value):
         (lambda r: _put(r, "y", "0.5"), "'y' of an ok evaluation must be a finite number"),
         (lambda r: _put(r, "y", None), "'y' of an ok evaluation must be a finite number"),
         (lambda r: _put(r, "status", "failed"), "'y' of a failed evaluation must be null"),
-        (lambda r: _put(r, "status", "done"), "'status' must be 'ok' or 'failed'"),
+        (lambda r: _put(r, "status", "done"), "'status' must be 'ok', 'failed' or 'stopped'"),
         (lambda r: r.pop("status"), "the record has no 'status'"),
         (lambda r: _put(r, "iteration", "1"), "'iteration' must be a whole number"),
         (lambda r: _put(r, "proposal", -1), "'proposal' must be a whole number"),

@@ -116,7 +116,9 @@ class Flight(NamedTuple):
         }
 
 
-def _record(n: int, flight: Flight, y: float, error: str | None, seconds: float) -> dict:
+def _record(
+    n: int, flight: Flight, y: float, error: str | None, seconds: float, evaluated: float | None
+) -> dict:
     diagnostics = {k: v for k, v in flight.info.items() if k != "phase" and math.isfinite(float(v))}
     return {
         "iteration": n,
@@ -128,6 +130,7 @@ def _record(n: int, flight: Flight, y: float, error: str | None, seconds: float)
         "status": "failed" if error else "ok",
         "error": error,
         "seconds": seconds,
+        **({} if evaluated is None else {"evaluation_seconds": evaluated}),
         "diagnostics": diagnostics,
     }
 
@@ -177,8 +180,20 @@ def _restore(state: BOState, journal: Journal, records: list[dict[str, Any]]) ->
         if n >= start and model_based(state):
             state = fit_models(state)  # the fits iteration n made
         y = record["y"] if record["status"] == "ok" else math.nan
-        state = tell_state(state, np.asarray(record["u"], dtype=np.float64), y)
+        u = np.asarray(record["u"], dtype=np.float64)
+        state = tell_state(state, u, y, *_seconds_of(state, record))
     return state
+
+
+def _seconds_of(state: BOState, record: dict[str, Any]) -> tuple[float, ...]:
+    """``(seconds,)`` of a record for a ``cost_aware`` state, else ``()``: the evaluation's
+    own (older records: its seconds from ask to record), at least a microsecond."""
+    if state.seconds is None:
+        return ()
+    seconds = record.get("evaluation_seconds", record["seconds"])
+    if not (isinstance(seconds, int | float) and math.isfinite(seconds)):
+        raise JournalError(f"record {record['iteration']} has no usable seconds for cost_aware")
+    return (max(float(seconds), 1e-6),)
 
 
 def _saved_chains(state: BOState, journal: Journal, done: int) -> tuple[int, Any, Any]:
@@ -311,6 +326,7 @@ class _Run:
         self.started = time.perf_counter()
         self.running: dict[cf.Future, Flight] = {}
         self.submitted: dict[cf.Future, float] = {}  # perf_counter at each submission
+        self.began: dict[cf.Future, float] = {}  # perf_counter as each was handed over
         # With a timeout, an executor that has not answered well after it is lost: the
         # evaluation's own process enforces the timeout, this only catches a silent worker.
         timeout = settings.timeout
@@ -384,6 +400,7 @@ class _Run:
         for future in sorted(overdue, key=lambda f: self.running[f].proposal):
             flight = self.running.pop(future)
             self.submitted.pop(future)
+            self.began.pop(future, None)
             future.cancel()
             silent = TimeoutError(
                 f"the executor gave no answer {self.answer_limit:g} s after the evaluation "
@@ -441,8 +458,10 @@ class _Run:
         else:
             task = (evaluate, self.objective, flight.point)
         self.starting = [flight]
+        tick = time.perf_counter()
         future = self.pool.submit(*task, flight.attempts)  # inline: evaluates right here
         self.running[future], self.submitted[future] = flight, time.perf_counter()
+        self.began[future] = tick
         self.starting = []
 
     def _submit_batch(self, flights: list[Flight]) -> None:
@@ -450,29 +469,42 @@ class _Run:
         flights = [f._replace(attempts=f.attempts + 1) for f in flights]
         self._save_pending(starting=flights)
         self.starting = flights
+        tick = time.perf_counter()
         results = evaluate_batch(self.objective, [f.point for f in flights])
+        share = (time.perf_counter() - tick) / len(flights)  # one call: an equal share each
         self.starting = []
         for flight, outcome in zip(flights, results, strict=True):
             future: cf.Future = cf.Future()
             future.set_result(outcome)
             self.running[future], self.submitted[future] = flight, time.perf_counter()
+            self.began[future] = self.submitted[future] - share
 
     def _finish(self, state: BOState, future: cf.Future) -> BOState:
         flight = self.running.pop(future)
         self.submitted.pop(future)
+        evaluated = time.perf_counter() - self.began.pop(future)
         try:
             y, error = future.result()
         except Exception as lost:  # the executor lost it (killed worker, broken pool)
             y, error = math.nan, self._retry(flight, lost)
             if error is None:
                 return state
-        return self._conclude(state, flight, *_declared(self.settings, y, error))
+        return self._conclude(state, flight, *_declared(self.settings, y, error), evaluated)
 
-    def _conclude(self, state: BOState, flight: Flight, y: float, error: str | None) -> BOState:
-        """Tell the loop, journal the record and take it off the pending list."""
+    def _conclude(
+        self, state: BOState, flight: Flight, y: float, error: str | None, evaluated=None
+    ) -> BOState:
+        """Tell the loop, journal the record and take it off the pending list.
+        ``evaluated``: the seconds from handing the evaluation over to seeing its result
+        (what a ``cost_aware`` run's cost model learns; None for a lost one)."""
         n = len(state.y)
-        state = tell_state(state, flight.u, y)
-        record = _record(n, flight, y, error, time.perf_counter() - flight.issued)
+        seconds = time.perf_counter() - flight.issued
+        if self.settings.cost_aware:
+            evaluated = seconds if evaluated is None else evaluated
+            state = tell_state(state, flight.u, y, max(evaluated, 1e-6))
+        else:
+            state = tell_state(state, flight.u, y)
+        record = _record(n, flight, y, error, seconds, evaluated)
         self.history.append(record)
         if self.journal is not None:
             self.journal.append(record)

@@ -38,6 +38,7 @@ from bojax.bo.settings import Settings
 from bojax.compilation import use_persistent_cache
 from bojax.errors import DataError, SettingsError, SpaceExhaustedError, is_count
 from bojax.gp import fantasies
+from bojax.parameters.base import is_number
 from bojax.spaces import Space, repeated_mask
 from bojax.surrogates import GPClassifier, Surrogate
 from bojax.threads import with_blas_threads
@@ -59,6 +60,7 @@ class BOState(NamedTuple):
     surrogate: Any  # the surrogate's state (None before the first fit)
     classifier: Any = None  # the failure classifier's state (None before the first failure)
     metrics: np.ndarray | None = None  # (n, K) with several metrics, else None
+    seconds: np.ndarray | None = None  # (n,) each evaluation's seconds where cost_aware
 
 
 def init(space: Space, settings: Settings | None = None, **overrides: Any) -> BOState:
@@ -68,13 +70,24 @@ def init(space: Space, settings: Settings | None = None, **overrides: Any) -> BO
     settings = (Settings() if settings is None else settings).replace(**overrides)
     use_persistent_cache()
     metrics = None if settings.metrics is None else np.zeros((0, len(settings.metrics.columns)))
-    return BOState(space, settings, np.zeros((0, space.dim)), np.zeros(0), None, None, metrics)
+    seconds = np.zeros(0) if settings.cost_aware else None
+    return BOState(
+        space, settings, np.zeros((0, space.dim)), np.zeros(0), None, None, metrics, seconds
+    )
 
 
-def tell(state: BOState, u: np.ndarray, y: Any) -> BOState:
+def tell(state: BOState, u: np.ndarray, y: Any, seconds: float | None = None) -> BOState:
     """Record the outcome of evaluating unit point ``u``; ``y`` NaN marks a failure. With
-    several metrics ``y`` is the dict of metrics (or their columns in order, or NaN)."""
+    several metrics ``y`` is the dict of metrics (or their columns in order, or NaN). A
+    ``cost_aware`` run needs the evaluation's ``seconds`` (a positive number)."""
     u = np.asarray(u, dtype=np.float64).reshape(1, state.space.dim)
+    if state.seconds is not None:
+        if not (is_number(seconds) and seconds > 0):
+            raise DataError(
+                f"a cost_aware run needs each evaluation's seconds (> 0): tell(state, u, y, "
+                f"seconds), got seconds={seconds!r}"
+            )
+        state = state._replace(seconds=np.append(state.seconds, float(seconds)))
     state = state._replace(u=np.concatenate([state.u, u]))
     metrics = state.settings.metrics
     if metrics is None:
@@ -221,14 +234,28 @@ def _score_function(
     acquire: AcquisitionRecord,
     draws: int | None = None,
     classifier: GPClassifier | None = None,
+    cost: Surrogate | None = None,
 ):
-    """One jitted score per (surrogate, acquisition, draws, classifier): a stable object,
-    so no recompiles. ``draws`` keeps that many evenly spaced samples (a cheaper screen).
-    With a ``classifier`` the arguments carry its conditioned draws fourth, and the score
-    is weighted by the probability of success as the acquisition's record says."""
+    """One jitted score per (surrogate, acquisition, draws, classifier, cost model): a
+    stable object, so no recompiles. ``draws`` keeps that many evenly spaced samples (a
+    cheaper screen). With a ``classifier`` the arguments carry its conditioned draws
+    fourth, and the score is weighted by the probability of success as the acquisition's
+    record says. With a ``cost`` model (``cost_aware``) they end with ``(its conditioned
+    posterior, the sd of the log seconds)`` and the score is divided by the predicted
+    seconds, through the same weighting (``log a - log c`` for log-EI, ``a / c`` for EI):
+    expected improvement per second (Snoek et al. 2012)."""
 
     @jax.jit
     def score(x, args):
+        if cost is not None:
+            *args, (cost_conditioned, cost_scale) = args
+            log_seconds = jnp.mean(cost.predictive(cost_conditioned, x)[0], axis=0)
+            value = score_only(x, args)
+            # log c(x) up to a constant: the cost GP sees standardised log seconds.
+            return acquire.weighting(value, -cost_scale * log_seconds, args[1])
+        return score_only(x, args)
+
+    def score_only(x, args):
         conditioned, best, options, *feasibility = args
         if draws is not None:
             stride = jax.tree.leaves(conditioned)[0].shape[0] // draws
@@ -250,9 +277,29 @@ def _success_score(classifier: GPClassifier):
     return jax.jit(lambda x, posteriors: classifier.log_probability(posteriors, x))
 
 
-def _screen_function(surrogate: Surrogate, acquire: AcquisitionRecord, classifier=None):
+def _screen_function(surrogate: Surrogate, acquire: AcquisitionRecord, classifier=None, cost=None):
     draws = surrogate.screening_draws()
-    return None if draws is None else _score_function(surrogate, acquire, draws, classifier)
+    return None if draws is None else _score_function(surrogate, acquire, draws, classifier, cost)
+
+
+COST_MODEL = "gp-map"  # the cost model's surrogate: log seconds are smooth and cheap to fit
+
+
+def _cost_terms(state: BOState, k: int) -> tuple[Surrogate | None, tuple]:
+    """``(cost model, (its conditioned posterior, scale))`` of a ``cost_aware`` run: a
+    MAP GP fitted to the standardised log seconds of every evaluation so far, or
+    ``(None, ())`` otherwise."""
+    if state.seconds is None or len(state.seconds) == 0:
+        return None, ()
+    from bojax.surrogates import SURROGATES, for_space
+
+    model = for_space(SURROGATES.get(COST_MODEL), state.space)
+    log_seconds = np.log(state.seconds)
+    scale = float(np.std(log_seconds))
+    target = (log_seconds - np.mean(log_seconds)) / (scale if scale > 0 else 1.0)
+    key = jax.random.fold_in(_iteration_key(state.settings, k), 7)
+    fitted = model.fit(key, model.init(state.space.dim), gp.make_data(state.u, target))
+    return model, ((model.conditioned(fitted), jnp.asarray(scale)),)
 
 
 def _success_diagnostics(state: BOState, u: np.ndarray, k: int) -> dict[str, float]:
@@ -338,6 +385,7 @@ def ask_batch(
         best = jnp.min(jnp.mean(mean, axis=0))
     acquire = get_acquisition(settings.acquisition)
     options = {name: getattr(settings, name) for name in acquire.options}
+    cost, costing = _cost_terms(state, first)
     points, infos = [], []
     for k in range(first, first + q):
         conditioned, incumbent = _conditioned(
@@ -346,15 +394,15 @@ def ask_batch(
         try:
             u, value = propose(
                 _keys(settings, k)[1],
-                _score_function(surrogate, acquire, None, classifier),
-                (conditioned, incumbent, options, *feasibility),
+                _score_function(surrogate, acquire, None, classifier, cost),
+                (conditioned, incumbent, options, *feasibility, *costing),
                 space,
                 state.u,
                 taken,
                 incumbent=best_point,
                 method=settings.optimizer,
                 num_candidates=settings.num_candidates,
-                screen=_screen_function(surrogate, acquire, classifier),
+                screen=_screen_function(surrogate, acquire, classifier, cost),
                 box=box,
             )
         except SpaceExhaustedError:

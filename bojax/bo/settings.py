@@ -233,6 +233,13 @@ class Settings:
         one_of(WARPINGS, optional=True),
         omit_at_default=True,
     )
+    cost_aware: bool = setting(
+        False,
+        "maximise the acquisition per second of evaluation (EI per second, Snoek et al. "
+        "2012): a GP fitted to the log of each evaluation's measured seconds predicts them",
+        boolean,
+        omit_at_default=True,
+    )
     # Large runs (bojax.bo.trust): a local GP in a trust region past exact_limit.
     exact_limit: int | None = setting(
         300,
@@ -370,6 +377,11 @@ class Settings:
             )
         if self.objectives is not None:
             self._check_several(outputs)
+        if self.cost_aware and (self.objectives is not None or self.policy != "acquisition"):
+            raise SettingsError(
+                "cost_aware divides one acquisition by the predicted seconds: not with "
+                "objectives or an exploration policy"
+            )
         if self.max_step is not None and self.min_step > self.max_step:
             raise SettingsError(f"min_step = {self.min_step} exceeds max_step = {self.max_step}")
 

@@ -1,0 +1,63 @@
+"""Expected improvement per second (``cost_aware``; Snoek et al. 2012), issue 40."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import bojax
+from bojax.errors import DataError, SettingsError
+from bojax.parameters import Real
+
+LINE = bojax.Space([Real("x", 0.0, 1.0)])
+
+
+def symmetric_state(cost_aware: bool, cheap_left: bool = True):
+    """A bowl at x = 0.5 seen at mirrored points; the right half 100x slower (or the left)."""
+    state = bojax.init(LINE, surrogate="gp-map", cost_aware=cost_aware, initial=4)
+    for x in (0.1, 0.3, 0.7, 0.9):
+        slow = (x > 0.5) == cheap_left
+        seconds = 1.0 if slow else 0.01
+        state = bojax.tell(state, [x], (x - 0.5) ** 2, *([seconds] if cost_aware else []))
+    return state
+
+
+@pytest.mark.parametrize("cheap_left", [True, False])
+def test_the_next_point_is_drawn_to_the_cheap_side_of_a_symmetric_bowl(cheap_left):
+    u, _, _ = bojax.ask(symmetric_state(True, cheap_left))
+    assert (u[0] < 0.5) == cheap_left, u  # mirrored costs, mirrored proposals
+
+
+def test_a_cost_aware_state_needs_the_seconds_of_each_evaluation():
+    state = bojax.init(LINE, cost_aware=True)
+    with pytest.raises(DataError, match="needs each evaluation's seconds"):
+        bojax.tell(state, [0.2], 1.0)
+    with pytest.raises(DataError, match="seconds=0"):
+        bojax.tell(state, [0.2], 1.0, 0)
+    state = bojax.tell(state, [0.2], float("nan"), 0.5)  # a failure costs time too
+    assert state.seconds.tolist() == [0.5]
+    with pytest.raises(SettingsError, match="cost_aware"):
+        bojax.Settings(cost_aware=True, objectives={"a": "min", "b": "min"})
+
+
+def test_runs_journal_the_seconds_of_evaluations_and_resume_with_them(tmp_path):
+    calls = []
+
+    def slow_right(point):
+        calls.append(point)
+        if len(calls) == 6:
+            raise KeyboardInterrupt
+        time.sleep(0.001 + 0.05 * point["x"])
+        return (point["x"] - 0.5) ** 2
+
+    settings = dict(surrogate="gp-map", cost_aware=True, initial=3, iterations=5, progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        bojax.minimize(slow_right, LINE, out=tmp_path, **settings)
+    result = bojax.minimize(slow_right, LINE, out=tmp_path, resume=True, **settings)
+    assert result.evaluations == 8
+    for record in result.history:
+        expected = 0.001 + 0.05 * record["x"]["x"]
+        assert expected <= record["evaluation_seconds"] < expected + 0.5
+    assert np.isclose(result.best_value, 0.0, atol=0.05)
