@@ -387,6 +387,21 @@ def budget_of(task: str, quick: bool) -> int:
     return (8 if quick else kind.trainings) * kind.epochs
 
 
+def existing(tasks, arms, seeds, runs: Path) -> dict:
+    """The kept runs of each task at the seeds every arm ran (``--existing``: a table of
+    what is there, computing nothing; a seed some arm lacks is left out for all)."""
+    results: dict = {}
+    for task in tasks:
+        playing = [arm for arm in arms if available(arm, task)]
+        for seed in range(seeds):
+            paths = [runs / f"{task}_{arm}_{seed}.json" for arm in playing]
+            if all(path.exists() for path in paths):
+                for arm, path in zip(playing, paths, strict=True):
+                    runs_of = results.setdefault(task, {}).setdefault(arm, [])
+                    runs_of.append(json.loads(path.read_text()))
+    return results
+
+
 def collect(tasks, arms, seeds, quick: bool, runs: Path, console) -> dict:
     runs.mkdir(parents=True, exist_ok=True)
     results: dict = {}
@@ -466,7 +481,7 @@ def table(summary: dict) -> Table:
                 regrets = entry["arms"]
                 best = min(regrets[a]["regret"][str(f)][0] for a in arms)
                 m, lo, hi = row["regret"][str(f)]
-                text = f"{m:.4f} [{lo:.4f}, {hi:.4f}]"
+                text = f"{m:.3g} [{lo:.3g}, {hi:.3g}]"
                 cells.append(f"[bold]{text}[/bold]" if m == best else text)
             to_full = row.get("epochs_to_full")
             out.add_row(
@@ -505,6 +520,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--tasks", nargs="+", help="LCBench tasks or mnist1d (default: all)")
     parser.add_argument("--arms", nargs="+", default=ARMS, choices=ARMS)
     parser.add_argument("--lcbench", type=Path, default=LCBENCH)
+    parser.add_argument(
+        "--existing", action="store_true", help="tabulate the kept runs only (complete seeds)"
+    )
     parser.add_argument("--run-one", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--budget", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--to", type=Path, help=argparse.SUPPRESS)
@@ -527,10 +545,13 @@ def main(argv: list[str] | None = None) -> dict:
         console.print(f"[yellow]{arm} is not installed: skipped[/yellow]")
     name = "multifidelity_quick" if args.quick else "multifidelity"
     runs = args.out / f"{name}_runs"
-    results = collect(tasks, arms, seeds, args.quick, runs, console)
+    if args.existing:
+        results = existing(tasks, arms, seeds, runs)
+    else:
+        results = collect(tasks, arms, seeds, args.quick, runs, console)
     cache = runs / "references.json"
     references = json.loads(cache.read_text()) if cache.exists() else {}
-    for task in tasks:
+    for task in results:
         if task not in references:
             references[task] = reference(task)
     cache.write_text(json.dumps(references, indent=1))
