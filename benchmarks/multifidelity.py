@@ -366,6 +366,33 @@ def reference(task: str, count: int = 20000) -> float:
     return best
 
 
+def decision_speed(task: str = "3945", observations: int = 2000, seed: int = 0) -> dict:
+    """Seconds of a freeze-thaw decision with ``observations`` (design, epoch) values:
+    random designs' LCBench curves cut at random milestones until they hold that many,
+    then 12 decisions in a row (the first fits from scratch; the median of the last 10,
+    warm, is the steady cost)."""
+    from bojax.bo.freezethaw import Design, FreezeThaw
+
+    bench, rng = LCBench(task), np.random.default_rng(seed)
+    designs, held = [], 0
+    while held < observations:
+        u = rng.random(SPACE.dim)
+        point = SPACE.from_unit(u)
+        cut = min(int(rng.choice([1, 3, 9, 27, 52])), observations - held)
+        curve = bench.curve(point)[:cut]
+        designs.append(Design(u, point, [[e + 1, float(v)] for e, v in enumerate(curve)],
+                              complete=cut == EPOCHS))  # fmt: skip
+        held += cut
+    model = FreezeThaw(SPACE, bojax.Settings(max_step=EPOCHS, early_stopping="freeze-thaw"))
+    seconds = []
+    for k in range(12):
+        tick = time.perf_counter()
+        model.decide(designs, k)
+        seconds.append(time.perf_counter() - tick)
+    return {"observations": held, "designs": len(designs), "first": seconds[0],
+            "steady": float(np.median(seconds[2:])), "max_steady": max(seconds[2:])}  # fmt: skip
+
+
 def available(arm: str, task: str | None = None) -> bool:
     """Whether ``arm`` runs (its peer installed) on ``task``: this SMAC3 arm builds
     numeric configuration spaces only, so it sits out MNIST-1D's categorical choices."""
@@ -444,6 +471,10 @@ def summarise(results: dict, references: dict, quick: bool) -> dict:
                 "seconds": float(np.median([r["seconds"] for r in runs])),
                 "seeds": len(runs),
             }
+            late = [s for r in runs for n, s in r.get("decisions", []) if n >= 0.9 * budget]
+            if late:  # freeze-thaw: a decision's seconds once ~90 % of the epochs are data
+                rows[arm]["decision_seconds_late"] = float(np.median(late))
+                rows[arm]["decision_seconds_max"] = float(np.max(late))
         if "bojax-full" in rows:
             target = rows["bojax-full"]["regret"]["1.0"][0]
             for row in rows.values():
@@ -523,6 +554,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--existing", action="store_true", help="tabulate the kept runs only (complete seeds)"
     )
+    parser.add_argument(
+        "--decision", action="store_true", help="time a freeze-thaw decision at 2,000 values"
+    )
     parser.add_argument("--run-one", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--budget", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--to", type=Path, help=argparse.SUPPRESS)
@@ -533,6 +567,12 @@ def main(argv: list[str] | None = None) -> dict:
         task, arm, seed = args.run_one
         args.to.write_text(json.dumps(run_one(task, arm, int(seed), args.budget)))
         return {}
+    if args.decision:
+        row = decision_speed()
+        console.print(row)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "multifidelity_decision.json").write_text(json.dumps(row, indent=1))
+        return row
     seeds = args.seeds or (1 if args.quick else 10)
     tasks = args.tasks or (TASKS[:2] if args.quick else [*TASKS, "mnist1d"])
     if not (args.lcbench / "model.onnx").exists():
@@ -557,6 +597,14 @@ def main(argv: list[str] | None = None) -> dict:
     cache.write_text(json.dumps(references, indent=1))
     summary = summarise(results, references, args.quick)
     console.print(table(summary))
+    for task, entry in summary.items():
+        for arm, row in entry["arms"].items():
+            if "decision_seconds_late" in row:
+                console.print(
+                    f"{task} {arm}: a decision with >= 90 % of {entry['budget']} epochs "
+                    f"observed took {row['decision_seconds_late']:.3f} s (median; max "
+                    f"{row['decision_seconds_max']:.3f} s)"
+                )
     args.out.mkdir(parents=True, exist_ok=True)
     slim = {
         task: {**entry, "arms": {arm: _without_curve(row) for arm, row in entry["arms"].items()}}
