@@ -284,6 +284,7 @@ def test_a_file_objective_with_report_runs_from_the_command_line_and_shows(tmp_p
     assert (run / "figures" / "curves.png").stat().st_size > 10_000
 
 
+@pytest.mark.slow  # 10 s compiling the epoch program, which no other fast test needs
 def test_the_mnist1d_trainer_reports_each_epoch_and_is_stopped_early():
     from bojax.compilation import count_compilations
     from bojax.objectives.mixednet import MixedNetObjective, Training
