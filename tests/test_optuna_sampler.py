@@ -399,3 +399,34 @@ def test_the_sampler_models_pruned_trials_at_their_highest_common_step(monkeypat
     assert states.count(optuna.trial.TrialState.COMPLETE) < 5 <= len(fitted)
     assert all(n >= 5 for n, _ in fitted)
     assert study.best_value < 1.0  # near the optimum 0 with so few complete trials
+
+
+def test_a_running_trials_intermediate_values_are_data_not_a_pending_point(monkeypatch):
+    import bojax.bo.loop as loop
+
+    seen = []
+    real = loop.ask_batch
+
+    def spy(state, q, pending=None):
+        seen.append((state.u.copy(), None if pending is None else pending.copy()))
+        return real(state, q, pending)
+
+    monkeypatch.setattr(loop, "ask_batch", spy)
+    study = optuna.create_study(sampler=BojaxSampler(seed=1, **FAST))
+    for k in range(6):  # six trials report epochs 1..3 and complete
+        trial = study.ask()
+        x = trial.suggest_float("x", -5.0, 5.0)
+        lr = trial.suggest_float("lr", 1e-4, 1.0, log=True)
+        for epoch in (1, 2, 3):
+            trial.report((x - 1.0) ** 2 + 1.0 / epoch + 0.01 * k, epoch)
+        study.tell(trial, (x - 1.0) ** 2 + (math.log10(lr) + 2.0) ** 2)
+    running = study.ask()  # a parallel worker's training, at epoch 3 now
+    rx = running.suggest_float("x", -5.0, 5.0)
+    running.suggest_float("lr", 1e-4, 1.0, log=True)
+    for epoch in (1, 2, 3):
+        running.report((rx - 1.0) ** 2 + 1.0 / epoch, epoch)
+    seen.clear()
+    study.ask().suggest_float("x", -5.0, 5.0)  # the next trial's relative sampling
+    (u, pending), *_ = seen
+    assert len(u) == 7  # six finished trials and the running one, all at epoch 3
+    assert pending is None  # the running trial is data, not a fantasy

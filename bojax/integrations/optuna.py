@@ -185,10 +185,12 @@ class BojaxSampler(BaseSampler):
             state = tell(state, u, outcome(t))
         if not model_based(state):  # bojax's own rule: e.g. only failures, not modelled
             return {}
+        seen = {t.number for t, _ in observed}  # a running trial may be data already
         running = [
             u
             for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
             if t.number != trial.number
+            and t.number not in seen
             # Still suggesting its parameters: no place to condition on yet, no warning.
             and all(n in t.params for n in space.names)
             and (u := self._unit(study, space, t)) is not None
@@ -287,13 +289,13 @@ def _stepwise(study: Study, settings) -> bool:
 
 def _at_highest_step(study: Study, space: Space, least: int, unit):
     """``(observed, outcome, since)`` at the highest step that ``least`` trials reached:
-    each trial's first intermediate value at or past that step (a completed trial
-    without intermediate values counts its value as reached at every step), failed trials
-    as failures; ``since``, the unit points of the trials started after the last one
-    seen there (pruned below it, or complete without reaching it), taken as pending
-    believers so an unchanged data set does not propose the same point again. ``observed``
-    is None while no step has enough trials."""
-    states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+    each trial's first intermediate value at or past that step, running trials' too (a
+    completed trial without intermediate values counts its value as reached at every
+    step), failed trials as failures; ``since``, the unit points of the trials started
+    after the last one seen there (pruned below it, or complete without reaching it),
+    taken as pending believers so an unchanged data set does not propose the same point
+    again. ``observed`` is None while no step has enough trials."""
+    states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING)
     trials = sorted(study.get_trials(deepcopy=False, states=states), key=lambda t: t.number)
     reported = sorted({step for t in trials for step in t.intermediate_values})
     chosen, values = None, {}
@@ -317,7 +319,9 @@ def _at_highest_step(study: Study, space: Space, least: int, unit):
     since = [
         u
         for t in trials
-        if t.number > last and t.number not in values and t.state != TrialState.FAIL
+        if t.number > last
+        and t.number not in values
+        and t.state not in (TrialState.FAIL, TrialState.RUNNING)  # running: pending anyway
         if (u := unit(study, space, t)) is not None
     ]
 
