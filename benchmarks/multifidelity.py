@@ -531,11 +531,14 @@ def plot(summary: dict, path: Path) -> None:
 
     tasks = list(summary)
     fig, axes = plt.subplots(2, math.ceil(len(tasks) / 2), figsize=(15, 8), squeeze=False)
+    colours = {arm: f"C{k}" for k, arm in enumerate(ARMS)}  # one colour per arm everywhere
+    for ax in axes.flat[len(tasks) :]:
+        ax.set_visible(False)
     for ax, task in zip(axes.flat, tasks, strict=False):
         budget = summary[task]["budget"]
         for arm, row in summary[task]["arms"].items():
-            curve = np.maximum(np.array(row["median_curve"]), 1e-5)
-            ax.plot(np.arange(1, budget + 1), curve, label=arm, lw=1.4)
+            curve = np.maximum(np.array(row["median_curve"]), 1e-5)  # regret 0 drawn at 1e-5
+            ax.plot(np.arange(1, budget + 1), curve, label=arm, lw=1.4, color=colours[arm])
         title = "MNIST-1D (bojax's trainer)" if task == "mnist1d" else f"LCBench task {task}"
         ax.set(title=title, xlabel="epochs spent", ylabel="median regret", yscale="log")
         ax.axvline(budget / 3, color="grey", ls=":", lw=0.8)
