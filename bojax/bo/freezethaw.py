@@ -47,8 +47,8 @@ from scipy.stats import norm
 from bojax.bo import schedulers
 from bojax.bo.loop import ask_batch, fit_surrogate, init, tell
 from bojax.bo.settings import Settings
-from bojax.bo.stepwise import StopTraining, finite
-from bojax.errors import SettingsError, is_count
+from bojax.bo.stepwise import StopTraining, check_step, checked_value, finite
+from bojax.errors import SettingsError
 from bojax.parameters import Real
 from bojax.spaces import Space
 
@@ -193,13 +193,8 @@ class _Segment:
         self.paused = False
 
     def __call__(self, step: Any, value: Any, checkpoint: Any = None) -> None:
-        if not (is_count(step) and step > self.last):
-            raise ValueError(
-                f"report(step, value): step must be a whole number above the last one "
-                f"({self.last}), got {step!r}"
-            )
-        if not finite(value):
-            raise ValueError(f"report(step, value): value must be a finite number, got {value!r}")
+        check_step(step, self.last)
+        value = checked_value(value)
         self.charged += step - self.last
         self.run.spent += step - self.last
         self.last = int(step)

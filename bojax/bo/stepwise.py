@@ -93,19 +93,11 @@ class _Reporter:
         """Record ``value`` at ``step``; a ``checkpoint`` is for freeze-thaw (unused)."""
         run, training = self.run, self.training
         last = training.curve[-1][0] if training.curve else 0
-        if not (is_count(step) and step > last):
-            raise ValueError(
-                f"report(step, value): step must be a whole number above the last one "
-                f"({last}), got {step!r}"
-            )
+        check_step(step, last)
         if step > run.max_step:
             training.over = "max_step"
             raise StopTraining(f"past max_step = {run.max_step}")
-        if not (
-            isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-        ):
-            raise ValueError(f"report(step, value): value must be a finite number, got {value!r}")
-        value = float(value)
+        value = checked_value(value)
         run.spent += step - last
         training.curve.append([int(step), value])
         rungs, steps = run.rungs, run.steps
@@ -365,6 +357,23 @@ class _FreezeThawRun:
         if self.journal is not None:
             self.journal.append(record)
         return record
+
+
+def check_step(step: Any, last: int) -> None:
+    """A reported step is a whole number above the training's ``last`` (ValueError:
+    the training fails, saying why)."""
+    if not (is_count(step) and step > last):
+        raise ValueError(
+            f"report(step, value): step must be a whole number above the last one "
+            f"({last}), got {step!r}"
+        )
+
+
+def checked_value(value: Any) -> float:
+    """A reported value as a float; ValueError (the training fails) unless finite."""
+    if not finite(value):
+        raise ValueError(f"report(step, value): value must be a finite number, got {value!r}")
+    return float(value)
 
 
 def finite(value: Any) -> bool:
