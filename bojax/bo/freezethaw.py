@@ -47,7 +47,7 @@ from scipy.stats import norm
 from bojax.bo import schedulers
 from bojax.bo.loop import ask_batch, fit_surrogate, init, tell
 from bojax.bo.settings import Settings
-from bojax.bo.stepwise import StopTraining, check_step, checked_value, finite
+from bojax.bo.stepwise import StopTraining, check_step, checked_value, finite, takes
 from bojax.errors import SettingsError
 from bojax.parameters import Real
 from bojax.spaces import Space
@@ -214,22 +214,13 @@ class _Segment:
             raise StopTraining("the step budget is spent")
 
 
-def takes_checkpoint(train) -> bool:
-    import inspect
-
-    try:
-        return "checkpoint" in inspect.signature(train).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 def train_segment(run, decision: Decision, designs: list[Design]) -> dict[str, Any]:
     """Run one decision's segment of training; the journal record of it."""
     if decision.design == len(designs):
         designs.append(Design(decision.u, run.space.from_unit(decision.u)))
     design = designs[decision.design]
     segment = _Segment(run, design, decision.until)
-    resumable = takes_checkpoint(run.train)
+    resumable = takes(run.train, "checkpoint")
     kwargs = {}
     if resumable and design.checkpoint is not None:
         kwargs = {"checkpoint": design.checkpoint}

@@ -28,6 +28,7 @@ starts again from its first step on ``resume``: its proposal and bracket are tho
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
 import numbers
@@ -51,13 +52,24 @@ class StopTraining(BaseException):
     """Raised by ``report`` when the scheduler ends a training (or the budget is spent)."""
 
 
-def takes_report(objective: Callable) -> bool:
-    """Whether ``objective`` is step-wise: it has a parameter named ``report``."""
+def takes(objective: Callable, name: str) -> bool:
+    """Whether ``objective`` has a parameter called ``name``."""
     try:
         parameters = inspect.signature(objective).parameters
     except (TypeError, ValueError):  # a builtin or a C callable: one argument
         return False
-    return "report" in parameters
+    return name in parameters
+
+
+def takes_report(objective: Callable) -> bool:
+    """Whether ``objective`` is step-wise: it has a parameter named ``report``."""
+    return takes(objective, "report")
+
+
+def step_budget(settings: Settings) -> int:
+    """The steps a step-wise run may spend: ``step_budget``, or what ``initial +
+    iterations`` full trainings cost."""
+    return settings.step_budget or (settings.initial + settings.iterations) * settings.max_step
 
 
 def rung_values(steps: tuple[int, ...], curve: list[list[float]]) -> dict[int, float]:
@@ -121,9 +133,7 @@ class _StepRun:
         self.max_step = settings.max_step
         self.steps = schedulers.milestones(settings.min_step, settings.max_step, settings.eta)
         self.rungs = schedulers.SCHEDULERS[settings.early_stopping](self.steps, settings.eta)
-        self.budget = settings.step_budget or (settings.initial + settings.iterations) * (
-            settings.max_step
-        )
+        self.budget = step_budget(settings)
         self.spent = 0
         self.least = max(settings.initial, space.dim + 2)  # values a milestone's model needs
         self.progress = progress
@@ -330,9 +340,7 @@ class _FreezeThawRun:
 
         self.train, self.space, self.settings = train, space, settings
         self.journal, self.history = journal, history
-        self.budget = settings.step_budget or (settings.initial + settings.iterations) * (
-            settings.max_step
-        )
+        self.budget = step_budget(settings)
         self.model = freezethaw.FreezeThaw(space, settings)
         folder = None if journal is None else Path(journal.folder)
         self.designs = []
@@ -419,7 +427,7 @@ def minimize_steps(
     journal = Journal(out) if out is not None else None
     history: list[dict[str, Any]] = []
     started = time.perf_counter()
-    lock = journal.lock() if journal is not None else _Nothing()
+    lock = journal.lock() if journal is not None else contextlib.nullcontext()
     with lock:
         if journal is not None:
             header = {"space": space.to_dict(), "settings": settings.identity()}
@@ -471,14 +479,6 @@ def _curve_ok(curve: Any, max_step: int) -> bool:
             return False
         last = pair[0]
     return True
-
-
-class _Nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 class _StepProgress:
