@@ -224,6 +224,27 @@ def test_two_workers_propose_distinct_points_in_bounds_and_journal_everything(cl
     assert len(Journal(tmp_path).read()) == 12
 
 
+def branin_curve(point, report, checkpoint=None):
+    """Branin reached along a 1/step curve, continued from ``checkpoint`` (its step)."""
+    time.sleep(0.05)
+    for step in range(1 + (checkpoint or 0), 10):
+        report(step, BRANIN(point) + 10.0 / step, checkpoint=step)
+    return BRANIN(point)
+
+
+@pytest.mark.slow
+def test_step_wise_trainings_run_as_segments_on_dask_workers(client, tmp_path):
+    result = bojax.minimize(
+        branin_curve, BRANIN.space, executor=client, out=tmp_path, max_step=9,
+        early_stopping="asha", step_budget=60, **FAST,
+    )  # fmt: skip
+    assert result.steps == 60 == sum(r["diagnostics"]["charged"] for r in result.history)
+    # Checkpoints travel between worker processes: no record's steps were trained twice.
+    assert all(r["diagnostics"]["charged"] == r["curve"][-1][0] for r in result.history)
+    assert {"ok", "stopped"} <= {r["status"] for r in result.history}
+    assert json.loads((tmp_path / "pending.json").read_text()) == []
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("retries", [1, 0])
 def test_a_worker_killed_mid_run_loses_nothing(client, tmp_path, retries):

@@ -199,8 +199,13 @@ def test_step_wise_settings_are_checked():
         bojax.minimize(make_train(), SPACE, progress=False)
     with pytest.raises(SettingsError, match="max_step is for step-wise"):
         bojax.minimize(final_value, SPACE, max_step=5, progress=False)
-    with cf.ThreadPoolExecutor(2) as pool, pytest.raises(SettingsError, match="one at a time"):
-        bojax.minimize(make_train(), SPACE, max_step=5, executor=pool, progress=False)
+    with cf.ThreadPoolExecutor(2) as pool, pytest.raises(SettingsError, match="one segment"):
+        bojax.minimize(
+            make_train(), SPACE, max_step=5, executor=pool, early_stopping="freeze-thaw",
+            progress=False,
+        )  # fmt: skip
+    with pytest.raises(SettingsError, match="pass executor="):
+        bojax.minimize(make_train(), SPACE, max_step=5, q=2, progress=False)
     with pytest.raises(SettingsError, match="early_stopping must be one of"):
         bojax.Settings(early_stopping="bohb")
     assert takes_report(make_train()) and not takes_report(final_value)
@@ -446,8 +451,6 @@ def test_ask_and_tell_refuse_out_of_order_calls_and_fail_a_diverged_training():
 
     trainings = bojax.Trainings(SPACE, max_step=9, early_stopping="asha", proposer="random")
     design, _ = trainings.ask()
-    with pytest.raises(SettingsError, match="still training"):
-        trainings.ask()
     assert trainings.tell(design, 1, 0.5)
     with pytest.raises(DataError, match="above the last one"):
         trainings.tell(design, 1, 0.4)
@@ -458,3 +461,28 @@ def test_ask_and_tell_refuse_out_of_order_calls_and_fail_a_diverged_training():
     assert record["status"] == "failed" and "finite number" in record["error"]
     with pytest.raises(SettingsError, match="freeze-thaw"):
         bojax.Trainings(SPACE, max_step=9, early_stopping="freeze-thaw")
+
+
+def test_ask_and_tell_keep_several_trainings_open_for_the_users_own_workers():
+    settings = dict(max_step=9, early_stopping="asha", surrogate="gp-map", step_budget=60)
+    trainings = bojax.Trainings(SPACE, **settings)
+    open_designs = dict(trainings.ask() for _ in range(3))  # three workers start
+    assert trainings.training == [0, 1, 2]
+    steps = {design: 0 for design in open_designs}
+    while open_designs:
+        # The open designs are pending points of each proposal: never two alike.
+        assert len({tuple(p.values()) for p in open_designs.values()}) == len(open_designs)
+        for design, point in list(open_designs.items()):  # one epoch each, in turn
+            steps[design] += 1
+            value = final_value(point) + 2.0 / steps[design]
+            going = trainings.tell(design, steps[design], value) and steps[design] < 9
+            if not going:
+                trainings.finish(design)
+                del open_designs[design]
+                if not trainings.done:
+                    design, point = trainings.ask()
+                    open_designs[design], steps[design] = point, 0
+    statuses = {r["status"] for r in trainings.history}
+    # Trainings still open when the budget ran out had each trained the step they told.
+    assert 60 <= trainings.spent <= 62 and {"ok", "stopped"} <= statuses
+    assert sorted(r["proposal"] for r in trainings.history) == list(range(len(trainings.history)))

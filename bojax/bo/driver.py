@@ -261,10 +261,10 @@ def minimize(
     """
     settings = (Settings() if settings is None else settings).replace(**overrides)
     if stepwise.takes_report(objective):
-        stepwise.check_stepwise(settings, executor)
         return stepwise.minimize_steps(
-            objective, space, settings, out=out, resume=resume, progress=progress
-        )
+            objective, space, settings, executor=executor, out=out, resume=resume,
+            progress=progress,
+        )  # fmt: skip
     if settings.max_step is not None:
         raise SettingsError(
             "max_step is for step-wise objectives, train(point, report); this objective "

@@ -5,8 +5,8 @@ exception is recorded with its type and message, and a return value that is not 
 finite number (NaN, inf, a string, an array of several values) is a failure too, never
 an exception in the driver. The driver hands :func:`evaluate` to an executor (anything
 with ``submit(fn, *args)`` returning a :class:`concurrent.futures.Future`); without one
-the :class:`Inline` executor runs it in the driver's process. Step-wise trainings,
-timeouts and subprocess isolation belong here.
+the :class:`Inline` executor runs it in the driver's process. Step-wise trainings are
+called by :mod:`bojax.bo.segments`, isolated ones by :mod:`bojax.bo.isolation`.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ from scipy.stats import norm
 from bojax.bo import schedulers
 from bojax.bo.loop import ask_batch, fit_surrogate, init, tell
 from bojax.bo.settings import Settings
-from bojax.bo.stepwise import StopTraining, check_step, checked_value, finite, takes
+from bojax.bo.stepwise import takes
 from bojax.errors import SettingsError
 from bojax.parameters import Real
 from bojax.spaces import Space
@@ -180,71 +180,36 @@ class FreezeThaw:
         return Decision(j, designs[j].u, until, "thaw", {**info, "from_step": designs[j].step})
 
 
-class _Segment:
-    """``report`` for one segment of a training: records steps past the design's last,
-    pauses it at ``until``, stops it when the budget is spent."""
-
-    def __init__(self, run, design: Design, until: int):
-        self.run, self.design, self.until = run, design, until
-        self.start = design.step  # steps up to here were recorded before
-        self.last = 0  # the last step this call of train reported
-        self.curve: list[list[float]] = []
-        self.charged = 0
-        self.paused = False
-
-    def __call__(self, step: Any, value: Any, checkpoint: Any = None) -> None:
-        check_step(step, self.last)
-        value = checked_value(value)
-        self.charged += step - self.last
-        self.run.spent += step - self.last
-        self.last = int(step)
-        if checkpoint is not None:
-            self.design.checkpoint = checkpoint
-        if step > self.start:  # a repeated step (no checkpoint) is charged, not recorded
-            self.curve.append([int(step), float(value)])
-        if step > self.run.settings.max_step:
-            raise StopTraining(f"past max_step = {self.run.settings.max_step}")
-        if step == self.run.settings.max_step:
-            self.design.complete = True  # the training returns by itself
-            return
-        if step >= self.until and step > self.start:
-            self.paused = True
-            raise StopTraining(f"paused at step {step}")
-        if self.run.spent >= self.run.budget:
-            raise StopTraining("the step budget is spent")
-
-
 def train_segment(run, decision: Decision, designs: list[Design]) -> dict[str, Any]:
-    """Run one decision's segment of training; the journal record of it."""
+    """Run one decision's segment of training (:func:`bojax.bo.segments.run_segment`, in
+    a process of its own with ``isolate``); the journal record of it."""
+    from bojax.bo.segments import run_segment, run_segment_isolated
+
     if decision.design == len(designs):
         designs.append(Design(decision.u, run.space.from_unit(decision.u)))
     design = designs[decision.design]
-    segment = _Segment(run, design, decision.until)
-    resumable = takes(run.train, "checkpoint")
-    kwargs = {}
-    if resumable and design.checkpoint is not None:
-        kwargs = {"checkpoint": design.checkpoint}
-        segment.last = design.step  # it continues after its last recorded step
+    resumable = design.checkpoint is not None and takes(run.train, "checkpoint")
+    base = design.step if resumable else 0  # where the training starts from
+    until = min(decision.until, base + run.budget - run.spent)
+    checkpoint = design.checkpoint if resumable else None
+    args = (run.train, design.point, design.step, until, run.settings.max_step, checkpoint)
     started = time.perf_counter()
-    status, error, returned = "stopped", None, None
-    try:
-        returned = run.train(design.point, segment, **kwargs)
-        status = "ok"
-        design.complete = True
-    except StopTraining:
-        status = "ok" if design.complete else "stopped"
-    except Exception as raised:
-        status, error = "failed", f"{type(raised).__name__}: {raised}"
-        design.failed = True
+    if run.settings.isolated:
+        segment = run_segment_isolated(*args, 0, run.settings.timeout)
+    else:
+        segment = run_segment(*args)
+    run.spent += segment.charged
     design.curve.extend(segment.curve)
-    if status == "ok" and finite(returned):
-        y = float(returned)
-    elif design.curve and status != "failed":
+    if segment.checkpoint is not None:
+        design.checkpoint = segment.checkpoint
+    status, error, y = {"complete": "ok", "paused": "stopped"}.get(segment.status), None, None
+    if status == "ok" and segment.y is not None:
+        y = segment.y
+    elif status is not None and design.curve:
         y = design.curve[-1][1]
     else:
-        status, y = "failed", None
-        error = error or "the training reported no value"
-        design.failed = True
+        status, error = "failed", segment.error or "the training reported no value"
+    design.complete, design.failed = status == "ok", status == "failed"
     if run.journal is not None and design.checkpoint is not None and status == "stopped":
         folder = Path(run.journal.folder) / "checkpoints"
         folder.mkdir(exist_ok=True)

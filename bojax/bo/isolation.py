@@ -66,20 +66,29 @@ def evaluate_isolated(
     """``(y, None)`` or ``(nan, why)`` from ``objective(point)`` run in a fresh process,
     killed after ``timeout`` seconds (no limit when None). Never raises for what the
     objective or its process does; ``attempt`` only keeps retried tasks distinct."""
+    del attempt
+    done, result = run_isolated(evaluate, (objective, dict(point)), timeout)
+    return result if done else (math.nan, result)
+
+
+def run_isolated(task: Any, args: tuple, timeout: float | None = None) -> tuple[bool, Any]:
+    """``(True, task(*args))`` computed in a fresh process, or ``(False, why)`` when the
+    task could not be sent, timed out or its process died. ``task`` must not raise for
+    what user code does (:func:`~bojax.bo.evaluation.evaluate` does not); what it
+    returns travels back pickled."""
     import cloudpickle
 
-    del attempt
     with tempfile.TemporaryDirectory(prefix="bojax-evaluation-") as folder:
-        task, outcome = Path(folder) / "task.pkl", Path(folder) / "outcome.pkl"
+        sent, outcome = Path(folder) / "task.pkl", Path(folder) / "outcome.pkl"
         try:
-            task.write_bytes(cloudpickle.dumps((objective, dict(point))))
+            sent.write_bytes(cloudpickle.dumps((task, args)))
         except Exception as error:
-            return math.nan, f"the objective cannot be sent to a process: {error}"
+            return False, f"the objective cannot be sent to a process: {error}"
         env = dict(os.environ)
         # The child sees the modules the parent sees (a script's folder, plugins).
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         process = subprocess.Popen(
-            [sys.executable, "-m", "bojax.bo.isolation", str(task), str(outcome)],
+            [sys.executable, "-m", "bojax.bo.isolation", str(sent), str(outcome)],
             env=env,
             start_new_session=True,
         )
@@ -87,13 +96,13 @@ def evaluate_isolated(
             returncode = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             _kill(process)
-            return math.nan, f"timed out after {timeout:g} s"
+            return False, f"timed out after {timeout:g} s"
         except BaseException:  # the driver is interrupted: leave no orphan behind
             _kill(process)
             raise
         if returncode == 0 and outcome.exists():
             return cloudpickle.loads(outcome.read_bytes())
-        return math.nan, _why_died(returncode)
+        return False, _why_died(returncode)
 
 
 def _exit_with_parent(interval: float = 0.5) -> None:
@@ -111,21 +120,21 @@ def _exit_with_parent(interval: float = 0.5) -> None:
     threading.Thread(target=watch, name="bojax-parent-watch", daemon=True).start()
 
 
-def _child(task: str, outcome: str) -> None:
-    """The child's side: load the task, evaluate, write the outcome atomically."""
+def _child(sent: str, outcome: str) -> None:
+    """The child's side: load the task, run it, write ``(done, result)`` atomically."""
     import cloudpickle
 
     _exit_with_parent()
     try:
-        objective, point = cloudpickle.loads(Path(task).read_bytes())
+        task, args = cloudpickle.loads(Path(sent).read_bytes())
     except Exception as error:
-        result: Outcome = (
-            math.nan,
+        result = (
+            False,
             f"the objective could not be loaded in a fresh process: {type(error).__name__}: "
             f"{error}",
         )
     else:
-        result = evaluate(objective, point)
+        result = (True, task(*args))
     partial = Path(outcome + ".tmp")
     partial.write_bytes(cloudpickle.dumps(result))
     os.replace(partial, outcome)

@@ -98,7 +98,7 @@ class _Training:
 class _Reporter:
     """The ``report(step, value)`` a step-wise objective calls."""
 
-    def __init__(self, run: _StepRun, training: _Training):
+    def __init__(self, run: StepRun, training: _Training):
         self.run, self.training = run, training
 
     def __call__(self, step: Any, value: Any, checkpoint: Any = None) -> None:
@@ -112,19 +112,15 @@ class _Reporter:
         value = checked_value(value)
         run.spent += step - last
         training.curve.append([int(step), value])
-        rungs, steps = run.rungs, run.steps
-        while training.rung < len(steps) and step >= steps[training.rung]:
-            keep = rungs.keep(training.bracket, training.rung, value)
-            training.rung += 1
-            if not keep and training.rung < len(steps):
-                training.over = "scheduler"
-                raise StopTraining(f"stopped at step {step} by the scheduler")
+        if not run.decide(training, step, value):
+            training.over = "scheduler"
+            raise StopTraining(f"stopped at step {step} by the scheduler")
         if run.spent >= run.budget and step < run.max_step:
             training.over = "budget"
             raise StopTraining("the step budget is spent")
 
 
-class _StepRun:
+class StepRun:
     """A step-wise run's scheduler, budget, records and proposals."""
 
     def __init__(self, train, space: Space, settings: Settings, journal, history, progress):
@@ -137,30 +133,46 @@ class _StepRun:
         self.spent = 0
         self.least = max(settings.initial, space.dim + 2)  # values a milestone's model needs
         self.progress = progress
-        for design, record in enumerate(history):  # replay the scheduler's decisions
-            training = self._start(design)
-            for rung, value in sorted(rung_values(self.steps, record["curve"]).items()):
-                if rung >= training.rung and not self.rungs.keep(training.bracket, rung, value):
+        for number, record in enumerate(history):  # replay the scheduler's decisions
+            training = self._start(int(record.get("proposal", number)))
+            for step, value in record["curve"]:
+                if not self.decide(training, step, value):
                     break  # stopped there: later milestones were never recorded
-            self.spent += record["curve"][-1][0] if record["curve"] else 0
+            curve = record["curve"]
+            self.spent += record["diagnostics"].get("charged", curve[-1][0] if curve else 0)
+
+    def decide(self, training: _Training, step: int, value: float) -> bool:
+        """Record ``value`` at each milestone ``step`` reaches (in ``training``'s
+        bracket); False if the scheduler stops the training there."""
+        while training.rung < len(self.steps) and step >= self.steps[training.rung]:
+            keep = self.rungs.keep(training.bracket, training.rung, value)
+            training.rung += 1
+            if not keep and training.rung < len(self.steps):
+                return False
+        return True
 
     def _start(self, design: int) -> _Training:
         bracket = self.rungs.bracket(design)
         return _Training(design, bracket, self.rungs.start(bracket))
 
     # -- proposals -----------------------------------------------------------------
-    def propose(self, design: int) -> tuple[np.ndarray, dict[str, Any]]:
-        """Design ``design``'s unit point and diagnostics."""
-        started = np.array([r["u"] for r in self.history], np.float64).reshape(-1, self.space.dim)
+    def propose(self, design: int, training=None) -> tuple[np.ndarray, dict[str, Any]]:
+        """Design ``design``'s unit point and diagnostics; ``training``: the unit points
+        of designs in training (pending points)."""
+        dim = self.space.dim
+        started = np.array([r["u"] for r in self.history], np.float64).reshape(-1, dim)
+        training = np.zeros((0, dim)) if training is None else np.reshape(training, (-1, dim))
         chosen = self._model_milestone() if self.settings.proposer == "model" else None
         if chosen is None:  # the Sobol design: point number `design`
-            points, _, infos = ask_batch(init(self.space, self.settings), 1, started)
+            taken = np.concatenate([started, training])
+            points, _, infos = ask_batch(init(self.space, self.settings), 1, taken)
             return points[0], {"phase": "initial"}
         rung, observed = chosen
         state = init(self.space, self.settings.replace(fantasy="believer"))
         for j in observed:
             state = tell(state, started[j], rung_values(self.steps, self.history[j]["curve"])[rung])
-        pending = started[max(observed) + 1 :]  # proposed since the milestone's data last grew
+        # proposed since the milestone's data last grew, or in training now
+        pending = np.concatenate([started[max(observed) + 1 :], training])
         points, _, infos = ask_batch(state, 1, pending)
         info = {k: v for k, v in infos[0].items() if k == "phase" or math.isfinite(float(v))}
         return points[0], {**info, "model_step": self.steps[rung], "model_points": len(observed)}
@@ -189,14 +201,16 @@ class _StepRun:
             status, error = "failed", f"{type(raised).__name__}: {raised}"
         return self.end(opened, status, y, error)
 
-    def begin(self, design: int) -> _Opened:
-        """Design ``design``'s proposal and its training's scheduler state."""
-        u, info = self.propose(design)
+    def begin(self, design: int, training=None) -> Opened:
+        """Design ``design``'s proposal and its training's scheduler state (``training``:
+        the unit points of designs in training elsewhere)."""
+        u, info = self.propose(design, training)
         training = self._start(design)
-        return _Opened(design, u, self.space.from_unit(u), info, training, time.perf_counter())
+        return Opened(design, u, self.space.from_unit(u), info, training, time.perf_counter())
 
-    def end(self, opened: _Opened, status: str, y: float | None, error: str | None) -> dict:
-        """Journal the ended training's record (``y`` defaults to its last value)."""
+    def end(self, opened: Opened, status: str, y, error: str | None, charged=None) -> dict:
+        """Journal the ended training's record (``y`` defaults to its last value;
+        ``charged``: steps trained, when more than its last step)."""
         curve = opened.training.curve
         if status != "failed" and y is None:
             y = curve[-1][1]
@@ -211,7 +225,8 @@ class _StepRun:
             "status": status,
             "error": error,
             "seconds": time.perf_counter() - opened.started,
-            "diagnostics": {**info, "bracket": opened.training.bracket},
+            "diagnostics": {**info, "bracket": opened.training.bracket}
+            | ({} if charged is None else {"charged": int(charged)}),
             "curve": curve,
         }
         self.history.append(record)
@@ -220,7 +235,7 @@ class _StepRun:
         return record
 
 
-class _Opened(NamedTuple):
+class Opened(NamedTuple):
     design: int
     u: np.ndarray
     point: dict[str, Any]
@@ -252,8 +267,10 @@ class Trainings:
                     break  # stopped by the scheduler (or the step budget)
             trainings.finish(design)
 
-    One training at a time, as :func:`bojax.minimize` runs them (the same proposals,
-    decisions and records: ``history``); ``finish(design, value)`` takes the training's
+    Several trainings may be open at once (your own workers): each ``ask`` proposes with
+    the open designs as pending points, and ``tell`` decides at once from the values
+    recorded so far. One at a time, it makes :func:`bojax.minimize`'s proposals,
+    decisions and records (``history``). ``finish(design, value)`` takes the training's
     final value (default: its last reported one) or ``error=`` for a failed training.
     Hyperband, ASHA and ``none``; freeze-thaw, which pauses and resumes trainings itself,
     runs through :func:`bojax.minimize`."""
@@ -263,10 +280,11 @@ class Trainings:
         check_stepwise(settings, None)
         if settings.early_stopping == "freeze-thaw":
             raise SettingsError("freeze-thaw pauses and thaws trainings: run it by minimize")
-        self._run = _StepRun(None, space, settings, None, [], False)
-        self._open: _Opened | None = None
-        self._stopped = False
-        self._failed: str | None = None  # why the open training failed (a bad value)
+        self._run = StepRun(None, space, settings, None, [], False)
+        self._open: dict[int, Opened] = {}
+        self._stopped: set[int] = set()
+        self._failed: dict[int, str] = {}  # why an open training failed (a bad value)
+        self._next = 0
 
     @property
     def done(self) -> bool:
@@ -281,32 +299,38 @@ class Trainings:
     def history(self) -> list[dict[str, Any]]:
         return self._run.history
 
+    @property
+    def training(self) -> list[int]:
+        """The designs asked for and not finished."""
+        return sorted(self._open)
+
     def ask(self) -> tuple[int, dict[str, Any]]:
         """``(design, point)`` of the next training to start."""
-        if self._open is not None:
-            raise SettingsError(f"design {self._open.design} is still training: finish it first")
         if self.done:
             raise SettingsError(f"the step budget ({self._run.budget}) is spent")
-        self._open, self._stopped = self._run.begin(len(self._run.history)), False
-        self._failed = None
-        return self._open.design, self._open.point
+        pending = [opened.u for opened in self._open.values()]
+        opened = self._run.begin(self._next, np.array(pending, np.float64))
+        self._open[self._next] = opened
+        self._next += 1
+        return opened.design, opened.point
 
     def tell(self, design: int, step: int, value: float) -> bool:
         """Record ``value`` at ``step``; whether the training goes on. A value that is
         not a finite number fails the training (False); a step not above the last is a
         :class:`DataError`."""
         opened = self._opened(design)
-        if self._stopped:
+        if design in self._stopped:
             raise SettingsError(f"design {design} was stopped: finish it, then ask again")
         try:
             _Reporter(self._run, opened.training)(step, value)
         except StopTraining:
-            self._stopped = True
+            self._stopped.add(design)
             return False
         except ValueError as error:
             if finite(value):
                 raise DataError(str(error)) from None
-            self._stopped, self._failed = True, str(error)
+            self._stopped.add(design)
+            self._failed[design] = str(error)
             return False
         return True
 
@@ -314,20 +338,21 @@ class Trainings:
         """End design ``design``'s training; its journal record."""
         opened = self._opened(design)
         training = opened.training
-        error = error or self._failed
+        error = error or self._failed.pop(design, None)
         if error is not None:
             status, y = "failed", None
-        elif self._stopped and training.over != "max_step":
+        elif design in self._stopped and training.over != "max_step":
             status, y = "stopped", None
         else:
             status, y, error = outcome(value, training.curve)
-        self._open = None
+        del self._open[design]
+        self._stopped.discard(design)
         return self._run.end(opened, status, y, error)
 
-    def _opened(self, design: int) -> _Opened:
-        if self._open is None or self._open.design != design:
+    def _opened(self, design: int) -> Opened:
+        if design not in self._open:
             raise SettingsError(f"design {design} is not training (ask for one first)")
-        return self._open
+        return self._open[design]
 
 
 class _FreezeThawRun:
@@ -389,7 +414,7 @@ def finite(value: Any) -> bool:
 
 
 def check_stepwise(settings: Settings, executor: Any) -> None:
-    """A step-wise run needs ``max_step``; it trains in the driver's process for now."""
+    """A step-wise run needs ``max_step``; freeze-thaw decides one segment at a time."""
     if settings.max_step is None:
         raise SettingsError(
             "the objective takes a report parameter (a step-wise training): set max_step, "
@@ -400,10 +425,15 @@ def check_stepwise(settings: Settings, executor: Any) -> None:
             "a step-wise run minimises one reported value (report the error, or the negated "
             "score); maximize and objectives are for plain objectives"
         )
-    if executor is not None or (settings.q or 1) > 1 or settings.isolated:
+    if settings.early_stopping == "freeze-thaw" and (executor is not None or (settings.q or 1) > 1):
         raise SettingsError(
-            "step-wise objectives train one at a time in the driver's process: executor, "
-            "q > 1, isolate and timeout are for plain objectives"
+            "freeze-thaw decides one segment of training at a time: run it without an "
+            "executor and with q = 1 (hyperband, asha and none run on executors)"
+        )
+    if executor is None and (settings.q or 1) > 1:
+        raise SettingsError(
+            "q > 1 trains several designs at once on an executor: pass executor= (a "
+            "thread or process pool, a Dask client)"
         )
 
 
@@ -412,18 +442,21 @@ def minimize_steps(
     space: Space,
     settings: Settings,
     *,
+    executor: Any = None,
     out=None,
     resume: bool = False,
     progress: bool = True,
 ):
     """Minimise the value a step-wise ``train(point, report)`` reports, under the run's
     scheduler, in ``step_budget`` steps (:func:`bojax.minimize` calls this for an
-    objective with a ``report`` parameter). Returns a :class:`bojax.bo.driver.Result`
+    objective with a ``report`` parameter). With an ``executor`` (``q`` trainings at
+    once, default its workers) or ``isolate``/``timeout`` the trainings run as segments
+    between milestones (:mod:`bojax.bo.segments`). Returns a :class:`bojax.bo.driver.Result`
     whose best is the best design trained to the end (the best stopped one while none
     was), with ``steps`` the steps spent."""
     from bojax.bo.driver import Result
 
-    check_stepwise(settings, None)
+    check_stepwise(settings, executor)
     journal = Journal(out) if out is not None else None
     history: list[dict[str, Any]] = []
     started = time.perf_counter()
@@ -445,11 +478,16 @@ def minimize_steps(
         if settings.early_stopping == "freeze-thaw":
             run = _FreezeThawRun(train, space, settings, journal, history)
         else:
-            run = _StepRun(train, space, settings, journal, history, progress)
+            run = StepRun(train, space, settings, journal, history, progress)
         with _StepProgress(progress, run) as bar:
-            while run.spent < run.budget:
-                record = run.evaluate(len(history))
-                bar.update(record)
+            if executor is not None or (settings.isolated and not isinstance(run, _FreezeThawRun)):
+                from bojax.bo.segments import pooled
+
+                pooled(run, executor).loop(bar)
+            else:
+                while run.spent < run.budget:
+                    record = run.evaluate(len(history))
+                    bar.update(record)
         done = [r for r in history if r["status"] == "ok"]
         candidates = done or [r for r in history if r["status"] == "stopped"]
         if not candidates:
@@ -484,7 +522,7 @@ def _curve_ok(curve: Any, max_step: int) -> bool:
 class _StepProgress:
     """A live line: steps spent of the budget, designs, best complete value."""
 
-    def __init__(self, enabled: bool, run: _StepRun):
+    def __init__(self, enabled: bool, run: StepRun):
         self.enabled, self.run = enabled, run
 
     def __enter__(self):

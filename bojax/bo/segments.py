@@ -1,0 +1,345 @@
+"""Step-wise trainings a segment at a time: on an executor's workers, in isolated
+processes, under a timeout.
+
+A worker cannot ask the driver at each ``report`` whether to go on (a Dask worker may be
+another machine), so the driver hands out *segments*: "train this design from its last
+recorded step to step ``until``" (its next milestone). :func:`run_segment` runs one: its
+``report`` records the values past the design's last step and stops the training with
+:class:`~bojax.bo.stepwise.StopTraining` at ``until``; the curve, the steps trained and
+the training's last checkpoint come back as a :class:`Segment`. The driver
+(:class:`PooledSteps`) takes the scheduler's decision at the milestone and, if the
+training goes on, hands out its next segment as soon as a worker is free, before any
+new design (asynchronous successive halving, Li et al. 2020).
+
+An objective ``train(point, report, checkpoint=None)`` that passes
+``report(step, value, checkpoint=state)`` continues from its state; one without the
+parameter trains again from its first step, and the repeated steps are charged to the
+budget (not recorded twice): with ASHA at ``eta = 3`` a design trained to the end then
+costs about 1.8 times its steps, which is why checkpoints are worth writing.
+
+With ``isolate`` (or a ``timeout``) each segment runs in a fresh process
+(:func:`bojax.bo.isolation.run_isolated`), killed after ``timeout`` seconds: a hang or a
+crash fails that design only.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bojax.bo.evaluation import Inline, as_executor, concurrency
+from bojax.bo.isolation import run_isolated
+from bojax.bo.stepwise import (
+    Opened,
+    StepRun,
+    StopTraining,
+    check_step,
+    checked_value,
+    outcome,
+    takes,
+)
+
+# The longest single wait for the executor, so Ctrl-C is seen (the loop waits again).
+MAX_WAIT = 1.0
+
+
+@dataclass
+class Segment:
+    """What one segment of a training did (what a worker sends back)."""
+
+    curve: list[list[float]]  # [step, value] past the design's last recorded step
+    charged: int  # steps trained, repeats of a training without checkpoints included
+    status: str  # "paused" (at until), "complete" (returned, or reached max_step), "failed"
+    y: float | None = None  # the value train returned, when complete
+    error: str | None = None
+    checkpoint: Any = None  # the last one passed to report, if any
+
+
+class SegmentReport:
+    """``report(step, value, checkpoint=None)`` for one segment: records the steps past
+    ``after``, pauses the training once ``until`` is reached."""
+
+    def __init__(self, after: int, until: int, max_step: int):
+        self.after, self.until, self.max_step = after, until, max_step
+        self.last = 0  # the last step this call of train reported
+        self.curve: list[list[float]] = []
+        self.charged = 0
+        self.checkpoint: Any = None
+        self.complete = False
+
+    def __call__(self, step: Any, value: Any, checkpoint: Any = None) -> None:
+        check_step(step, self.last)
+        if step > self.max_step:
+            self.complete = True
+            raise StopTraining(f"past max_step = {self.max_step}")
+        value = checked_value(value)
+        self.charged += step - self.last
+        self.last = int(step)
+        if checkpoint is not None:
+            self.checkpoint = checkpoint
+        if step > self.after:  # a repeated step (no checkpoint) is charged, not recorded
+            self.curve.append([int(step), value])
+        if step == self.max_step:
+            self.complete = True  # the training returns by itself
+        elif step >= self.until:  # (below `after` only when the budget cut the segment)
+            raise StopTraining(f"paused at step {step}")
+
+    def ended(self, status: str, y: float | None = None, error: str | None = None) -> Segment:
+        return Segment(self.curve, self.charged, status, y, error, self.checkpoint)
+
+
+def run_segment(
+    train: Any,
+    point: dict[str, Any],
+    after: int,
+    until: int,
+    max_step: int,
+    checkpoint: Any = None,
+    attempt: int = 0,
+) -> Segment:
+    """Train ``point`` past step ``after`` (from ``checkpoint`` when the objective takes
+    one, else from its first step) until step ``until``. Never raises for what the
+    objective does; ``attempt`` only keeps retried tasks distinct."""
+    del attempt
+    report = SegmentReport(after, until, max_step)
+    kwargs = {}
+    if checkpoint is not None and takes(train, "checkpoint"):
+        kwargs, report.last = {"checkpoint": checkpoint}, after
+    try:
+        returned = train(dict(point), report, **kwargs)
+    except StopTraining:
+        return report.ended("complete" if report.complete else "paused")
+    except KeyboardInterrupt:  # Ctrl-C stops the run, not the design
+        raise
+    except BaseException as error:  # user code: record, don't end the run
+        if isinstance(error, SystemExit):
+            return report.ended("failed", error=f"the objective called sys.exit({error.code!r})")
+        return report.ended("failed", error=f"{type(error).__name__}: {error}")
+    earlier = [[after, 0.0]] if after else []  # a value was recorded before this segment
+    status, y, error = outcome(returned, report.curve or earlier)
+    return report.ended("complete" if status == "ok" else "failed", y, error)
+
+
+def run_segment_isolated(
+    train: Any,
+    point: dict[str, Any],
+    after: int,
+    until: int,
+    max_step: int,
+    checkpoint: Any = None,
+    attempt: int = 0,
+    timeout: float | None = None,
+) -> Segment:
+    """:func:`run_segment` in a fresh process, killed after ``timeout`` seconds: a
+    timeout or a crash is a failed segment saying why."""
+    args = (train, dict(point), after, until, max_step, checkpoint, attempt)
+    done, result = run_isolated(run_segment, args, timeout)
+    return result if done else Segment([], 0, "failed", None, result)
+
+
+@dataclass
+class _Open:
+    """A design's training between segments (the driver's side)."""
+
+    opened: Opened
+    checkpoint: Any = None
+    charged: int = 0
+    attempts: int = 0
+    until: int = 0  # where its segment in flight (or its last one) pauses
+    reserved: int = 0  # steps its segment in flight may charge
+    curve: list[list[float]] = field(init=False)
+
+    def __post_init__(self):
+        self.curve = self.opened.training.curve
+
+    @property
+    def step(self) -> int:
+        return int(self.curve[-1][0]) if self.curve else 0
+
+
+class PooledSteps:
+    """A step-wise run (Hyperband, ASHA or none) whose trainings run as segments on
+    ``pool`` (``slots`` at once) or, with ``isolate``, each in a process of its own.
+
+    The records, proposals and decisions are those of :class:`~bojax.bo.stepwise.StepRun`
+    (``run``); designs in flight are pending points of the proposals. Records are
+    journalled as trainings end, in the order they end; a resume replays the scheduler's
+    decisions in that order, and trainings that were in flight start again from their
+    first step (``pending.json`` keeps their proposals)."""
+
+    def __init__(self, run: StepRun, pool: Any, slots: int):
+        self.run, self.settings = run, run.settings
+        self.pool, self.slots = pool, max(1, int(slots))
+        self.resumable = takes(run.train, "checkpoint")
+        self.open: dict[int, _Open] = {}
+        self.running: dict[cf.Future, int] = {}
+        self.ready: deque[int] = deque()  # kept designs waiting for a worker
+        self.reserved = 0
+        designs = [int(r.get("proposal", j)) for j, r in enumerate(run.history)]
+        self.next_design = max(designs, default=-1) + 1
+        self.retries = self.settings.retries
+        self.restarts = self._restarts()
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        return self.run.history
+
+    @property
+    def spent(self) -> int:
+        return self.run.spent
+
+    @property
+    def budget(self) -> int:
+        return self.run.budget
+
+    # -- the loop ------------------------------------------------------------------
+    def loop(self, bar) -> None:
+        """Run until the budget is spent and every segment is back."""
+        try:
+            while True:
+                self._fill()
+                if not self.running:
+                    break
+                done, _ = cf.wait(self.running, timeout=MAX_WAIT, return_when="FIRST_COMPLETED")
+                for future in done:
+                    record = self._finish(future)
+                    if record is not None:
+                        bar.update(record)
+            for design in list(self.ready):  # kept, but no budget left to go on
+                bar.update(self._end(design, "stopped"))
+        except KeyboardInterrupt:
+            self._save_pending()
+            raise
+
+    def _fill(self) -> None:
+        """Hand out segments while workers and budget are free: continuations first."""
+        while len(self.running) < self.slots and self.spent + self.reserved < self.budget:
+            if self.ready:
+                design = self.ready.popleft()
+            else:
+                design = self._start()
+            self._submit(design)
+
+    def _start(self) -> int:
+        """A new design: a restarted one from ``pending.json``, else a proposal."""
+        if self.restarts:
+            design, u, info = self.restarts.pop(0)
+            training = self.run._start(design)
+            point = self.run.space.from_unit(u)
+            opened = Opened(design, u, point, info, training, time.perf_counter())
+        else:
+            design = self.next_design
+            pending = np.array([o.opened.u for o in self.open.values()], np.float64)
+            opened = self.run.begin(design, pending.reshape(-1, self.run.space.dim))
+        self.next_design = max(self.next_design, design + 1)
+        self.open[design] = _Open(opened)
+        self._save_pending()
+        return design
+
+    def _submit(self, design: int) -> None:
+        entry = self.open[design]
+        steps = self.run.steps
+        training = entry.opened.training
+        base = entry.step if (self.resumable and entry.checkpoint is not None) else 0
+        left = self.budget - self.spent - self.reserved
+        entry.until = min(steps[training.rung], base + left)
+        entry.reserved = entry.until - base
+        entry.attempts += 1
+        self.reserved += entry.reserved
+        args = (
+            self.run.train, entry.opened.point, entry.step, entry.until,
+            self.run.max_step, entry.checkpoint, entry.attempts,
+        )  # fmt: skip
+        if self.settings.isolated:
+            future = self.pool.submit(run_segment_isolated, *args, self.settings.timeout)
+        else:
+            future = self.pool.submit(run_segment, *args)
+        self.running[future] = design
+
+    def _finish(self, future: cf.Future) -> dict[str, Any] | None:
+        """Take a segment back: the training's record if it ended, else None."""
+        design = self.running.pop(future)
+        entry = self.open[design]
+        self.reserved -= entry.reserved
+        try:
+            segment: Segment = future.result()
+        except Exception as lost:  # the executor lost it (a killed worker, a broken pool)
+            if entry.attempts <= self.retries:
+                self.ready.appendleft(design)
+                return None
+            why = f"segment lost after {entry.attempts} attempt(s): {type(lost).__name__}: {lost}"
+            return self._end(design, "failed", error=why)
+        entry.attempts = 0
+        self.run.spent += segment.charged
+        entry.charged += segment.charged
+        entry.curve.extend(segment.curve)
+        if segment.checkpoint is not None:
+            entry.checkpoint = segment.checkpoint
+        if segment.status == "failed":
+            return self._end(design, "failed", error=segment.error)
+        training = entry.opened.training
+        if segment.status == "complete":
+            for step, value in segment.curve:  # the milestones' records, as inline
+                self.run.decide(training, step, value)
+            if not entry.curve:
+                return self._end(design, "failed", error="train reported no value")
+            return self._end(design, "ok", y=segment.y)
+        milestone = self.run.steps[training.rung]
+        for step, value in segment.curve:
+            if not self.run.decide(training, step, value):
+                return self._end(design, "stopped")
+        if entry.step < milestone:
+            return self._end(design, "stopped")  # the budget ended it before the milestone
+        self.ready.append(design)
+        return None
+
+    def _end(self, design: int, status: str, y=None, error=None) -> dict[str, Any]:
+        entry = self.open.pop(design)
+        if design in self.ready:
+            self.ready.remove(design)
+        record = self.run.end(entry.opened, status, y, error, charged=entry.charged)
+        self._save_pending()
+        return record
+
+    # -- resume ----------------------------------------------------------------------
+    def _save_pending(self) -> None:
+        """The designs whose trainings are open, so a resumed run restarts them."""
+        journal = self.run.journal
+        if journal is None:
+            return
+        entries = [
+            {"proposal": d, "u": np.asarray(e.opened.u).tolist(), "x": e.opened.point,
+             "info": e.opened.info}
+            for d, e in sorted(self.open.items())
+        ]  # fmt: skip
+        restarts = [
+            {"proposal": d, "u": np.asarray(u).tolist(), "x": self.run.space.from_unit(u),
+             "info": info}
+            for d, u, info in self.restarts
+        ]  # fmt: skip
+        journal.save_pending(sorted([*entries, *restarts], key=lambda e: e["proposal"]))
+
+    def _restarts(self) -> list[tuple[int, np.ndarray, dict[str, Any]]]:
+        journal = self.run.journal
+        if journal is None:
+            return []
+        finished = {int(r.get("proposal", j)) for j, r in enumerate(self.history)}
+        restarts = []
+        for entry in journal.load_pending(self.run.space):
+            if entry["proposal"] not in finished:
+                u = np.asarray(entry["u"], np.float64)
+                restarts.append((int(entry["proposal"]), u, dict(entry["info"])))
+        return restarts
+
+
+def pooled(run: StepRun, executor: Any) -> PooledSteps:
+    """``run``'s trainings as segments on ``executor``, ``q`` at once (default: its
+    workers); in the driver's process, one at a time, when it is None (an isolated run)."""
+    pool = Inline() if executor is None else as_executor(executor)
+    slots = run.settings.q or (1 if executor is None else concurrency(pool))
+    return PooledSteps(run, pool, slots)
