@@ -393,6 +393,32 @@ def decision_speed(task: str = "3945", observations: int = 2000, seed: int = 0) 
             "steady": float(np.median(seconds[2:])), "max_steady": max(seconds[2:])}  # fmt: skip
 
 
+def batched_speed(sizes=(1, 2, 4, 8, 16), epochs: int = 5, seed: int = 0) -> list[dict]:
+    """(design x epoch) per second of MNIST-1D trainings, ``size`` random designs one
+    at a time (``MixedNetObjective.train``) against one vmapped batch (``train_batch``),
+    each timed after a warm-up call that compiles it."""
+    from bojax.objectives.mixednet import MixedNetObjective, Training
+
+    objective = MixedNetObjective(training=Training(epochs=epochs))
+    rng = np.random.default_rng(seed)
+    rows = []
+    for size in sizes:
+        points = [objective.space.from_unit(u) for u in rng.random((size, objective.space.dim))]
+        objective.train_batch(points, [lambda step, value: None] * size)  # compile
+        objective.train(points[0], lambda step, value: None)
+        tick = time.perf_counter()
+        for point in points:
+            objective.train(point, lambda step, value: None)
+        alone = time.perf_counter() - tick
+        tick = time.perf_counter()
+        objective.train_batch(points, [lambda step, value: None] * size)
+        together = time.perf_counter() - tick
+        work = size * epochs
+        rows.append({"designs": size, "epochs": epochs, "alone_per_s": work / alone,
+                     "batched_per_s": work / together, "speedup": alone / together})  # fmt: skip
+    return rows
+
+
 def available(arm: str, task: str | None = None) -> bool:
     """Whether ``arm`` runs (its peer installed) on ``task``: this SMAC3 arm builds
     numeric configuration spaces only, so it sits out MNIST-1D's categorical choices."""
@@ -560,6 +586,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--decision", action="store_true", help="time a freeze-thaw decision at 2,000 values"
     )
+    parser.add_argument(
+        "--batched", action="store_true", help="MNIST-1D design-epochs/s: vmapped batch vs alone"
+    )
     parser.add_argument("--run-one", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--budget", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--to", type=Path, help=argparse.SUPPRESS)
@@ -576,6 +605,18 @@ def main(argv: list[str] | None = None) -> dict:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "multifidelity_decision.json").write_text(json.dumps(row, indent=1))
         return row
+    if args.batched:
+        rows = batched_speed()
+        table = Table(title="MNIST-1D trainings: (design x epoch) per second")
+        for column in ("designs", "alone /s", "batched /s", "batched / alone"):
+            table.add_column(column, justify="right")
+        for row in rows:
+            table.add_row(str(row["designs"]), f"{row['alone_per_s']:.1f}",
+                          f"{row['batched_per_s']:.1f}", f"{row['speedup']:.2f}x")  # fmt: skip
+        console.print(table)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "multifidelity_batched.json").write_text(json.dumps(rows, indent=1))
+        return {"batched": rows}
     seeds = args.seeds or (1 if args.quick else 10)
     tasks = args.tasks or (TASKS[:2] if args.quick else [*TASKS, "mnist1d"])
     if not (args.lcbench / "model.onnx").exists():

@@ -66,6 +66,15 @@ def takes_report(objective: Callable) -> bool:
     return takes(objective, "report")
 
 
+def batch_of(train: Callable) -> Callable | None:
+    """How ``train`` trains several designs in one call: its ``batch(points, reports)``
+    method, or for a bound method ``obj.train`` the object's ``train_batch``; else None."""
+    batch = getattr(train, "batch", None)
+    if batch is None and hasattr(train, "__self__"):
+        batch = getattr(train.__self__, f"{train.__name__}_batch", None)
+    return batch if callable(batch) else None
+
+
 def step_budget(settings: Settings) -> int:
     """The steps a step-wise run may spend: ``step_budget``, or what ``initial +
     iterations`` full trainings cost."""
@@ -200,6 +209,47 @@ class StepRun:
         except Exception as raised:
             status, error = "failed", f"{type(raised).__name__}: {raised}"
         return self.end(opened, status, y, error)
+
+    def evaluate_batch(self, first: int, count: int, batch: Callable) -> list[dict[str, Any]]:
+        """Designs ``first .. first + count - 1`` trained together by one
+        ``batch(points, reports)`` call (a vmapped trainer); each design's decisions are
+        taken at its own reports. If the call raises, every design of it fails."""
+        opened: list[Opened] = []
+        for design in range(first, first + count):
+            pending = np.array([o.u for o in opened], np.float64)
+            opened.append(self.begin(design, pending))
+        failed: dict[int, str] = {}
+
+        def reporter(o: Opened):
+            inner = _Reporter(self, o.training)
+
+            def report(step: Any, value: Any, checkpoint: Any = None) -> None:
+                try:
+                    inner(step, value)
+                except ValueError as error:  # this design fails; the others go on
+                    failed[o.design] = str(error)
+                    raise StopTraining(str(error)) from None
+
+            return report
+
+        try:
+            returned = list(batch([o.point for o in opened], [reporter(o) for o in opened]))
+            if len(returned) != count:
+                raise ValueError(f"batch returned {len(returned)} values for {count} designs")
+        except Exception as raised:
+            why = f"{type(raised).__name__}: {raised}"
+            failed.update({o.design: failed.get(o.design, why) for o in opened})
+            returned = [None] * count
+        records = []
+        for o, value in zip(opened, returned, strict=True):
+            if o.design in failed:
+                status, y, error = "failed", None, failed[o.design]
+            elif o.training.over not in (None, "max_step"):
+                status, y, error = "stopped", None, None
+            else:
+                status, y, error = outcome(value, o.training.curve)
+            records.append(self.end(o, status, y, error))
+        return records
 
     def begin(self, design: int, training=None) -> Opened:
         """Design ``design``'s proposal and its training's scheduler state (``training``:
@@ -413,7 +463,7 @@ def finite(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def check_stepwise(settings: Settings, executor: Any) -> None:
+def check_stepwise(settings: Settings, executor: Any, batched: bool = False) -> None:
     """A step-wise run needs ``max_step``; freeze-thaw decides one segment at a time."""
     if settings.max_step is None:
         raise SettingsError(
@@ -430,10 +480,11 @@ def check_stepwise(settings: Settings, executor: Any) -> None:
             "freeze-thaw decides one segment of training at a time: run it without an "
             "executor and with q = 1 (hyperband, asha and none run on executors)"
         )
-    if executor is None and (settings.q or 1) > 1:
+    if executor is None and (settings.q or 1) > 1 and not batched:
         raise SettingsError(
-            "q > 1 trains several designs at once on an executor: pass executor= (a "
-            "thread or process pool, a Dask client)"
+            "q > 1 trains several designs at once: on an executor (pass executor=, a "
+            "thread or process pool or a Dask client), or in one call of the objective's "
+            "batch(points, reports) method (obj.train_batch for a method obj.train)"
         )
 
 
@@ -456,7 +507,8 @@ def minimize_steps(
     was), with ``steps`` the steps spent."""
     from bojax.bo.driver import Result
 
-    check_stepwise(settings, executor)
+    batch = batch_of(train) if executor is None and (settings.q or 1) > 1 else None
+    check_stepwise(settings, executor, batched=batch is not None)
     journal = Journal(out) if out is not None else None
     history: list[dict[str, Any]] = []
     started = time.perf_counter()
@@ -484,6 +536,10 @@ def minimize_steps(
                 from bojax.bo.segments import pooled
 
                 pooled(run, executor).loop(bar)
+            elif batch is not None:
+                while run.spent < run.budget:
+                    for record in run.evaluate_batch(len(history), settings.q, batch):
+                        bar.update(record)
             else:
                 while run.spent < run.budget:
                     record = run.evaluate(len(history))

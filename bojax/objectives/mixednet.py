@@ -170,6 +170,23 @@ def _epoch_and_score(training: Training, design, data, valid, order_key, epoch, 
     return carry, _wrong(carry[0], design, valid)
 
 
+# Several trainings' epochs as one program: designs, keys and carries stacked on axis 0.
+_epochs_and_scores = jax.jit(
+    jax.vmap(_epoch_and_score.__wrapped__, in_axes=(None, 0, None, None, 0, 0, 0)),
+    static_argnums=(0,),
+)
+
+
+def _stacked(trees: list) -> Any:
+    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *trees)
+
+
+def _padded(items: list) -> list:
+    """``items`` repeated up to a power of two: one batched program per size."""
+    size = 1 << max(0, len(items) - 1).bit_length()
+    return items + [items[-1]] * (size - len(items))
+
+
 class MixedNetObjective:
     """``point -> validation error`` of the design's MLP on MNIST-1D; deterministic per
     (seed, point). A diverged training scores as every example wrong."""
@@ -216,6 +233,52 @@ class MixedNetObjective:
         for epoch, error in enumerate(self.curve(point), start=1):
             report(epoch, error)
         return error
+
+    def train_batch(self, points: list[Mapping[str, Any]], reports: list) -> list[float]:
+        """:meth:`train` for several designs at once: each epoch of every design still
+        training is one vmapped program (padded to a power of two of designs, so a batch
+        compiles at most log2(len(points)) + 1 programs). ``reports[i](epoch, error)``
+        as :meth:`train` calls it; a design whose report raises
+        :class:`~bojax.bo.stepwise.StopTraining` leaves the batch and the others go on.
+        Same keys, minibatches and (where stable) errors as :meth:`train`."""
+        from bojax.bo.stepwise import StopTraining
+
+        d = self.data
+        points = [self.space.validate(p) for p in points]
+        data = (jnp.asarray(d.x_train), jnp.asarray(d.y_train))
+        valid = (jnp.asarray(d.x_valid), jnp.asarray(d.y_valid))
+        starts = [_start(point_key(self.seed, p), self.training, d.x_train.shape[1], d.classes)
+                  for p in points]  # fmt: skip
+        # Every design's state stacked on axis 0; each epoch gathers the live rows.
+        designs = _stacked([self.design(p) for p in points])
+        keys = jnp.stack([key for key, _ in starts])
+        carries = _stacked([carry for _, carry in starts])
+        errors = [1.0] * len(points)
+        live = list(range(len(points)))
+        for epoch in range(self.training.epochs):
+            if not live:
+                break
+            rows = jnp.asarray(_padded(live))
+            carry, wrong = _epochs_and_scores(
+                self.training, jax.tree.map(lambda leaf: leaf[rows], designs), data, valid,
+                keys[rows], jnp.full(len(rows), epoch),
+                jax.tree.map(lambda leaf: leaf[rows], carries),
+            )  # fmt: skip
+            here = jnp.asarray(live)
+            carries = jax.tree.map(
+                lambda all_, new: all_.at[here].set(new[: len(live)]), carries, carry
+            )
+            wrong = jax.device_get(wrong)
+            going = []
+            for row, i in enumerate(live):
+                errors[i] = float(wrong[row]) / len(d.y_valid)
+                try:
+                    reports[i](epoch + 1, errors[i])
+                    going.append(i)
+                except StopTraining:
+                    pass
+            live = going
+        return errors
 
     def curve(self, point: Mapping[str, Any]):
         """The validation error after each epoch, computed as it is iterated."""
