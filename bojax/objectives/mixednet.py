@@ -181,6 +181,14 @@ def _stacked(trees: list) -> Any:
     return jax.tree.map(lambda *leaves: jnp.stack(leaves), *trees)
 
 
+def _rows(tree: Any, rows: jax.Array) -> Any:
+    return jax.tree.map(lambda leaf: leaf[rows], tree)
+
+
+def _put(tree: Any, rows: jax.Array, new: Any) -> Any:
+    return jax.tree.map(lambda leaf, value: leaf.at[rows].set(value), tree, new)
+
+
 def _padded(items: list) -> list:
     """``items`` repeated up to a power of two: one batched program per size."""
     size = 1 << max(0, len(items) - 1).bit_length()
@@ -260,14 +268,10 @@ class MixedNetObjective:
                 break
             rows = jnp.asarray(_padded(live))
             carry, wrong = _epochs_and_scores(
-                self.training, jax.tree.map(lambda leaf: leaf[rows], designs), data, valid,
-                keys[rows], jnp.full(len(rows), epoch),
-                jax.tree.map(lambda leaf: leaf[rows], carries),
+                self.training, _rows(designs, rows), data, valid, keys[rows],
+                jnp.full(len(rows), epoch), _rows(carries, rows),
             )  # fmt: skip
-            here = jnp.asarray(live)
-            carries = jax.tree.map(
-                lambda all_, new: all_.at[here].set(new[: len(live)]), carries, carry
-            )
+            carries = _put(carries, jnp.asarray(live), _rows(carry, jnp.arange(len(live))))
             wrong = jax.device_get(wrong)
             going = []
             for row, i in enumerate(live):
