@@ -368,6 +368,38 @@ def test_bojax_pruner_stops_trials_outside_the_best_third_of_their_milestone():
             assert stopped_here == (not keep), (t.number, milestone)
 
 
+@pytest.mark.slow  # 15 s, most of it compiling the curve model's MAP fit and optimiser
+def test_the_model_pruner_stops_trials_that_would_not_have_won(monkeypatch):
+    from bojax.bo.freezethaw import FreezeThaw
+    from bojax.integrations.optuna import BojaxPruner
+
+    asked = []
+    worth = FreezeThaw.worth
+    monkeypatch.setattr(
+        FreezeThaw, "worth", lambda self, d, going: asked.append(len(d)) or worth(self, d, going)
+    )
+    pruner = BojaxPruner(max_resource=9, early_stopping="freeze-thaw")
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0), pruner=pruner)
+    study.optimize(curved, n_trials=30)
+    assert asked and min(asked) >= 5  # the model decided once 5 trials had reported
+
+    def final(t):
+        return (t.params["x"] - 1.0) ** 2 + (math.log10(t.params["lr"]) + 2.0) ** 2
+
+    pruned = [t for t in study.trials if t.state == optuna.trial.TrialState.PRUNED]
+    assert len(pruned) > 15
+    assert all(final(t) > study.best_value for t in pruned)  # none would have won
+    # It spends fewer epochs than successive halving on the same trials.
+    halving = optuna.create_study(
+        sampler=optuna.samplers.RandomSampler(seed=0),
+        pruner=BojaxPruner(max_resource=9, early_stopping="asha"),
+    )
+    halving.optimize(curved, n_trials=30)
+    assert halving.best_value == study.best_value
+    steps = [sum(t.last_step for t in s.trials) for s in (study, halving)]
+    assert steps[0] < steps[1], steps
+
+
 def test_bojax_pruner_settings_are_checked():
     from bojax.errors import SettingsError
     from bojax.integrations.optuna import BojaxPruner

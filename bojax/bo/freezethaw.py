@@ -141,14 +141,11 @@ class FreezeThaw:
     def _next_milestone(self, step: int) -> int:
         return next(s for s in self.steps if s > step)
 
-    def decide(self, designs: list[Design], k: int) -> Decision:
-        """What decision number ``k`` trains: a new design or a paused one, and how far."""
-        new = len(designs)
-        if new < self.least:  # the Sobol design, at successive milestones
-            started = np.array([d.u for d in designs]).reshape(-1, self.space.dim)
-            points, _, _ = ask_batch(init(self.space, self.settings), 1, started)
-            until = self.steps[new % len(self.steps)]
-            return Decision(new, points[0], until, "initial", {})
+    def worth(self, designs: list[Design], going: list[int]):
+        """``(u, gains, costs, rows)``: the acquisition's best new design ``u`` (at
+        ``max_step``), the expected improvement at ``max_step`` of it and of each design
+        in ``going`` (in that order), the steps each still needs, and how many (design,
+        step) values the fit saw."""
         rows = observations(designs, MODEL_POINTS)
         state = init(self.augmented, self.model)
         if self.chains is not None:
@@ -163,18 +160,29 @@ class FreezeThaw:
         lower[-1] = 1.0
         # No pending points: a new design next to a paused one loses to thawing it.
         points, _, _ = ask_batch(state, 1, box=(lower, upper), fit=fit)
-        paused = [j for j, d in enumerate(designs) if not (d.complete or d.failed)]
-        candidates = np.concatenate([points, [np.append(designs[j].u, 1.0) for j in paused]])
+        candidates = np.concatenate([points, [np.append(designs[j].u, 1.0) for j in going]])
         mean, var = fit.surrogate.predict(fit.fitted, jnp.asarray(_padded_rows(candidates)))
         gains = _expected_improvement(mean, var, float(np.min(fit.y)))[: len(candidates)]
         top = self.settings.max_step
-        costs = np.array([top] + [top - designs[j].step for j in paused], np.float64)
+        costs = np.array([top] + [top - designs[j].step for j in going], np.float64)
+        return points[0][:-1], gains, costs, len(rows)
+
+    def decide(self, designs: list[Design], k: int) -> Decision:
+        """What decision number ``k`` trains: a new design or a paused one, and how far."""
+        new = len(designs)
+        if new < self.least:  # the Sobol design, at successive milestones
+            started = np.array([d.u for d in designs]).reshape(-1, self.space.dim)
+            points, _, _ = ask_batch(init(self.space, self.settings), 1, started)
+            until = self.steps[new % len(self.steps)]
+            return Decision(new, points[0], until, "initial", {})
+        paused = [j for j, d in enumerate(designs) if not (d.complete or d.failed)]
+        u_new, gains, costs, rows = self.worth(designs, paused)
         scores = gains / costs
         best = int(np.argmax(scores))
         info = {"expected_improvement": float(gains[best]), "cost": float(costs[best]),
-                "model_points": len(rows)}  # fmt: skip
+                "model_points": rows}  # fmt: skip
         if best == 0:
-            return Decision(new, points[0][:-1], self.steps[0], "new", info)
+            return Decision(new, u_new, self.steps[0], "new", info)
         j = paused[best - 1]
         until = self._next_milestone(designs[j].step)
         return Decision(j, designs[j].u, until, "thaw", {**info, "from_step": designs[j].step})

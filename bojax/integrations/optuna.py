@@ -347,14 +347,26 @@ __all__ = ["BojaxSampler"]
 class BojaxPruner(BasePruner):
     """bojax's early stopping for Optuna trials that ``trial.report(value, step)``.
 
-    Milestones ``min_resource * reduction_factor^k`` up to ``max_resource``; at each one
-    a trial goes on if its value is among the best ``max(1, m // reduction_factor)`` of
-    the ``m`` values that trials of its bracket reported there, its own included
-    (:mod:`bojax.bo.schedulers`). ``early_stopping="hyperband"`` (the default) puts
-    trial ``n`` in the bracket bojax's own step-wise runs would, ``"asha"`` uses one
-    bracket. The decision reads the study's storage alone, so parallel workers agree.
-    With :class:`BojaxSampler`, the intermediate values of pruned and running trials are
-    the sampler's data (BOHB's rule)."""
+    Milestones ``min_resource * reduction_factor^k`` up to ``max_resource``; decisions
+    are taken where a report reaches one (the last ends the training: none there).
+
+    * ``early_stopping="hyperband"`` (the default) or ``"asha"``: a trial goes on if its
+      value is among the best ``max(1, m // reduction_factor)`` of the ``m`` values that
+      trials of its bracket reported at the milestone, its own included
+      (:mod:`bojax.bo.schedulers`); Hyperband puts trial ``n`` in the bracket bojax's
+      own step-wise runs would, ASHA uses one bracket.
+    * ``early_stopping="freeze-thaw"``: the model decides. A GP (``surrogate``, MAP by
+      default: a decision per milestone must be quick) is fitted to every trial's
+      intermediate values over the parameters and the step (:mod:`bojax.bo.freezethaw`),
+      and the trial goes on if its expected improvement at ``max_resource`` per step it
+      still needs is at least the best new design's per full training (Swersky et al.
+      2014; Snoek et al. 2012's EI per unit cost), i.e. if finishing it is the best use
+      of the next steps. Until ``max(5, d + 2)`` trials have reported, successive
+      halving decides. The model's chains are carried from decision to decision.
+
+    The decision reads the study's storage alone, so parallel workers agree (each
+    pruner fits its own model). With :class:`BojaxSampler`, the intermediate values of
+    pruned and running trials are the sampler's data (BOHB's rule)."""
 
     def __init__(
         self,
@@ -362,24 +374,30 @@ class BojaxPruner(BasePruner):
         max_resource: int = 100,
         reduction_factor: int = 3,
         early_stopping: str = "hyperband",
+        surrogate: str = "gp-map",
+        seed: int = 0,
     ) -> None:
         from bojax.bo.settings import Settings
 
         # Checked as a bojax run's settings are (a SettingsError names the bad one).
-        Settings(
+        self._settings = Settings(
             min_step=min_resource, max_step=max_resource, eta=reduction_factor,
-            early_stopping=early_stopping,
+            early_stopping=early_stopping, surrogate=surrogate, seed=seed, initial=5,
         )  # fmt: skip
         if early_stopping == "none":
             raise SettingsError("early_stopping='none' prunes nothing: use Optuna's NopPruner")
+        if early_stopping == "freeze-thaw" and max_resource < 2:
+            raise SettingsError("freeze-thaw needs max_resource >= 2 (steps to decide between)")
         self._steps = schedulers.milestones(min_resource, max_resource, reduction_factor)
         self._eta, self._kind = reduction_factor, early_stopping
+        self._models: dict[tuple, Any] = {}  # (study, parameters) -> FreezeThaw
 
     def prune(self, study: Study, trial: FrozenTrial) -> bool:
         step = trial.last_step
         if step is None:
             return False
-        rungs = schedulers.SCHEDULERS[self._kind](self._steps, self._eta)
+        kind = "asha" if self._kind == "freeze-thaw" else self._kind
+        rungs = schedulers.SCHEDULERS[kind](self._steps, self._eta)
         bracket = rungs.bracket(trial.number)
         sign = -1.0 if study.direction == StudyDirection.MAXIMIZE else 1.0
         before = max((s for s in trial.intermediate_values if s < step), default=0)
@@ -394,6 +412,10 @@ class BojaxPruner(BasePruner):
         value = sign * trial.intermediate_values[step]
         if not math.isfinite(value):
             return True  # a diverged training does not go on
+        if self._kind == "freeze-thaw":
+            verdict = self._model_prunes(study, trial, sign)
+            if verdict is not None:
+                return verdict
         states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
         others = [
             t
@@ -408,3 +430,39 @@ class BojaxPruner(BasePruner):
             if not rungs.keep(bracket, k, value):
                 return True
         return False
+
+    def _model_prunes(self, study: Study, trial: FrozenTrial, sign: float) -> bool | None:
+        """The model's verdict on ``trial``; None while too few trials have reported (or
+        its parameters cannot be placed in a space)."""
+        from bojax.bo.freezethaw import Design, FreezeThaw
+
+        modelled = {n: d for n, d in trial.distributions.items() if _modelled(n, d)}
+        if not modelled:
+            return None
+        space = _space(modelled)
+        top = self._settings.max_step
+        states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
+        designs, mine = [], None
+        for t in study.get_trials(deepcopy=False, states=states):
+            curve = [
+                [int(s), sign * float(v)]
+                for s, v in sorted(t.intermediate_values.items())
+                if 1 <= s <= top and math.isfinite(v)
+            ]
+            try:
+                u = space.to_unit({n: t.params[n] for n in space.names})
+            except (KeyError, ParameterError):
+                continue  # another search space: not this model's data
+            if not curve:
+                continue
+            if t.number == trial.number:
+                mine = len(designs)
+            done = t.state == TrialState.COMPLETE and t.number != trial.number
+            designs.append(Design(u, {}, curve, complete=done))
+        key = (study.study_name, tuple(space.names))
+        model = self._models.get(key) or FreezeThaw(space, self._settings)
+        if mine is None or len(designs) < model.least:
+            return None
+        self._models[key] = model
+        _, gains, costs, _ = model.worth(designs, [mine])
+        return bool(gains[1] / costs[1] < gains[0] / costs[0])
