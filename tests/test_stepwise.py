@@ -394,6 +394,20 @@ def test_freeze_thaw_keeps_a_bounded_summary_of_many_curves():
     assert observations(designs, 30) == [(j, 40, 1.0 + j + 1.0 / 40) for j in range(30)]
 
 
+def test_freeze_thaw_starts_a_new_design_when_none_is_paused():
+    from bojax.bo.freezethaw import Design, FreezeThaw
+
+    rng = np.random.default_rng(1)
+    designs = []
+    for _ in range(6):  # every design trained to the end: nothing to thaw
+        u = rng.random(2)
+        point = SPACE.from_unit(u)
+        curve = [[s, final_value(point) + 2.0 / s] for s in range(1, 10)]
+        designs.append(Design(u, point, curve, complete=True))
+    decision = FreezeThaw(SPACE, bojax.Settings(**FREEZE_THAW | {"max_step": 9})).decide(designs, 6)
+    assert decision.phase == "new" and decision.design == 6 and decision.until == 1
+
+
 def test_freeze_thaw_expected_improvement_matches_the_closed_form():
     from scipy.stats import norm
 

@@ -160,7 +160,8 @@ class FreezeThaw:
         lower[-1] = 1.0
         # No pending points: a new design next to a paused one loses to thawing it.
         points, _, _ = ask_batch(state, 1, box=(lower, upper), fit=fit)
-        candidates = np.concatenate([points, [np.append(designs[j].u, 1.0) for j in going]])
+        going_rows = [np.append(designs[j].u, 1.0) for j in going]
+        candidates = np.concatenate([points, np.reshape(going_rows, (-1, self.augmented.dim))])
         mean, var = fit.surrogate.predict(fit.fitted, jnp.asarray(_padded_rows(candidates)))
         gains = _expected_improvement(mean, var, float(np.min(fit.y)))[: len(candidates)]
         top = self.settings.max_step
