@@ -42,6 +42,13 @@ def make_train(max_step: int = 27, log: list | None = None):
     return train
 
 
+KEYS = ("x", "u", "y", "status", "curve", "phase")
+
+
+def same_records(a, b):
+    return [{k: r[k] for k in KEYS} for r in a] == [{k: r[k] for k in KEYS} for r in b]
+
+
 # -- the scheduler's rules -------------------------------------------------------------
 def test_milestones_are_geometric_and_end_at_max_step():
     assert schedulers.milestones(1, 52, 3) == (1, 3, 9, 27, 52)
@@ -203,11 +210,8 @@ def test_step_wise_settings_are_checked():
         bojax.minimize(make_train(), SPACE, progress=False)
     with pytest.raises(SettingsError, match="max_step is for step-wise"):
         bojax.minimize(final_value, SPACE, max_step=5, progress=False)
-    with cf.ThreadPoolExecutor(2) as pool, pytest.raises(SettingsError, match="one segment"):
-        bojax.minimize(
-            make_train(), SPACE, max_step=5, executor=pool, early_stopping="freeze-thaw",
-            progress=False,
-        )  # fmt: skip
+    with pytest.raises(SettingsError, match="freeze-thaw trains q > 1 designs"):
+        bojax.minimize(make_train(), SPACE, max_step=5, q=2, early_stopping="freeze-thaw")
     with pytest.raises(SettingsError, match="pass executor="):
         bojax.minimize(make_train(), SPACE, max_step=5, q=2, progress=False)
     with pytest.raises(SettingsError, match="early_stopping must be one of"):
@@ -368,6 +372,41 @@ def test_freeze_thaw_pauses_and_thaws_trainings_from_their_checkpoints():
     assert result.best_value < 0.05  # the model finds the basin within 60 epochs
 
 
+def test_freeze_thaw_on_workers_thaws_no_design_twice_at_once():
+    settings = {**FREEZE_THAW, "max_step": 9, "step_budget": 60}
+    inline = bojax.minimize(resumable(None, 9), SPACE, progress=False, **settings)
+    with cf.ThreadPoolExecutor(1) as pool:  # one worker: the inline run's decisions
+        one = bojax.minimize(resumable(None, 9), SPACE, progress=False, executor=pool, **settings)
+    assert same_records(one.history, inline.history)
+
+    lock, training, overlaps, trained = threading.Lock(), set(), [], []
+
+    def guarded(point, report, checkpoint=None):
+        key = tuple(point.values())
+        with lock:
+            overlaps.append(key in training)
+            training.add(key)
+        try:
+            for step in range(1 + (checkpoint or 0), 10):
+                time.sleep(0.003)
+                with lock:
+                    trained.append((key, step))
+                report(step, final_value(point) + 2.0 / step, checkpoint=step)
+            return final_value(point)
+        finally:
+            with lock:
+                training.discard(key)
+
+    with cf.ThreadPoolExecutor(3) as pool:
+        result = bojax.minimize(guarded, SPACE, progress=False, executor=pool, **settings)
+    assert not any(overlaps)  # a design in flight is never thawed again meanwhile
+    assert len(trained) == len(set(trained)) == result.steps == 60  # checkpoints, exact budget
+    assert {"new", "thaw"} <= {r["phase"] for r in result.history}
+    for curve in designs_of(result.history).values():
+        steps = [s for s, _ in curve]
+        assert steps == list(range(1, len(steps) + 1))
+
+
 def test_freeze_thaw_without_checkpoints_retrains_and_charges_the_repeated_steps():
     result = bojax.minimize(make_train(), SPACE, step_budget=120, progress=False, **FREEZE_THAW)
     curves = designs_of(result.history)
@@ -514,11 +553,6 @@ def test_ask_and_tell_keep_several_trainings_open_for_the_users_own_workers():
 
 # -- parallel trainings: segments on executors and in isolated processes -----------------
 ASHA = dict(max_step=27, early_stopping="asha", surrogate="gp-map", step_budget=120)
-KEYS = ("x", "u", "y", "status", "curve", "phase")
-
-
-def same_records(a, b):
-    return [{k: r[k] for k in KEYS} for r in a] == [{k: r[k] for k in KEYS} for r in b]
 
 
 def test_a_segment_records_the_steps_past_the_last_and_pauses_at_until():

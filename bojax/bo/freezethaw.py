@@ -141,7 +141,7 @@ class FreezeThaw:
     def _next_milestone(self, step: int) -> int:
         return next(s for s in self.steps if s > step)
 
-    def worth(self, designs: list[Design], going: list[int]):
+    def worth(self, designs: list[Design], going: list[int], pending=()):
         """``(u, gains, costs, rows)``: the acquisition's best new design ``u`` (at
         ``max_step``), the expected improvement at ``max_step`` of it and of each design
         in ``going`` (in that order), the steps each still needs, and how many (design,
@@ -158,8 +158,10 @@ class FreezeThaw:
         self.chains = fit.fitted
         lower, upper = np.zeros(self.augmented.dim), np.ones(self.augmented.dim)
         lower[-1] = 1.0
-        # No pending points: a new design next to a paused one loses to thawing it.
-        points, _, _ = ask_batch(state, 1, box=(lower, upper), fit=fit)
+        # Pending: the designs in training elsewhere (at max_step). Paused ones are not:
+        # a new design next to a paused one loses to thawing it.
+        pending = np.reshape([np.append(u, 1.0) for u in pending], (-1, self.augmented.dim))
+        points, _, _ = ask_batch(state, 1, pending, box=(lower, upper), fit=fit)
         going_rows = [np.append(designs[j].u, 1.0) for j in going]
         candidates = np.concatenate([points, np.reshape(going_rows, (-1, self.augmented.dim))])
         mean, var = fit.surrogate.predict(fit.fitted, jnp.asarray(_padded_rows(candidates)))
@@ -168,16 +170,20 @@ class FreezeThaw:
         costs = np.array([top] + [top - designs[j].step for j in going], np.float64)
         return points[0][:-1], gains, costs, len(rows)
 
-    def decide(self, designs: list[Design], k: int) -> Decision:
-        """What decision number ``k`` trains: a new design or a paused one, and how far."""
+    def decide(self, designs: list[Design], k: int, busy=frozenset()) -> Decision:
+        """What decision number ``k`` trains: a new design or a paused one, and how far.
+        ``busy``: designs training elsewhere now (a parallel run's segments in flight)."""
         new = len(designs)
+        known = [d.u for d in designs if not np.isnan(d.u).any()]
         if new < self.least:  # the Sobol design, at successive milestones
-            started = np.array([d.u for d in designs]).reshape(-1, self.space.dim)
+            started = np.reshape(known, (-1, self.space.dim))
             points, _, _ = ask_batch(init(self.space, self.settings), 1, started)
             until = self.steps[new % len(self.steps)]
             return Decision(new, points[0], until, "initial", {})
-        paused = [j for j, d in enumerate(designs) if not (d.complete or d.failed)]
-        u_new, gains, costs, rows = self.worth(designs, paused)
+        paused = [
+            j for j, d in enumerate(designs) if not (d.complete or d.failed or j in busy)
+        ]
+        u_new, gains, costs, rows = self.worth(designs, paused, [designs[j].u for j in busy])
         scores = gains / costs
         best = int(np.argmax(scores))
         info = {"expected_improvement": float(gains[best]), "cost": float(costs[best]),
@@ -189,24 +195,23 @@ class FreezeThaw:
         return Decision(j, designs[j].u, until, "thaw", {**info, "from_step": designs[j].step})
 
 
-def train_segment(run, decision: Decision, designs: list[Design]) -> dict[str, Any]:
-    """Run one decision's segment of training (:func:`bojax.bo.segments.run_segment`, in
-    a process of its own with ``isolate``); the journal record of it."""
-    from bojax.bo.segments import run_segment, run_segment_isolated
-
+def open_segment(run, decision: Decision, designs: list[Design], reserved: int = 0) -> tuple:
+    """The arguments of :func:`bojax.bo.segments.run_segment` for ``decision`` (a new
+    design is added to ``designs``), its ``until`` cut where the budget, less the
+    ``reserved`` steps of segments in flight, runs out."""
     if decision.design == len(designs):
         designs.append(Design(decision.u, run.space.from_unit(decision.u)))
     design = designs[decision.design]
     resumable = design.checkpoint is not None and takes(run.train, "checkpoint")
     base = design.step if resumable else 0  # where the training starts from
-    until = min(decision.until, base + run.budget - run.spent)
+    until = min(decision.until, base + run.budget - run.spent - reserved)
     checkpoint = design.checkpoint if resumable else None
-    args = (run.train, design.point, design.step, until, run.settings.max_step, checkpoint)
-    started = time.perf_counter()
-    if run.settings.isolated:
-        segment = run_segment_isolated(*args, 0, run.settings.timeout)
-    else:
-        segment = run_segment(*args)
+    return (run.train, design.point, design.step, until, run.settings.max_step, checkpoint)
+
+
+def close_segment(run, decision: Decision, designs: list[Design], segment, seconds: float):
+    """Apply a segment's outcome to its design and the budget; its journal record."""
+    design = designs[decision.design]
     run.spent += segment.charged
     design.curve.extend(segment.curve)
     if segment.checkpoint is not None:
@@ -230,7 +235,7 @@ def train_segment(run, decision: Decision, designs: list[Design]) -> dict[str, A
         "y": y,
         "status": status,
         "error": error,
-        "seconds": time.perf_counter() - started,
+        "seconds": seconds,
         "diagnostics": {
             **decision.diagnostics,
             "design": decision.design,
@@ -240,18 +245,44 @@ def train_segment(run, decision: Decision, designs: list[Design]) -> dict[str, A
     }
 
 
+def train_segment(run, decision: Decision, designs: list[Design]) -> dict[str, Any]:
+    """Run one decision's segment of training here (:func:`bojax.bo.segments.run_segment`,
+    in a process of its own with ``isolate``); the journal record of it."""
+    from bojax.bo.segments import run_segment, run_segment_isolated
+
+    args = open_segment(run, decision, designs)
+    started = time.perf_counter()
+    if run.settings.isolated:
+        segment = run_segment_isolated(*args, 0, run.settings.timeout)
+    else:
+        segment = run_segment(*args)
+    return close_segment(run, decision, designs, segment, time.perf_counter() - started)
+
+
+def add_record(designs: list[Design], record: dict[str, Any], space: Space) -> None:
+    """Apply one journalled segment to ``designs``. A design whose first segment never
+    ended (in flight when a parallel run's driver died) stays a failed placeholder."""
+    j = int(record["diagnostics"]["design"])
+    while len(designs) <= j:
+        if len(designs) == j:
+            u = np.asarray(record["u"], np.float64)
+            designs.append(Design(u, space.from_unit(u)))
+        else:
+            designs.append(Design(np.full(space.dim, np.nan), {}, failed=True))
+    design = designs[j]
+    if design.failed and not design.curve and np.isnan(design.u).all():
+        u = np.asarray(record["u"], np.float64)
+        designs[j] = design = Design(u, space.from_unit(u))
+    design.curve.extend(record["curve"])
+    design.complete = design.complete or record["status"] == "ok"
+    design.failed = design.failed or record["status"] == "failed"
+
+
 def replay(records: list[dict[str, Any]], space: Space, folder: Path | None) -> list[Design]:
     """The designs of a journal's freeze-thaw records (their checkpoints from ``folder``)."""
     designs: list[Design] = []
     for record in records:
-        j = int(record["diagnostics"]["design"])
-        if j == len(designs):
-            u = np.asarray(record["u"], np.float64)
-            designs.append(Design(u, space.from_unit(u)))
-        design = designs[j]
-        design.curve.extend(record["curve"])
-        design.complete = design.complete or record["status"] == "ok"
-        design.failed = design.failed or record["status"] == "failed"
+        add_record(designs, record, space)
     if folder is not None:
         for j, design in enumerate(designs):
             path = folder / "checkpoints" / f"{j}.pkl"

@@ -162,7 +162,54 @@ class _Open:
         return int(self.curve[-1][0]) if self.curve else 0
 
 
-class PooledSteps:
+class _Pooled:
+    """Segments on ``pool``, ``slots`` at once: the loop, the submission (isolated with
+    ``isolate``), and the wait. Subclasses choose the segments (``_fill``) and take
+    them back (``_finish``)."""
+
+    def __init__(self, pool: Any, slots: int, settings):
+        self.pool, self.slots, self.settings = pool, max(1, int(slots)), settings
+        self.running: dict[cf.Future, Any] = {}
+        self.reserved = 0  # steps the segments in flight may charge
+        self.retries = settings.retries
+
+    def loop(self, bar) -> None:
+        """Run until the budget is spent and every segment is back."""
+        try:
+            while True:
+                self._fill()
+                if not self.running:
+                    break
+                done, _ = cf.wait(self.running, timeout=MAX_WAIT, return_when="FIRST_COMPLETED")
+                for future in done:
+                    record = self._finish(future)
+                    if record is not None:
+                        bar.update(record)
+            for record in self._drain():
+                bar.update(record)
+        except KeyboardInterrupt:
+            self._save_pending()
+            raise
+
+    def _segment(self, args: tuple, attempt: int) -> cf.Future:
+        if self.settings.isolated:
+            return self.pool.submit(run_segment_isolated, *args, attempt, self.settings.timeout)
+        return self.pool.submit(run_segment, *args, attempt)
+
+    def _fill(self) -> None:
+        raise NotImplementedError
+
+    def _finish(self, future: cf.Future) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def _drain(self) -> list[dict[str, Any]]:
+        return []
+
+    def _save_pending(self) -> None:
+        pass
+
+
+class PooledSteps(_Pooled):
     """A step-wise run (Hyperband, ASHA or none) whose trainings run as segments on
     ``pool`` (``slots`` at once) or, with ``isolate``, each in a process of its own.
 
@@ -173,16 +220,13 @@ class PooledSteps:
     first step (``pending.json`` keeps their proposals)."""
 
     def __init__(self, run: StepRun, pool: Any, slots: int):
-        self.run, self.settings = run, run.settings
-        self.pool, self.slots = pool, max(1, int(slots))
+        super().__init__(pool, slots, run.settings)
+        self.run = run
         self.resumable = takes(run.train, "checkpoint")
         self.open: dict[int, _Open] = {}
-        self.running: dict[cf.Future, int] = {}
         self.ready: deque[int] = deque()  # kept designs waiting for a worker
-        self.reserved = 0
         designs = [int(r.get("proposal", j)) for j, r in enumerate(run.history)]
         self.next_design = max(designs, default=-1) + 1
-        self.retries = self.settings.retries
         self.restarts = self._restarts()
 
     @property
@@ -197,24 +241,8 @@ class PooledSteps:
     def budget(self) -> int:
         return self.run.budget
 
-    # -- the loop ------------------------------------------------------------------
-    def loop(self, bar) -> None:
-        """Run until the budget is spent and every segment is back."""
-        try:
-            while True:
-                self._fill()
-                if not self.running:
-                    break
-                done, _ = cf.wait(self.running, timeout=MAX_WAIT, return_when="FIRST_COMPLETED")
-                for future in done:
-                    record = self._finish(future)
-                    if record is not None:
-                        bar.update(record)
-            for design in list(self.ready):  # kept, but no budget left to go on
-                bar.update(self._end(design, "stopped"))
-        except KeyboardInterrupt:
-            self._save_pending()
-            raise
+    def _drain(self) -> list[dict[str, Any]]:
+        return [self._end(design, "stopped") for design in list(self.ready)]  # no budget left
 
     def _fill(self) -> None:
         """Hand out segments while workers and budget are free: continuations first."""
@@ -253,13 +281,9 @@ class PooledSteps:
         self.reserved += entry.reserved
         args = (
             self.run.train, entry.opened.point, entry.step, entry.until,
-            self.run.max_step, entry.checkpoint, entry.attempts,
+            self.run.max_step, entry.checkpoint,
         )  # fmt: skip
-        if self.settings.isolated:
-            future = self.pool.submit(run_segment_isolated, *args, self.settings.timeout)
-        else:
-            future = self.pool.submit(run_segment, *args)
-        self.running[future] = design
+        self.running[self._segment(args, entry.attempts)] = design
 
     def _finish(self, future: cf.Future) -> dict[str, Any] | None:
         """Take a segment back: the training's record if it ended, else None."""
@@ -337,9 +361,64 @@ class PooledSteps:
         return restarts
 
 
-def pooled(run: StepRun, executor: Any) -> PooledSteps:
+class PooledFreezeThaw(_Pooled):
+    """A freeze-thaw run whose segments run on ``pool``, ``slots`` at once. Each free
+    worker gets the next decision, taken with the designs in flight out of the thaw
+    candidates and pending (believers) for a new design's proposal. One record per
+    segment, journalled as segments end; a design whose first segment was in flight
+    when the driver died is left out on resume, a paused one thaws from its checkpoint."""
+
+    def __init__(self, run, pool: Any, slots: int):
+        super().__init__(pool, slots, run.settings)
+        self.run = run
+
+    def _fill(self) -> None:
+        from bojax.bo import freezethaw
+
+        run = self.run
+        while len(self.running) < self.slots and run.spent + self.reserved < run.budget:
+            tick = time.perf_counter()
+            busy = {flight[0].design for flight in self.running.values()}
+            k = len(run.history) + len(self.running)
+            decision = run.model.decide(run.designs, k, busy)
+            decision.seconds = time.perf_counter() - tick
+            args = freezethaw.open_segment(run, decision, run.designs, self.reserved)
+            base = args[2] if args[5] is not None else 0  # continues, or trains again
+            reserve = args[3] - base
+            self.reserved += reserve
+            self.running[self._segment(args, 1)] = (decision, k, reserve, args, 1, tick)
+
+    def _finish(self, future: cf.Future) -> dict[str, Any] | None:
+        from bojax.bo import freezethaw
+
+        decision, k, reserve, args, attempts, tick = self.running.pop(future)
+        self.reserved -= reserve
+        try:
+            segment: Segment = future.result()
+        except Exception as lost:  # the executor lost it (a killed worker, a broken pool)
+            if attempts <= self.retries:
+                self.reserved += reserve
+                flight = (decision, k, reserve, args, attempts + 1, tick)
+                self.running[self._segment(args, attempts + 1)] = flight
+                return None
+            why = f"segment lost after {attempts} attempt(s): {type(lost).__name__}: {lost}"
+            segment = Segment([], 0, "failed", None, why)
+        run = self.run
+        seconds = time.perf_counter() - tick - decision.seconds
+        record = {"iteration": k, "proposal": k}
+        record.update(freezethaw.close_segment(run, decision, run.designs, segment, seconds))
+        record["decision_seconds"] = decision.seconds
+        run.history.append(record)
+        if run.journal is not None:
+            run.journal.append(record)
+        return record
+
+
+def pooled(run, executor: Any) -> _Pooled:
     """``run``'s trainings as segments on ``executor``, ``q`` at once (default: its
     workers); in the driver's process, one at a time, when it is None (an isolated run)."""
     pool = Inline() if executor is None else as_executor(executor)
     slots = run.settings.q or (1 if executor is None else concurrency(pool))
-    return PooledSteps(run, pool, slots)
+    if isinstance(run, StepRun):
+        return PooledSteps(run, pool, slots)
+    return PooledFreezeThaw(run, pool, slots)

@@ -422,7 +422,7 @@ class _FreezeThawRun:
         for k, record in enumerate(history):
             if record["phase"] != "initial":
                 self.model.decide(self.designs, k)  # the fit this decision made
-            self.designs = freezethaw.replay(history[: k + 1], space, None)
+            freezethaw.add_record(self.designs, record, space)
         self.designs = freezethaw.replay(history, space, folder)
         self.spent = sum(int(r["diagnostics"].get("charged", 0)) for r in history)
 
@@ -475,10 +475,10 @@ def check_stepwise(settings: Settings, executor: Any, batched: bool = False) -> 
             "a step-wise run minimises one reported value (report the error, or the negated "
             "score); maximize and objectives are for plain objectives"
         )
-    if settings.early_stopping == "freeze-thaw" and (executor is not None or (settings.q or 1) > 1):
+    if executor is None and (settings.q or 1) > 1 and settings.early_stopping == "freeze-thaw":
         raise SettingsError(
-            "freeze-thaw decides one segment of training at a time: run it without an "
-            "executor and with q = 1 (hyperband, asha and none run on executors)"
+            "freeze-thaw trains q > 1 designs at once on an executor only: pass executor= "
+            "(a thread or process pool, a Dask client)"
         )
     if executor is None and (settings.q or 1) > 1 and not batched:
         raise SettingsError(
@@ -532,7 +532,7 @@ def minimize_steps(
         else:
             run = StepRun(train, space, settings, journal, history, progress)
         with _StepProgress(progress, run) as bar:
-            if executor is not None or (settings.isolated and not isinstance(run, _FreezeThawRun)):
+            if executor is not None or (settings.isolated and isinstance(run, StepRun)):
                 from bojax.bo.segments import pooled
 
                 pooled(run, executor).loop(bar)
