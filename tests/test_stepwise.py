@@ -642,34 +642,63 @@ def test_a_lost_segment_is_retried_then_fails_its_design():
     assert result.steps == 40
 
 
-def test_a_pooled_run_killed_mid_training_resumes_and_restarts_what_was_in_flight(tmp_path):
-    whole = bojax.minimize(resumable(), SPACE, progress=False, out=tmp_path / "a", **ASHA)
-    reports = []
+def logged(log: list, checkpoints: bool = True):
+    """``resumable`` (or, without checkpoints, ``make_train``) curves; ``log`` gets
+    ``(point, step)`` for every step trained."""
+
+    def train(point, report, checkpoint=None):
+        for step in range(1 + (checkpoint or 0), 28):
+            log.append((tuple(point.values()), step))
+            value = final_value(point) + 2.0 / step
+            report(step, value, checkpoint=step if checkpoints else None)
+        return final_value(point)
+
+    if checkpoints:
+        return train
+    return lambda point, report: train(point, report)
+
+
+@pytest.mark.parametrize("pooled", [False, True], ids=["inline", "one-worker-pool"])
+@pytest.mark.parametrize("checkpoints", [True, False], ids=["checkpoints", "none"])
+def test_a_run_killed_mid_training_continues_what_was_in_flight(tmp_path, pooled, checkpoints):
+    with cf.ThreadPoolExecutor(1) as pool:  # (a pool's segments without checkpoints
+        executor = pool if pooled else None  # train again: its own uninterrupted run)
+        whole = bojax.minimize(
+            logged([], checkpoints), SPACE, progress=False, executor=executor, **ASHA
+        )
+    before, after = [], []
+    train = logged(before, checkpoints)
 
     def dies(point, report, checkpoint=None):
         def dying(step, value, checkpoint=None):
-            reports.append(step)
-            if len(reports) > 80:
+            if step == 5:  # a kept training, past its second milestone
                 raise KeyboardInterrupt  # the driver dies mid-training
             report(step, value, checkpoint=checkpoint)
 
-        return resumable()(point, dying, checkpoint)
+        return train(point, dying, checkpoint) if checkpoints else train(point, dying)
 
+    run = dies if checkpoints else (lambda point, report: dies(point, report))
     with cf.ThreadPoolExecutor(1) as pool, pytest.raises(KeyboardInterrupt):
-        bojax.minimize(dies, SPACE, progress=False, executor=pool, out=tmp_path / "b", **ASHA)
-    pending = tmp_path / "b" / "pending.json"
-    saved = pending.read_text()
+        executor = pool if pooled else None
+        bojax.minimize(run, SPACE, progress=False, executor=executor, out=tmp_path, **ASHA)
+    in_flight = json.loads((tmp_path / "pending.json").read_text())
+    assert len(in_flight) == 1 and in_flight[0]["curve"][-1][0] == (3 if pooled else 4)
     with cf.ThreadPoolExecutor(1) as pool:
+        executor = pool if pooled else None
         resumed = bojax.minimize(
-            resumable(), SPACE, progress=False, executor=pool, out=tmp_path / "b",
-            resume=True, **ASHA,
+            logged(after, checkpoints), SPACE, progress=False, executor=executor,
+            out=tmp_path, resume=True, **ASHA,
         )  # fmt: skip
-    # The design in flight trained again from its first step (the steps it had trained
-    # died with the driver, unjournalled): the uninterrupted run's records.
-    restarted = [e["proposal"] for e in json.loads(saved)]
-    assert len(restarted) == 1 and restarted[0] in [r["proposal"] for r in resumed.history]
-    assert same_records(resumed.history, whole.history)
-    assert resumed.steps == 120
+    assert same_records(resumed.history, whole.history) and resumed.steps == 120
+    point = tuple(in_flight[0]["x"].values())
+    first = min(step for p, step in after if p == point)
+    if not checkpoints:
+        assert first == 1  # it trained again from its first step
+    elif pooled:
+        assert first == 4  # from the checkpoint of its last milestone (3)
+    else:
+        assert first == 5  # from the checkpoint of its last report
+        assert len(before) - 1 + len(after) == 120  # not one step trained twice
 
 
 def hangs_when_wide(point, report, checkpoint=None):

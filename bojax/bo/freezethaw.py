@@ -180,9 +180,7 @@ class FreezeThaw:
             points, _, _ = ask_batch(init(self.space, self.settings), 1, started)
             until = self.steps[new % len(self.steps)]
             return Decision(new, points[0], until, "initial", {})
-        paused = [
-            j for j, d in enumerate(designs) if not (d.complete or d.failed or j in busy)
-        ]
+        paused = [j for j, d in enumerate(designs) if not (d.complete or d.failed or j in busy)]
         u_new, gains, costs, rows = self.worth(designs, paused, [designs[j].u for j in busy])
         scores = gains / costs
         best = int(np.argmax(scores))

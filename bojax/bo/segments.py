@@ -27,7 +27,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -144,22 +144,22 @@ def run_segment_isolated(
 
 @dataclass
 class _Open:
-    """A design's training between segments (the driver's side)."""
+    """A design's training between segments (the driver's side; its curve, checkpoint
+    and charged steps are on ``opened.training``)."""
 
     opened: Opened
-    checkpoint: Any = None
-    charged: int = 0
     attempts: int = 0
     until: int = 0  # where its segment in flight (or its last one) pauses
     reserved: int = 0  # steps its segment in flight may charge
-    curve: list[list[float]] = field(init=False)
 
-    def __post_init__(self):
-        self.curve = self.opened.training.curve
+    @property
+    def training(self):
+        return self.opened.training
 
     @property
     def step(self) -> int:
-        return int(self.curve[-1][0]) if self.curve else 0
+        curve = self.opened.training.curve
+        return int(curve[-1][0]) if curve else 0
 
 
 class _Pooled:
@@ -216,8 +216,8 @@ class PooledSteps(_Pooled):
     The records, proposals and decisions are those of :class:`~bojax.bo.stepwise.StepRun`
     (``run``); designs in flight are pending points of the proposals. Records are
     journalled as trainings end, in the order they end; a resume replays the scheduler's
-    decisions in that order, and trainings that were in flight start again from their
-    first step (``pending.json`` keeps their proposals)."""
+    decisions in that order, and trainings that were in flight continue from their last
+    segment's checkpoint (or start again from their first step without one)."""
 
     def __init__(self, run: StepRun, pool: Any, slots: int):
         super().__init__(pool, slots, run.settings)
@@ -225,9 +225,14 @@ class PooledSteps(_Pooled):
         self.resumable = takes(run.train, "checkpoint")
         self.open: dict[int, _Open] = {}
         self.ready: deque[int] = deque()  # kept designs waiting for a worker
+        self.restarts: list[int] = []  # a killed run's trainings, to start again
+        for design, opened in sorted(run.restored.items()):
+            run.in_flight[design] = opened
+            self.open[design] = _Open(opened)
+            (self.ready if opened.training.curve else self.restarts).append(design)
+        run.restored = {}
         designs = [int(r.get("proposal", j)) for j, r in enumerate(run.history)]
-        self.next_design = max(designs, default=-1) + 1
-        self.restarts = self._restarts()
+        self.next_design = max([*designs, *self.open], default=-1) + 1
 
     @property
     def history(self) -> list[dict[str, Any]]:
@@ -249,31 +254,29 @@ class PooledSteps(_Pooled):
         while len(self.running) < self.slots and self.spent + self.reserved < self.budget:
             if self.ready:
                 design = self.ready.popleft()
+            elif self.restarts:
+                design = self.restarts.pop(0)
             else:
                 design = self._start()
             self._submit(design)
 
     def _start(self) -> int:
-        """A new design: a restarted one from ``pending.json``, else a proposal."""
-        if self.restarts:
-            design, u, info = self.restarts.pop(0)
-            training = self.run._start(design)
-            point = self.run.space.from_unit(u)
-            opened = Opened(design, u, point, info, training, time.perf_counter())
-        else:
-            design = self.next_design
-            pending = np.array([o.opened.u for o in self.open.values()], np.float64)
-            opened = self.run.begin(design, pending.reshape(-1, self.run.space.dim))
-        self.next_design = max(self.next_design, design + 1)
+        """A new design, proposed with the open ones pending."""
+        design = self.next_design
+        pending = np.array([o.opened.u for o in self.open.values()], np.float64)
+        opened = self.run.begin(design, pending.reshape(-1, self.run.space.dim))
+        self.next_design += 1
         self.open[design] = _Open(opened)
-        self._save_pending()
+        self.run.in_flight[design] = opened
+        self.run.save_progress()
         return design
 
     def _submit(self, design: int) -> None:
         entry = self.open[design]
         steps = self.run.steps
         training = entry.opened.training
-        base = entry.step if (self.resumable and entry.checkpoint is not None) else 0
+        checkpoint = training.checkpoint if self.resumable else None
+        base = entry.step if checkpoint is not None else 0
         left = self.budget - self.spent - self.reserved
         entry.until = min(steps[training.rung], base + left)
         entry.reserved = entry.until - base
@@ -281,7 +284,7 @@ class PooledSteps(_Pooled):
         self.reserved += entry.reserved
         args = (
             self.run.train, entry.opened.point, entry.step, entry.until,
-            self.run.max_step, entry.checkpoint,
+            self.run.max_step, checkpoint,
         )  # fmt: skip
         self.running[self._segment(args, entry.attempts)] = design
 
@@ -299,18 +302,18 @@ class PooledSteps(_Pooled):
             why = f"segment lost after {entry.attempts} attempt(s): {type(lost).__name__}: {lost}"
             return self._end(design, "failed", error=why)
         entry.attempts = 0
+        training = entry.training
         self.run.spent += segment.charged
-        entry.charged += segment.charged
-        entry.curve.extend(segment.curve)
+        training.charged += segment.charged
+        training.curve.extend(segment.curve)
         if segment.checkpoint is not None:
-            entry.checkpoint = segment.checkpoint
+            training.checkpoint = segment.checkpoint
         if segment.status == "failed":
             return self._end(design, "failed", error=segment.error)
-        training = entry.opened.training
         if segment.status == "complete":
             for step, value in segment.curve:  # the milestones' records, as inline
                 self.run.decide(training, step, value)
-            if not entry.curve:
+            if not training.curve:
                 return self._end(design, "failed", error="train reported no value")
             return self._end(design, "ok", y=segment.y)
         milestone = self.run.steps[training.rung]
@@ -320,45 +323,17 @@ class PooledSteps(_Pooled):
         if entry.step < milestone:
             return self._end(design, "stopped")  # the budget ended it before the milestone
         self.ready.append(design)
+        self.run.save_progress(design if segment.checkpoint is not None else None)
         return None
 
     def _end(self, design: int, status: str, y=None, error=None) -> dict[str, Any]:
         entry = self.open.pop(design)
         if design in self.ready:
             self.ready.remove(design)
-        record = self.run.end(entry.opened, status, y, error, charged=entry.charged)
-        self._save_pending()
-        return record
+        return self.run.end(entry.opened, status, y, error, charged=entry.training.charged)
 
-    # -- resume ----------------------------------------------------------------------
     def _save_pending(self) -> None:
-        """The designs whose trainings are open, so a resumed run restarts them."""
-        journal = self.run.journal
-        if journal is None:
-            return
-        entries = [
-            {"proposal": d, "u": np.asarray(e.opened.u).tolist(), "x": e.opened.point,
-             "info": e.opened.info}
-            for d, e in sorted(self.open.items())
-        ]  # fmt: skip
-        restarts = [
-            {"proposal": d, "u": np.asarray(u).tolist(), "x": self.run.space.from_unit(u),
-             "info": info}
-            for d, u, info in self.restarts
-        ]  # fmt: skip
-        journal.save_pending(sorted([*entries, *restarts], key=lambda e: e["proposal"]))
-
-    def _restarts(self) -> list[tuple[int, np.ndarray, dict[str, Any]]]:
-        journal = self.run.journal
-        if journal is None:
-            return []
-        finished = {int(r.get("proposal", j)) for j, r in enumerate(self.history)}
-        restarts = []
-        for entry in journal.load_pending(self.run.space):
-            if entry["proposal"] not in finished:
-                u = np.asarray(entry["u"], np.float64)
-                restarts.append((int(entry["proposal"]), u, dict(entry["info"])))
-        return restarts
+        self.run.save_progress()
 
 
 class PooledFreezeThaw(_Pooled):

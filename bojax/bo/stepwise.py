@@ -22,8 +22,13 @@ the uninterrupted one did without any saved chain state.
 Every design's whole curve is journalled when its training ends: status ``ok`` (it ended
 by itself or reached ``max_step``; ``y`` is its returned value), ``stopped`` (the scheduler
 or the budget ended it; ``y`` is its last reported value) or ``failed`` (it raised, or
-reported a value that is not a finite number). A training in flight when the driver died
-starts again from its first step on ``resume``: its proposal and bracket are those it had.
+reported a value that is not a finite number). The trainings in flight are journalled
+as they report (``pending.json``: proposal and curve so far; a checkpoint passed to
+``report(step, value, checkpoint=state)`` is pickled to ``checkpoints/<design>.pkl``), so
+on ``resume`` a training that was in flight continues from its last checkpoint (curve,
+steps spent and milestone decisions restored) if the objective takes a ``checkpoint``
+parameter, and otherwise starts again from its first step, with the proposal and bracket
+it had.
 """
 
 from __future__ import annotations
@@ -102,6 +107,8 @@ class _Training:
     rung: int  # next milestone index where a decision is due
     curve: list[list[float]] = field(default_factory=list)
     over: str | None = None  # why it was stopped ("scheduler", "budget")
+    checkpoint: Any = None  # the last one the training passed to report
+    charged: int = 0  # steps trained so far, repeats included
 
 
 class _Reporter:
@@ -111,7 +118,8 @@ class _Reporter:
         self.run, self.training = run, training
 
     def __call__(self, step: Any, value: Any, checkpoint: Any = None) -> None:
-        """Record ``value`` at ``step``; a ``checkpoint`` is for freeze-thaw (unused)."""
+        """Record ``value`` at ``step`` (and the training's ``checkpoint``, from which a
+        resumed run continues it)."""
         run, training = self.run, self.training
         last = training.curve[-1][0] if training.curve else 0
         check_step(step, last)
@@ -120,7 +128,11 @@ class _Reporter:
             raise StopTraining(f"past max_step = {run.max_step}")
         value = checked_value(value)
         run.spent += step - last
+        training.charged += step - last
         training.curve.append([int(step), value])
+        if checkpoint is not None:
+            training.checkpoint = checkpoint
+        run.save_progress(training.design if checkpoint is not None else None)
         if not run.decide(training, step, value):
             training.over = "scheduler"
             raise StopTraining(f"stopped at step {step} by the scheduler")
@@ -132,8 +144,12 @@ class _Reporter:
 class StepRun:
     """A step-wise run's scheduler, budget, records and proposals."""
 
-    def __init__(self, train, space: Space, settings: Settings, journal, history, progress):
+    def __init__(
+        self, train, space: Space, settings: Settings, journal, history, progress,
+        continues: bool = True,
+    ):  # fmt: skip
         self.train, self.space, self.settings = train, space, settings
+        self.continues = continues  # whether a resumed training may go on from a checkpoint
         self.journal, self.history = journal, history
         self.max_step = settings.max_step
         self.steps = schedulers.milestones(settings.min_step, settings.max_step, settings.eta)
@@ -142,6 +158,7 @@ class StepRun:
         self.spent = 0
         self.least = max(settings.initial, space.dim + 2)  # values a milestone's model needs
         self.progress = progress
+        self.in_flight: dict[int, Opened] = {}  # trainings begun and not ended
         for number, record in enumerate(history):  # replay the scheduler's decisions
             training = self._start(int(record.get("proposal", number)))
             for step, value in record["curve"]:
@@ -149,6 +166,65 @@ class StepRun:
                     break  # stopped there: later milestones were never recorded
             curve = record["curve"]
             self.spent += record["diagnostics"].get("charged", curve[-1][0] if curve else 0)
+        self.restored = self._restored()
+
+    # -- trainings in flight: journalled as they report, restored on resume ------------
+    def save_progress(self, checkpointed: int | None = None) -> None:
+        """Write the trainings in flight (their curves so far) to ``pending.json``, and
+        design ``checkpointed``'s new checkpoint to ``checkpoints/<design>.pkl``."""
+        if self.journal is None:
+            return
+        folder = Path(self.journal.folder) / "checkpoints"
+        if checkpointed is not None and checkpointed in self.in_flight:
+            import cloudpickle
+
+            folder.mkdir(exist_ok=True)
+            checkpoint = self.in_flight[checkpointed].training.checkpoint
+            partial = folder / f"{checkpointed}.pkl.tmp"
+            partial.write_bytes(cloudpickle.dumps(checkpoint))
+            partial.replace(folder / f"{checkpointed}.pkl")
+        entries = [
+            {"proposal": d, "u": np.asarray(o.u).tolist(), "x": o.point, "info": o.info,
+             "curve": o.training.curve, "charged": o.training.charged}
+            for d, o in sorted(self.in_flight.items())
+        ]  # fmt: skip
+        self.journal.save_pending(entries)
+
+    def _restored(self) -> dict[int, Opened]:
+        """The trainings a killed run had in flight (``pending.json``): with a checkpoint
+        file and an objective that takes one, each continues from it (its curve, charged
+        steps and milestone decisions restored); otherwise it starts again from step 1."""
+        if self.journal is None:
+            return {}
+        import cloudpickle
+
+        finished = {int(r.get("proposal", j)) for j, r in enumerate(self.history)}
+        resumable = self.continues and self.train is not None and takes(self.train, "checkpoint")
+        restored = {}
+        for entry in self.journal.load_pending(self.space):
+            design = int(entry["proposal"])
+            if design in finished:
+                continue  # killed between the record and the pending file's update
+            u = np.asarray(entry["u"], np.float64)
+            training = self._start(design)
+            opened = Opened(design, u, self.space.from_unit(u), dict(entry["info"]),
+                            training, time.perf_counter())  # fmt: skip
+            path = Path(self.journal.folder) / "checkpoints" / f"{design}.pkl"
+            curve = entry.get("curve", [])
+            if resumable and path.exists() and curve:
+                if not _curve_ok(curve, self.max_step):
+                    raise JournalError(
+                        f"{self.journal.pending_path}: design {design}'s 'curve' must be a "
+                        "list of [step, value] pairs, steps rising within max_step"
+                    )
+                training.checkpoint = cloudpickle.loads(path.read_bytes())
+                training.curve.extend([int(s), float(v)] for s, v in curve)
+                training.charged = int(entry.get("charged", curve[-1][0]))
+                self.spent += training.charged
+                for step, value in training.curve:
+                    self.decide(training, step, value)
+            restored[design] = opened
+        return restored
 
     def decide(self, training: _Training, step: int, value: float) -> bool:
         """Record ``value`` at each milestone ``step`` reaches (in ``training``'s
@@ -199,10 +275,15 @@ class StepRun:
     # -- one training --------------------------------------------------------------
     def evaluate(self, design: int) -> dict[str, Any]:
         """Propose design ``design``, train it under the scheduler, journal its record."""
-        opened = self.begin(design)
+        opened = self.restored.pop(design, None)
+        if opened is None:
+            opened = self.begin(design)
+        self.in_flight[design] = opened
+        training = opened.training
+        kwargs = {"checkpoint": training.checkpoint} if training.checkpoint is not None else {}
         y, error = None, None
         try:
-            returned = self.train(opened.point, _Reporter(self, opened.training))
+            returned = self.train(opened.point, _Reporter(self, training), **kwargs)
             status, y, error = outcome(returned, opened.training.curve)
         except StopTraining:
             status = "ok" if opened.training.over == "max_step" else "stopped"
@@ -217,7 +298,8 @@ class StepRun:
         opened: list[Opened] = []
         for design in range(first, first + count):
             pending = np.array([o.u for o in opened], np.float64)
-            opened.append(self.begin(design, pending))
+            opened.append(self.restored.pop(design, None) or self.begin(design, pending))
+            self.in_flight[design] = opened[-1]
         failed: dict[int, str] = {}
 
         def reporter(o: Opened):
@@ -280,8 +362,10 @@ class StepRun:
             "curve": curve,
         }
         self.history.append(record)
+        self.in_flight.pop(opened.design, None)
         if self.journal is not None:
             self.journal.append(record)
+            self.save_progress()
         return record
 
 
@@ -464,7 +548,7 @@ def finite(value: Any) -> bool:
 
 
 def check_stepwise(settings: Settings, executor: Any, batched: bool = False) -> None:
-    """A step-wise run needs ``max_step``; freeze-thaw decides one segment at a time."""
+    """A step-wise run needs ``max_step``; q > 1 needs an executor or a batch method."""
     if settings.max_step is None:
         raise SettingsError(
             "the objective takes a report parameter (a step-wise training): set max_step, "
@@ -530,7 +614,7 @@ def minimize_steps(
         if settings.early_stopping == "freeze-thaw":
             run = _FreezeThawRun(train, space, settings, journal, history)
         else:
-            run = StepRun(train, space, settings, journal, history, progress)
+            run = StepRun(train, space, settings, journal, history, progress, batch is None)
         with _StepProgress(progress, run) as bar:
             if executor is not None or (settings.isolated and isinstance(run, StepRun)):
                 from bojax.bo.segments import pooled
