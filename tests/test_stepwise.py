@@ -373,7 +373,7 @@ def test_freeze_thaw_pauses_and_thaws_trainings_from_their_checkpoints():
 
 
 def test_freeze_thaw_on_workers_thaws_no_design_twice_at_once():
-    settings = {**FREEZE_THAW, "max_step": 9, "step_budget": 60}
+    settings = {**FREEZE_THAW, "max_step": 9, "step_budget": 40}
     inline = bojax.minimize(resumable(None, 9), SPACE, progress=False, **settings)
     with cf.ThreadPoolExecutor(1) as pool:  # one worker: the inline run's decisions
         one = bojax.minimize(resumable(None, 9), SPACE, progress=False, executor=pool, **settings)
@@ -400,7 +400,7 @@ def test_freeze_thaw_on_workers_thaws_no_design_twice_at_once():
     with cf.ThreadPoolExecutor(3) as pool:
         result = bojax.minimize(guarded, SPACE, progress=False, executor=pool, **settings)
     assert not any(overlaps)  # a design in flight is never thawed again meanwhile
-    assert len(trained) == len(set(trained)) == result.steps == 60  # checkpoints, exact budget
+    assert len(trained) == len(set(trained)) == result.steps == 40  # checkpoints, exact budget
     assert {"new", "thaw"} <= {r["phase"] for r in result.history}
     for curve in designs_of(result.history).values():
         steps = [s for s, _ in curve]
