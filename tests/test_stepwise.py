@@ -372,6 +372,7 @@ def test_freeze_thaw_pauses_and_thaws_trainings_from_their_checkpoints():
     assert result.best_value < 0.05  # the model finds the basin within 60 epochs
 
 
+@pytest.mark.slow  # 8 s: three freeze-thaw runs
 def test_freeze_thaw_on_workers_thaws_no_design_twice_at_once():
     settings = {**FREEZE_THAW, "max_step": 9, "step_budget": 40}
     inline = bojax.minimize(resumable(None, 9), SPACE, progress=False, **settings)
@@ -658,8 +659,16 @@ def logged(log: list, checkpoints: bool = True):
     return lambda point, report: train(point, report)
 
 
-@pytest.mark.parametrize("pooled", [False, True], ids=["inline", "one-worker-pool"])
-@pytest.mark.parametrize("checkpoints", [True, False], ids=["checkpoints", "none"])
+@pytest.mark.parametrize(
+    "pooled, checkpoints",
+    [
+        (False, True),
+        (True, False),
+        pytest.param(True, True, marks=pytest.mark.slow),
+        pytest.param(False, False, marks=pytest.mark.slow),
+    ],
+    ids=["inline-checkpoints", "pool-none", "pool-checkpoints", "inline-none"],
+)
 def test_a_run_killed_mid_training_continues_what_was_in_flight(tmp_path, pooled, checkpoints):
     with cf.ThreadPoolExecutor(1) as pool:  # (a pool's segments without checkpoints
         executor = pool if pooled else None  # train again: its own uninterrupted run)
