@@ -149,7 +149,6 @@ class _Open:
 
     opened: Opened
     attempts: int = 0
-    until: int = 0  # where its segment in flight (or its last one) pauses
     reserved: int = 0  # steps its segment in flight may charge
 
     @property
@@ -235,10 +234,6 @@ class PooledSteps(_Pooled):
         self.next_design = max([*designs, *self.open], default=-1) + 1
 
     @property
-    def history(self) -> list[dict[str, Any]]:
-        return self.run.history
-
-    @property
     def spent(self) -> int:
         return self.run.spent
 
@@ -278,12 +273,12 @@ class PooledSteps(_Pooled):
         checkpoint = training.checkpoint if self.resumable else None
         base = entry.step if checkpoint is not None else 0
         left = self.budget - self.spent - self.reserved
-        entry.until = min(steps[training.rung], base + left)
-        entry.reserved = entry.until - base
+        until = min(steps[training.rung], base + left)
+        entry.reserved = until - base
         entry.attempts += 1
         self.reserved += entry.reserved
         args = (
-            self.run.train, entry.opened.point, entry.step, entry.until,
+            self.run.train, entry.opened.point, entry.step, until,
             self.run.max_step, checkpoint,
         )  # fmt: skip
         self.running[self._segment(args, entry.attempts)] = design
