@@ -251,7 +251,7 @@ def train_segment(run, decision: Decision, designs: list[Design]) -> dict[str, A
     args = open_segment(run, decision, designs)
     started = time.perf_counter()
     if run.settings.isolated:
-        segment = run_segment_isolated(*args, 0, run.settings.timeout)
+        segment = run_segment_isolated(run.settings.timeout, *args)
     else:
         segment = run_segment(*args)
     return close_segment(run, decision, designs, segment, time.perf_counter() - started)

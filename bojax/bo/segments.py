@@ -125,19 +125,9 @@ def run_segment(
     return report.ended("complete" if status == "ok" else "failed", y, error)
 
 
-def run_segment_isolated(
-    train: Any,
-    point: dict[str, Any],
-    after: int,
-    until: int,
-    max_step: int,
-    checkpoint: Any = None,
-    attempt: int = 0,
-    timeout: float | None = None,
-) -> Segment:
-    """:func:`run_segment` in a fresh process, killed after ``timeout`` seconds: a
-    timeout or a crash is a failed segment saying why."""
-    args = (train, dict(point), after, until, max_step, checkpoint, attempt)
+def run_segment_isolated(timeout: float | None, *args: Any) -> Segment:
+    """:func:`run_segment` (``args`` are its arguments) in a fresh process, killed after
+    ``timeout`` seconds: a timeout or a crash is a failed segment saying why."""
     done, result = run_isolated(run_segment, args, timeout)
     return result if done else Segment([], 0, "failed", None, result)
 
@@ -192,7 +182,7 @@ class _Pooled:
 
     def _segment(self, args: tuple, attempt: int) -> cf.Future:
         if self.settings.isolated:
-            return self.pool.submit(run_segment_isolated, *args, attempt, self.settings.timeout)
+            return self.pool.submit(run_segment_isolated, self.settings.timeout, *args, attempt)
         return self.pool.submit(run_segment, *args, attempt)
 
     def _fill(self) -> None:
