@@ -37,13 +37,19 @@ def evaluate(objective: Objective, point: dict[str, Any], attempt: int = 0):
     except KeyboardInterrupt:  # Ctrl-C stops the run; the evaluation stays pending
         raise
     except BaseException as error:  # user code: record, don't end the run (sys.exit too)
-        if isinstance(error, SystemExit):
-            return math.nan, f"the objective called sys.exit({error.code!r})"
-        return math.nan, f"{type(error).__name__}: {error}"
+        return math.nan, failure_text(error)
     try:
         return checked(value)
     except Exception as error:  # a value whose conversion itself raises
         return math.nan, f"objective returned an unusable {type(value).__name__}: {error}"
+
+
+def failure_text(error: BaseException) -> str:
+    """How a failed evaluation is journalled: ``"Type: message"``, or the exit status
+    of an objective that called ``sys.exit``."""
+    if isinstance(error, SystemExit):
+        return f"the objective called sys.exit({error.code!r})"
+    return f"{type(error).__name__}: {error}"
 
 
 def checked(value: Any) -> tuple[Any, str | None]:

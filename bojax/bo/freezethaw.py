@@ -34,10 +34,8 @@ however many steps the curves hold.
 
 from __future__ import annotations
 
-import pickle
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import jax.numpy as jnp
@@ -47,7 +45,7 @@ from scipy.stats import norm
 from bojax.bo import schedulers
 from bojax.bo.loop import ask_batch, fit_surrogate, init, tell
 from bojax.bo.settings import Settings
-from bojax.bo.stepwise import takes
+from bojax.bo.stepwise import load_checkpoint, save_checkpoint, takes
 from bojax.errors import SettingsError
 from bojax.parameters import Real
 from bojax.spaces import Space
@@ -223,9 +221,7 @@ def close_segment(run, decision: Decision, designs: list[Design], segment, secon
         status, error = "failed", segment.error or "the training reported no value"
     design.complete, design.failed = status == "ok", status == "failed"
     if run.journal is not None and design.checkpoint is not None and status == "stopped":
-        folder = Path(run.journal.folder) / "checkpoints"
-        folder.mkdir(exist_ok=True)
-        (folder / f"{decision.design}.pkl").write_bytes(pickle.dumps(design.checkpoint))
+        save_checkpoint(run.journal, decision.design, design.checkpoint)
     return {
         "phase": decision.phase,
         "x": design.point,
@@ -276,16 +272,16 @@ def add_record(designs: list[Design], record: dict[str, Any], space: Space) -> N
     design.failed = design.failed or record["status"] == "failed"
 
 
-def replay(records: list[dict[str, Any]], space: Space, folder: Path | None) -> list[Design]:
-    """The designs of a journal's freeze-thaw records (their checkpoints from ``folder``)."""
+def replay(records: list[dict[str, Any]], space: Space, journal=None) -> list[Design]:
+    """The designs of a journal's freeze-thaw records, the paused ones with the
+    checkpoints saved in ``journal``'s folder."""
     designs: list[Design] = []
     for record in records:
         add_record(designs, record, space)
-    if folder is not None:
+    if journal is not None:
         for j, design in enumerate(designs):
-            path = folder / "checkpoints" / f"{j}.pkl"
-            if path.exists() and not (design.complete or design.failed):
-                design.checkpoint = pickle.loads(path.read_bytes())
+            if not (design.complete or design.failed):
+                design.checkpoint = load_checkpoint(journal, j)
     return designs
 
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from bojax.bo.evaluation import Inline, as_executor, concurrency
+from bojax.bo.evaluation import Inline, as_executor, concurrency, failure_text
 from bojax.bo.isolation import run_isolated
 from bojax.bo.stepwise import (
     Opened,
@@ -117,9 +117,7 @@ def run_segment(
     except KeyboardInterrupt:  # Ctrl-C stops the run, not the design
         raise
     except BaseException as error:  # user code: record, don't end the run
-        if isinstance(error, SystemExit):
-            return report.ended("failed", error=f"the objective called sys.exit({error.code!r})")
-        return report.ended("failed", error=f"{type(error).__name__}: {error}")
+        return report.ended("failed", error=failure_text(error))
     earlier = [[after, 0.0]] if after else []  # a value was recorded before this segment
     status, y, error = outcome(returned, report.curve or earlier)
     return report.ended("complete" if status == "ok" else "failed", y, error)
@@ -149,6 +147,11 @@ class _Open:
     def step(self) -> int:
         curve = self.opened.training.curve
         return int(curve[-1][0]) if curve else 0
+
+
+def _lost(attempts: int, error: Exception) -> str:
+    """Why a design failed whose segment the executor lost ``attempts`` times."""
+    return f"segment lost after {attempts} attempt(s): {type(error).__name__}: {error}"
 
 
 class _Pooled:
@@ -284,8 +287,7 @@ class PooledSteps(_Pooled):
             if entry.attempts <= self.retries:
                 self.ready.appendleft(design)
                 return None
-            why = f"segment lost after {entry.attempts} attempt(s): {type(lost).__name__}: {lost}"
-            return self._end(design, "failed", error=why)
+            return self._end(design, "failed", error=_lost(entry.attempts, lost))
         entry.attempts = 0
         training = entry.training
         self.run.spent += segment.charged
@@ -361,8 +363,7 @@ class PooledFreezeThaw(_Pooled):
                 flight = (decision, k, reserve, args, attempts + 1, tick)
                 self.running[self._segment(args, attempts + 1)] = flight
                 return None
-            why = f"segment lost after {attempts} attempt(s): {type(lost).__name__}: {lost}"
-            segment = Segment([], 0, "failed", None, why)
+            segment = Segment([], 0, "failed", None, _lost(attempts, lost))
         run = self.run
         seconds = time.perf_counter() - tick - decision.seconds
         record = {"iteration": k, "proposal": k}

@@ -174,15 +174,9 @@ class StepRun:
         design ``checkpointed``'s new checkpoint to ``checkpoints/<design>.pkl``."""
         if self.journal is None:
             return
-        folder = Path(self.journal.folder) / "checkpoints"
         if checkpointed is not None and checkpointed in self.in_flight:
-            import cloudpickle
-
-            folder.mkdir(exist_ok=True)
             checkpoint = self.in_flight[checkpointed].training.checkpoint
-            partial = folder / f"{checkpointed}.pkl.tmp"
-            partial.write_bytes(cloudpickle.dumps(checkpoint))
-            partial.replace(folder / f"{checkpointed}.pkl")
+            save_checkpoint(self.journal, checkpointed, checkpoint)
         entries = [
             {"proposal": d, "u": np.asarray(o.u).tolist(), "x": o.point, "info": o.info,
              "curve": o.training.curve, "charged": o.training.charged}
@@ -196,8 +190,6 @@ class StepRun:
         steps and milestone decisions restored); otherwise it starts again from step 1."""
         if self.journal is None:
             return {}
-        import cloudpickle
-
         finished = {int(r.get("proposal", j)) for j, r in enumerate(self.history)}
         resumable = self.continues and self.train is not None and takes(self.train, "checkpoint")
         restored = {}
@@ -209,15 +201,15 @@ class StepRun:
             training = self._start(design)
             opened = Opened(design, u, self.space.from_unit(u), dict(entry["info"]),
                             training, time.perf_counter())  # fmt: skip
-            path = Path(self.journal.folder) / "checkpoints" / f"{design}.pkl"
             curve = entry.get("curve", [])
-            if resumable and path.exists() and curve:
+            checkpoint = load_checkpoint(self.journal, design) if resumable and curve else None
+            if checkpoint is not None:
                 if not _curve_ok(curve, self.max_step):
                     raise JournalError(
                         f"{self.journal.pending_path}: design {design}'s 'curve' must be a "
                         "list of [step, value] pairs, steps rising within max_step"
                     )
-                training.checkpoint = cloudpickle.loads(path.read_bytes())
+                training.checkpoint = checkpoint
                 training.curve.extend([int(s), float(v)] for s, v in curve)
                 training.charged = int(entry.get("charged", curve[-1][0]))
                 self.spent += training.charged
@@ -501,13 +493,12 @@ class _FreezeThawRun:
         self.journal, self.history = journal, history
         self.budget = step_budget(settings)
         self.model = freezethaw.FreezeThaw(space, settings)
-        folder = None if journal is None else Path(journal.folder)
         self.designs = []
         for k, record in enumerate(history):
             if record["phase"] != "initial":
                 self.model.decide(self.designs, k)  # the fit this decision made
             freezethaw.add_record(self.designs, record, space)
-        self.designs = freezethaw.replay(history, space, folder)
+        self.designs = freezethaw.replay(history, space, journal)
         self.spent = sum(int(r["diagnostics"].get("charged", 0)) for r in history)
 
     def evaluate(self, k: int) -> dict[str, Any]:
@@ -524,6 +515,26 @@ class _FreezeThawRun:
         if self.journal is not None:
             self.journal.append(record)
         return record
+
+
+def save_checkpoint(journal: Journal, design: int, checkpoint: Any) -> None:
+    """Pickle design ``design``'s checkpoint to the run folder's ``checkpoints/``
+    (atomically: a run killed mid-write keeps the previous one)."""
+    import cloudpickle
+
+    folder = Path(journal.folder) / "checkpoints"
+    folder.mkdir(exist_ok=True)
+    partial = folder / f"{design}.pkl.tmp"
+    partial.write_bytes(cloudpickle.dumps(checkpoint))
+    partial.replace(folder / f"{design}.pkl")
+
+
+def load_checkpoint(journal: Journal, design: int) -> Any:
+    """Design ``design``'s saved checkpoint, or None."""
+    import cloudpickle
+
+    path = Path(journal.folder) / "checkpoints" / f"{design}.pkl"
+    return cloudpickle.loads(path.read_bytes()) if path.exists() else None
 
 
 def check_step(step: Any, last: int) -> None:
