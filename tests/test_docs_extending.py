@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from bojax.bo.acquisition import ACQUISITIONS
 from bojax.bo.policies import POLICIES
@@ -20,6 +21,7 @@ ADDED = [(KERNELS, "rq"), (ACQUISITIONS, "pi_margin"), (POLICIES, "explore-while
          (SURROGATES, "gp-random-walk"), (PARAMETER_KINDS, "logit")]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_every_extension_in_the_guide_registers_and_runs(capsys):
     assert len(BLOCKS) >= 6
     namespace: dict = {}

@@ -74,6 +74,7 @@ def test_a_maximised_objective_and_a_given_reference_point():
     assert result.best_value == values[:, 0].max()  # the first objective, maximised
 
 
+@pytest.mark.slow
 def test_resume_is_bit_identical_and_steady_steps_do_not_recompile(tmp_path):
     run = dict(
         objectives={"left": "min", "right": "min"}, constraints=["size<=8"], initial=4,

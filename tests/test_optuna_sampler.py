@@ -49,6 +49,7 @@ def mixed(trial):
     return (x - 1.0) ** 2 + {"a": 1.0, "b": 0.0, "c": 2.0}[kind] + ((batch - 64) / 64) ** 2 + drop
 
 
+@pytest.mark.slow
 def test_categorical_and_stepped_parameters_are_modelled_jointly():
     sampler = BojaxSampler(seed=1, **FAST)
     study = optuna.create_study(sampler=sampler)
