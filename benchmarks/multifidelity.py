@@ -43,7 +43,8 @@ sample's curves and every arm's reports). Arms:
 
 Printed: per task the median regret (quartiles) at 10, 25, 50 and 100 % of the budget,
 and the epochs each arm needed to reach ``bojax-full``'s final median regret. Each
-(task, arm, seed) run is kept in ``<out>/multifidelity_runs/`` and reused.
+(task, arm, seed) run is kept in ``<out>/multifidelity_runs/`` (gzipped JSON, small enough
+to commit, so seeds run in different sessions add up) and reused.
 
     uv run --group bench python benchmarks/multifidelity.py [--quick] [--seeds N]
 """
@@ -51,6 +52,7 @@ and the epochs each arm needed to reach ``bojax-full``'s final median regret. Ea
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import subprocess
@@ -440,6 +442,25 @@ def budget_of(task: str, quick: bool) -> int:
     return (8 if quick else kind.trainings) * kind.epochs
 
 
+def run_path(runs: Path, task: str, arm: str, seed: int) -> Path:
+    """Where the run of ``arm`` on ``task`` with ``seed`` is kept."""
+    return runs / f"{task}_{arm}_{seed}.json.gz"
+
+
+def read_run(path: Path) -> dict:
+    with gzip.open(path, "rt") as file:
+        return json.load(file)
+
+
+def write_run(path: Path, run: dict) -> None:
+    """Atomically (a stopped benchmark leaves no half-written run); mtime 0 in the gzip
+    header, so the same run gives the same bytes."""
+    part = path.with_suffix(".part")
+    with open(part, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as file:
+        file.write(json.dumps(run, separators=(",", ":")).encode())
+    part.replace(path)
+
+
 def existing(tasks, arms, seeds, runs: Path) -> dict:
     """The kept runs of each task at the seeds every arm ran (``--existing``: a table of
     what is there, computing nothing; a seed some arm lacks is left out for all)."""
@@ -447,11 +468,11 @@ def existing(tasks, arms, seeds, runs: Path) -> dict:
     for task in tasks:
         playing = [arm for arm in arms if available(arm, task)]
         for seed in range(seeds):
-            paths = [runs / f"{task}_{arm}_{seed}.json" for arm in playing]
+            paths = [run_path(runs, task, arm, seed) for arm in playing]
             if all(path.exists() for path in paths):
                 for arm, path in zip(playing, paths, strict=True):
                     runs_of = results.setdefault(task, {}).setdefault(arm, [])
-                    runs_of.append(json.loads(path.read_text()))
+                    runs_of.append(read_run(path))
     return results
 
 
@@ -464,16 +485,14 @@ def collect(tasks, arms, seeds, quick: bool, runs: Path, console) -> dict:
             for arm in arms:
                 if not available(arm, task):
                     continue
-                path = runs / f"{task}_{arm}_{seed}.json"
+                path = run_path(runs, task, arm, seed)
                 if not path.exists():
                     tick = time.perf_counter()
                     command = [sys.executable, __file__, "--run-one", task, arm, str(seed),
                                "--budget", str(budget), "--to", str(path)]  # fmt: skip
                     subprocess.run(command, check=True)
                     console.print(f"{task} {arm} seed {seed}: {time.perf_counter() - tick:.0f} s")
-                results.setdefault(task, {}).setdefault(arm, []).append(
-                    json.loads(path.read_text())
-                )
+                results.setdefault(task, {}).setdefault(arm, []).append(read_run(path))
     return results
 
 
@@ -597,7 +616,7 @@ def main(argv: list[str] | None = None) -> dict:
     console = Console(width=200)
     if args.run_one:
         task, arm, seed = args.run_one
-        args.to.write_text(json.dumps(run_one(task, arm, int(seed), args.budget)))
+        write_run(args.to, run_one(task, arm, int(seed), args.budget))
         return {}
     if args.decision:
         row = decision_speed()
@@ -607,13 +626,13 @@ def main(argv: list[str] | None = None) -> dict:
         return row
     if args.batched:
         rows = batched_speed()
-        table = Table(title="MNIST-1D trainings: (design x epoch) per second")
+        speeds = Table(title="MNIST-1D trainings: (design x epoch) per second")
         for column in ("designs", "alone /s", "batched /s", "batched / alone"):
-            table.add_column(column, justify="right")
+            speeds.add_column(column, justify="right")
         for row in rows:
-            table.add_row(str(row["designs"]), f"{row['alone_per_s']:.1f}",
+            speeds.add_row(str(row["designs"]), f"{row['alone_per_s']:.1f}",
                           f"{row['batched_per_s']:.1f}", f"{row['speedup']:.2f}x")  # fmt: skip
-        console.print(table)
+        console.print(speeds)
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "multifidelity_batched.json").write_text(json.dumps(rows, indent=1))
         return {"batched": rows}

@@ -193,16 +193,16 @@ def test_multifidelity_benchmark_runs_its_arms_on_lcbench_curves(tmp_path):
     argv = ["--quick", "--tasks", "3945", "--arms", *arms, "--out", str(tmp_path)]
     summary = bench.main(argv)
     budget = bench.budget_of("3945", quick=True)
-    runs = sorted((tmp_path / "multifidelity_quick_runs").glob("3945_*_0.json"))
+    runs = sorted((tmp_path / "multifidelity_quick_runs").glob("3945_*_0.json.gz"))
     assert len(runs) == len(arms)
-    assert all(len(json.loads(p.read_text())["values"]) == budget for p in runs)
+    assert all(len(bench.read_run(p)["values"]) == budget for p in runs)
     rows = summary["3945"]["arms"]
     for row in rows.values():  # regret against the lowest error known: never negative
         quartiles = [row["regret"][f] for f in ("0.1", "0.25", "0.5", "1.0")]
         assert all(q[0] >= 0 for q in quartiles)
         assert all(a[0] >= b[0] for a, b in itertools.pairwise(quartiles))  # non-increasing
     assert rows["bojax-full"]["epochs_to_full"] <= budget
-    decisions = json.loads((tmp_path / "multifidelity_quick_runs" /
-                            "3945_bojax-freeze-thaw_0.json").read_text())["decisions"]  # fmt: skip
+    runs_folder = tmp_path / "multifidelity_quick_runs"
+    decisions = bench.read_run(runs_folder / "3945_bojax-freeze-thaw_0.json.gz")["decisions"]
     assert decisions and all(seconds > 0 for _, seconds in decisions)
     assert (tmp_path / "multifidelity_quick.png").exists()
