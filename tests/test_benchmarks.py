@@ -206,3 +206,23 @@ def test_multifidelity_benchmark_runs_its_arms_on_lcbench_curves(tmp_path):
     decisions = bench.read_run(runs_folder / "3945_bojax-freeze-thaw_0.json.gz")["decisions"]
     assert decisions and all(seconds > 0 for _, seconds in decisions)
     assert (tmp_path / "multifidelity_quick.png").exists()
+
+
+@pytest.mark.slow
+def test_multifidelity_benchmark_tabulates_mnist1d_runs_without_lcbench(tmp_path):
+    """The whole default path (runs, reuse, table, figure) on bojax's own training task,
+    which needs no ONNX runtime, so CI exercises it."""
+    bench = load("multifidelity")
+    argv = ["--quick", "--tasks", "mnist1d", "--arms", "top-k", "random",
+            "--lcbench", str(tmp_path / "absent"), "--out", str(tmp_path)]  # fmt: skip
+    summary = bench.main(argv)
+    runs = sorted((tmp_path / "multifidelity_quick_runs").glob("mnist1d_*_0.json.gz"))
+    assert [p.name.split("_")[1] for p in runs] == ["random", "top-k"]
+    budget = bench.budget_of("mnist1d", quick=True)
+    assert all(len(bench.read_run(p)["values"]) == budget for p in runs)
+    assert set(summary["mnist1d"]["arms"]) == {"top-k", "random"}
+    assert (tmp_path / "multifidelity_quick.png").stat().st_size > 10_000
+    kept = [p.stat().st_mtime_ns for p in runs]
+    again = bench.main(argv)  # reused, not run again
+    assert [p.stat().st_mtime_ns for p in runs] == kept
+    assert again["mnist1d"]["arms"]["random"] == summary["mnist1d"]["arms"]["random"]
