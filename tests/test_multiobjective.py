@@ -152,7 +152,7 @@ def test_bad_returns_fail_the_evaluation_with_a_reason():
         (dict(objectives={"a": "min"}, constraints={"s": ("<=", math.nan)}), "finite"),
         (dict(objectives=["a:min", "b:min"], reference_point=[1.0]), "2 objectives"),
         (dict(objectives=["a:min"], reference_point=[math.inf]), "reference_point"),
-        (dict(objectives=["a:min"], acquisition="ei"), "log_ehvi or parego"),
+        (dict(objectives=["a:min"], acquisition="ei"), "log_ehvi, log_nehvi or parego"),
         (dict(acquisition="parego"), "for several metrics"),
         (dict(objectives=["a:min"], maximize=True), "name:max"),
         (dict(objectives=["a:min"], policy="hybrid"), "policies"),
@@ -229,3 +229,89 @@ def test_failures_go_to_the_failure_model_and_the_noisy_variant_proposes():
     # The classifier weights each proposal: below certainty where things failed before.
     risky = [r["diagnostics"]["success_probability"] for r in steps if r["x"]["x"] > 0.75]
     assert all(p < 0.95 for p in risky)
+
+
+def _hypervolume_2d(points: np.ndarray, reference: np.ndarray) -> float:
+    """The area two minimised objectives' ``points`` dominate below ``reference``."""
+    points = points[np.all(points < reference, axis=1)]
+    area, ceiling = 0.0, reference[1]
+    for a, b in points[np.argsort(points[:, 0])]:
+        if b < ceiling:
+            area += (reference[0] - a) * (ceiling - b)
+            ceiling = b
+    return area
+
+
+def test_noisy_ehvi_matches_a_monte_carlo_reference_over_joint_samples():
+    """log_nehvi's value at a candidate against NumPy: joint draws of the latent
+    objectives at the baseline and the candidate from a float64 posterior, the
+    hypervolume each candidate draw adds to its own sampled front, averaged."""
+    from bojax.bo import multiobjective as mo
+    from bojax.bo.acquisition import MultiIncumbent, get_acquisition
+
+    settings = bojax.Settings(objectives=["left:min", "right:min"], initial=6, seed=1,
+                              surrogate="gp-map", acquisition="log_nehvi", fantasies=3000,
+                              num_candidates=256)  # fmt: skip
+    state = bojax.init(SPACE, settings)
+    for u in np.random.default_rng(2).uniform(size=(7, 2)):
+        state = bojax.tell(state, u, two_bowls(SPACE.from_unit(u)))
+    models = mo.fit_models(state)
+    x, z, surrogate = models.x, models.z, models.surrogate
+    reference = np.max(z, axis=0) + 0.5
+    chosen = mo.baseline(x, z, surrogate, models.fitted, 2)
+    conditioned, boxes = mo.sampled_fronts(
+        surrogate, jax.random.key(5), [surrogate.conditioned(f) for f in models.fitted], 2,
+        x[chosen], np.zeros((0, 2)), reference, 3000,
+    )  # fmt: skip
+    candidates = np.array([[0.5, 0.45], [0.25, 0.6], [0.9, 0.1]])
+    incumbent = MultiIncumbent(*boxes, found=True, best=0.0, columns=np.zeros(0, np.int32),
+                               orient=np.zeros(0), bounds=np.zeros(0))  # fmt: skip
+    score = mo.score_function(surrogate, get_acquisition("log_nehvi"))
+    values = np.exp(np.asarray(score(candidates, (tuple(conditioned), incumbent, {}))))
+
+    rng = np.random.default_rng(0)
+    draws = []
+    for j in range(2):
+        params = jax.tree.map(lambda a: np.asarray(a[0], np.float64), models.fitted[j].samples)
+        amp, ell = params["kernel"]["amplitude"], params["kernel"]["lengthscales"]
+
+        def k(a, b, amp=amp, ell=ell):
+            r = np.sqrt(np.sum(((a[:, None] - b[None]) / ell) ** 2, axis=-1))
+            return amp * (1 + np.sqrt(5) * r + 5 / 3 * r**2) * np.exp(-np.sqrt(5) * r)
+
+        points = np.concatenate([x[chosen], candidates])
+        gram = k(x, x) + params["noise"] * np.eye(len(x))
+        cross = k(x, points)
+        mean = params["mean"]["value"] + cross.T @ np.linalg.solve(
+            gram, z[:, j] - params["mean"]["value"]
+        )
+        cov = k(points, points) - cross.T @ np.linalg.solve(gram, cross)
+        draws.append(rng.multivariate_normal(mean, cov + 1e-10 * np.eye(len(points)), 20000))
+    joint = np.stack(draws, axis=-1)  # (draws, b + 3, 2)
+    b = len(chosen)
+    expected = []
+    for c in range(3):
+        gains = [
+            _hypervolume_2d(np.concatenate([f[:b], f[b + c : b + c + 1]]), reference)
+            - _hypervolume_2d(f[:b], reference)
+            for f in joint
+        ]
+        expected.append(np.mean(gains))
+    np.testing.assert_allclose(values, expected, rtol=0.06)
+
+
+def test_noisy_ehvi_proposes_batches_with_constraints_and_needs_a_gp():
+    settings = bojax.Settings(objectives=["left:min", "right:min"], constraints=["size<=6"],
+                              initial=4, seed=0, surrogate="gp-map", acquisition="log_nehvi",
+                              num_candidates=256)  # fmt: skip
+    state = bojax.init(SPACE, settings)
+    for _ in range(5):
+        u, state, _ = bojax.ask(state)
+        state = bojax.tell(state, u, two_bowls(SPACE.from_unit(u)))
+    points, state, infos = bojax.bo.loop.ask_batch(state, 2, pending=np.array([[0.3, 0.5]]))
+    assert len(points) == 2 and all(np.isfinite(i["acquisition_value"]) for i in infos)
+    bnn = bojax.init(SPACE, settings.replace(surrogate="bnn-hmc"))
+    for u in state.u:
+        bnn = bojax.tell(bnn, u, two_bowls(SPACE.from_unit(u)))
+    with pytest.raises(SettingsError, match="log_nehvi"):
+        bojax.ask(bnn)

@@ -87,6 +87,38 @@ def test_integrated_fantasies_average_back_to_the_posterior(fitted_map):
     np.testing.assert_allclose(mean.std(axis=0), spread, rtol=0.06)
 
 
+def test_latent_fantasies_condition_on_noise_free_values_as_the_gaussian_conditional(fitted_map):
+    """Noisy EHVI's sampled fronts: f_p ~ N(mu_p, S_pp) (the latent posterior, no noise),
+    and f(x*) | f_p has mean mu_* + S_*p S_pp^-1 (f_p - mu_p), variance S_** - S_*p S_pp^-1
+    S_p*, all from a float64 NumPy posterior."""
+    surrogate, state, x, _, pending, x_star = fitted_map
+    params = jax.tree.map(lambda a: np.asarray(a[0]), state.samples)
+    amp, ell = params["kernel"]["amplitude"], params["kernel"]["lengthscales"]
+
+    def k(a, b):
+        r = np.sqrt(np.sum(((a[:, None] - b[None]) / ell) ** 2, axis=-1))
+        return amp * (1 + np.sqrt(5) * r + 5 / 3 * r**2) * np.exp(-np.sqrt(5) * r)
+
+    gram = k(x, x) + params["noise"] * np.eye(len(x))
+    points = np.concatenate([pending, x_star])
+    mean0, _ = surrogate.predict(state, points)
+    cross = k(x, points)
+    cov = k(points, points) - cross.T @ np.linalg.solve(gram, cross)
+    p = len(pending)
+    gain = np.linalg.solve(cov[:p, :p], cov[:p, p:])  # (P, M)
+    conditioned, outcomes = gp.fantasies.sample_latent(
+        surrogate.model, 3000, jax.random.key(3), surrogate.conditioned(state),
+        gp.fantasies.pending_data(pending),
+    )  # fmt: skip
+    drawn = np.asarray(outcomes)[:, :p]
+    np.testing.assert_allclose(np.cov(drawn.T), cov[:p, :p], rtol=0.1, atol=0.02 * cov.max())
+    mean, var = surrogate.predictive(conditioned, jnp.asarray(x_star))
+    assert mean.shape == (1, 6, 3000) and var.shape == (1, 6)
+    expected = np.asarray(mean0[0, p:]) + (drawn - np.asarray(mean0[0, :p])) @ gain
+    np.testing.assert_allclose(mean[0].T, expected, atol=1e-6)
+    np.testing.assert_allclose(var[0], np.diag(cov[p:, p:] - cov[p:, :p] @ gain), atol=1e-6)
+
+
 # -- batch proposals ---------------------------------------------------------------------------
 
 

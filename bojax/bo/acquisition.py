@@ -135,7 +135,8 @@ class MultiIncumbent(NamedTuple):
 
     * ``lower``, ``upper`` (B, T): the boxes that cut the region the observed front does
       not dominate (:func:`bojax.bo.pareto.nondominated_boxes`), in warped units, with
-      ``live`` (B,) False on the padding that keeps B on a bucket;
+      ``live`` (B,) False on the padding that keeps B on a bucket; or (S, 1, B, T) and
+      (S, 1, B), one set per posterior sample, for noisy EHVI's sampled fronts;
     * ``found``: whether any evaluation met every constraint (before that, only the
       probability of feasibility is maximised, Gelbart et al. 2014);
     * ``best``: ParEGO's incumbent, the best scalarised feasible value;
@@ -282,6 +283,16 @@ MAX_VARIANCE = ACQUISITIONS.register(AcquisitionRecord("max_variance", max_varia
 ACQUISITIONS.register(
     AcquisitionRecord(
         "log_ehvi",
+        log_expected_hypervolume_improvement,
+        weighting=plus_log_success,
+        outputs=None,
+    )
+)
+# Noisy EHVI: the same integrand, averaged over sampled fronts too; the loop draws them
+# (:func:`bojax.bo.multiobjective.sampled_fronts`) and hands per-sample boxes.
+ACQUISITIONS.register(
+    AcquisitionRecord(
+        "log_nehvi",
         log_expected_hypervolume_improvement,
         weighting=plus_log_success,
         outputs=None,

@@ -14,6 +14,15 @@ posterior, and the acquisition's mean over ``s`` integrates it.
   ``incumbent="posterior_mean"`` (the noisy variant) the front is the pooled posterior
   mean at the feasible evaluations instead, which a lucky noisy observation cannot
   push out (the plug-in counterpart of Daulton et al. 2021's noisy EHVI).
+* ``log_nehvi`` (noisy EHVI, Daulton et al. 2021): the front itself is uncertain. Per
+  hyperparameter draw, ``J`` joint samples of the noise-free objectives at the baseline
+  (the feasible evaluations on the observed or the posterior-mean front, as BoTorch
+  prunes its baseline) each give a front and its boxes, and each sample's GPs are
+  conditioned on those values, so a candidate correlated with a front point cannot
+  claim to improve on it (:func:`sampled_fronts`). The acquisition is the same
+  integrand, averaged over draws and fronts: ``log mean_{s,j} EHVI_{sj}(x)``. ``J`` is
+  ``settings.fantasies`` (default: 128 samples in all); each step costs about ``J``
+  times ``log_ehvi``'s.
 * ``parego`` (Knowles 2006): each proposal draws weights ``lambda`` uniformly on the
   simplex, scalarises the objectives (normalised to [0, 1] on the observed values) as
   ``max_k lambda_k f_k + 0.05 sum_k lambda_k f_k``, fits one surrogate to that and
@@ -43,7 +52,7 @@ from bojax.bo import keys, pareto
 from bojax.bo.acquisition import AcquisitionRecord, MultiIncumbent, get_acquisition
 from bojax.bo.metrics import Metrics
 from bojax.bo.optimize import propose
-from bojax.errors import SpaceExhaustedError
+from bojax.errors import SettingsError, SpaceExhaustedError
 from bojax.surrogates import Surrogate
 
 PAREGO_RHO = 0.05  # the weight of ParEGO's linear term (Knowles 2006)
@@ -139,6 +148,8 @@ def score_function(surrogate: Surrogate, acquire: AcquisitionRecord, draws=None,
 
     def one_chunk(x, conditioned, incumbent, feasibility):
         outputs = [surrogate.predictive(c, x) for c in conditioned]
+        if incumbent.lower.ndim == 4:  # sampled fronts: one row per front
+            outputs = [_per_front(m, v, incumbent.lower.shape[0]) for m, v in outputs]
         mean = jnp.stack([m for m, _ in outputs], axis=-1)
         var = jnp.stack([v for _, v in outputs], axis=-1)
         value = acquire(mean, var, incumbent)
@@ -149,11 +160,22 @@ def score_function(surrogate: Surrogate, acquire: AcquisitionRecord, draws=None,
     @jax.jit
     def score(x, args):
         conditioned, incumbent, _, *feasibility = args
-        if draws is not None:
-            stride = jax.tree.leaves(conditioned[0])[0].shape[0] // draws
-            conditioned = jax.tree.map(lambda a: a[::stride][:draws], conditioned)
         samples = jax.tree.leaves(conditioned[0])[0].shape[0]
-        per_candidate = samples * math.prod(incumbent.lower.shape)
+        fronts = incumbent.lower.ndim == 4  # sampled fronts: (S J, 1, B, T) boxes
+        if draws is not None:
+            stride = samples // draws
+            conditioned = jax.tree.map(lambda a: a[::stride][:draws], conditioned)
+            if fronts:  # the strided draws' fronts too
+                per_draw = incumbent.lower.shape[0] // samples
+                incumbent = incumbent._replace(
+                    **{
+                        f: _strided(getattr(incumbent, f), per_draw, stride, draws)
+                        for f in ("lower", "upper", "live")
+                    }
+                )
+            samples = draws
+        rows = incumbent.lower.shape[0] if fronts else samples
+        per_candidate = rows * math.prod(incumbent.lower.shape[-2:])
         chunk = max(8, CHUNK_FLOATS // max(per_candidate, 1))
         m = x.shape[0]
         if m <= chunk:
@@ -169,14 +191,37 @@ def score_function(surrogate: Surrogate, acquire: AcquisitionRecord, draws=None,
     return score
 
 
+def _per_front(mean, var, fronts: int):
+    """``(fronts, M)`` mean and variance, one row per sampled front ``r = s J + j``: a
+    sampled-front posterior's ``(S, M, J)`` means in order, and a plain posterior's
+    ``(S, M)`` repeated ``J`` times, as is every variance (it does not depend on the
+    sampled values)."""
+    per_draw = fronts // var.shape[0]
+    if mean.ndim == 3:  # the first per_draw of each draw's J (all J but when screening)
+        mean = jnp.moveaxis(mean[..., :per_draw], -1, 1).reshape(fronts, -1)
+    else:
+        mean = jnp.repeat(mean, per_draw, axis=0)
+    return mean, jnp.repeat(var, per_draw, axis=0)
+
+
+def _strided(a, per_draw: int, stride: int, draws: int):
+    """The first sampled front of every ``stride``-th of the ``S`` draws (``a`` is
+    ``(S J, ...)``): the screen of the candidate grid reads one front per draw."""
+    return a.reshape(-1, per_draw, *a.shape[1:])[::stride][:draws, 0]
+
+
 def _boxes(front_points: np.ndarray, reference: np.ndarray):
-    """The non-dominated boxes, padded to a power of two (copies of box 0, not live)."""
+    """The non-dominated boxes, padded to a bucket (copies of box 0, not live)."""
     lower, upper = pareto.nondominated_boxes(front_points, reference)
-    size = gp.bucket_size(len(lower), minimum=4)
+    padded = _padded(lower, upper, gp.bucket_size(len(lower), minimum=4))
+    return tuple(jnp.asarray(a) for a in padded)
+
+
+def _padded(lower: np.ndarray, upper: np.ndarray, size: int):
     live = np.arange(size) < len(lower)
     lower = np.concatenate([lower, np.repeat(lower[:1], size - len(lower), axis=0)])
     upper = np.concatenate([upper, np.repeat(upper[:1], size - len(upper), axis=0)])
-    return jnp.asarray(lower), jnp.asarray(upper), jnp.asarray(live)
+    return lower, upper, live
 
 
 def _believed(surrogate: Surrogate, fitted, key, x, y, pending: np.ndarray):
@@ -201,7 +246,13 @@ def propose_batch(state, classifier, feasibility, taken, first: int, q: int):
     metrics: Metrics = settings.metrics
     acquire = get_acquisition(settings.acquisition)
     parego = acquire.name == "parego"
+    sampled = acquire.name == "log_nehvi"
     count = len(metrics.objectives)
+    if sampled and not hasattr(settings.make_surrogate(space), "fantasize"):
+        raise SettingsError(
+            f"log_nehvi samples fronts from a GP; surrogate {settings.surrogate!r} has "
+            "none: use log_ehvi"
+        )
     models = fit_models(state, first)
     x, z, surrogate = models.x, models.z, models.surrogate
     feasible = metrics.feasible(state.metrics[np.isfinite(state.y)])
@@ -212,13 +263,13 @@ def propose_batch(state, classifier, feasibility, taken, first: int, q: int):
     reference = _reference(settings, metrics, z[feasible, :count], models.shift, models.scale)
     score = score_function(surrogate, acquire, None, classifier)
     draws = surrogate.screening_draws()
+    if sampled and draws is None:  # the grid is ranked under one sampled front per draw
+        draws = surrogate.samples_per_fit
     screen = None if draws is None else score_function(surrogate, acquire, draws, classifier)
     fitted, outputs = models.fitted, models.outputs
     observed_front = z[feasible, :count]
     if settings.incumbent == "posterior_mean" and found and not parego:  # the noisy variant
-        at = jnp.asarray(x[feasible])
-        means = [jnp.mean(surrogate.predict(fitted[j], at)[0], axis=0) for j in range(count)]
-        observed_front = np.stack([np.asarray(m) for m in means], axis=1)
+        observed_front = pooled_means(surrogate, fitted, x[feasible], count)
     points, infos = [], []
     for k in range(first, first + q):
         if parego and k > first:  # a new scalarisation per proposal
@@ -244,6 +295,14 @@ def propose_batch(state, classifier, feasibility, taken, first: int, q: int):
                 ok = np.all(orient * believed[:, index] <= bounds, axis=1)
                 front_points = np.concatenate([front_points, believed[ok, :count]])
             boxes = _boxes(front_points, reference)
+            if sampled and found:
+                extra = front_points[len(observed_front) :]
+                front_key = jax.random.fold_in(keys.iteration_key(settings.seed, k), 6)
+                conditioned, boxes = sampled_fronts(
+                    surrogate, front_key, conditioned, count,
+                    x[feasible][baseline(x[feasible], observed_front, surrogate, fitted, count)],
+                    extra, reference, settings.fantasies,
+                )  # fmt: skip
         incumbent = MultiIncumbent(
             *boxes,
             found=jnp.asarray(found),
@@ -273,6 +332,55 @@ def propose_batch(state, classifier, feasibility, taken, first: int, q: int):
         infos.append({"phase": "bo", "acquisition_value": value})
         taken = np.concatenate([taken, u[None]])
     return np.stack(points), state._replace(surrogate=fitted), infos
+
+
+def pooled_means(surrogate, fitted, x: np.ndarray, count: int) -> np.ndarray:
+    """``(n, count)``: each objective's posterior mean at ``x``, pooled over the draws."""
+    n = len(x)  # padded to a bucket: one compilation per bucket, not per step
+    at = jnp.asarray(np.concatenate([x, np.repeat(x[:1], gp.bucket_size(n) - n, axis=0)]))
+    means = [jnp.mean(surrogate.predict(fitted[j], at)[0], axis=0) for j in range(count)]
+    return np.stack([np.asarray(m)[:n] for m in means], axis=1)
+
+
+BASELINE_LIMIT = 64  # sampled fronts: at most this many baseline points
+
+
+def baseline(x: np.ndarray, observed: np.ndarray, surrogate, fitted, count: int) -> np.ndarray:
+    """Indices of the feasible points whose fronts noisy EHVI samples: those on the
+    observed front or on the front of the pooled posterior means (a point just behind
+    the observed front may lead in a sample), at most :data:`BASELINE_LIMIT`."""
+    believed = pooled_means(surrogate, fitted, x, count)
+    keep = pareto.pareto_mask(observed) | pareto.pareto_mask(believed)
+    return np.flatnonzero(keep)[:BASELINE_LIMIT]
+
+
+def sampled_fronts(surrogate, key, conditioned, count: int, at, extra, reference, fantasies):
+    """``(conditioned, boxes)`` for noisy EHVI. Each objective's ``S`` posteriors draw
+    ``J`` joint noise-free samples at ``at`` (the baseline, (b, d)) and are conditioned
+    on them (:func:`bojax.gp.fantasies.sample_latent`: ``J`` means per prediction,
+    sample ``r = s J + j``); the constraints' posteriors stay as they are, each draw's
+    prediction repeated for its ``J`` fronts (:func:`_per_front`). Sample ``r``'s front
+    is its values at ``at`` plus ``extra`` (believed pending outcomes), cut into boxes
+    padded to one bucket: lower and upper ``(S J, 1, B, T)``, live ``(S J, 1, B)``."""
+    from bojax.gp import fantasies as fantasy
+
+    samples = jax.tree.leaves(conditioned[0])[0].shape[0]
+    per_draw = fantasy.per_sample("integrated", samples, fantasies)
+    baseline_data = fantasy.pending_data(at)
+    values, sampled = [], list(conditioned)
+    for i in range(count):
+        sampled[i], outcomes = fantasy.sample_latent(
+            surrogate.model, per_draw, jax.random.fold_in(key, i), conditioned[i], baseline_data
+        )
+        values.append(np.asarray(outcomes)[:, : len(at)])
+    fronts = np.stack(values, axis=-1)  # (S J, b, T)
+    raw = [pareto.nondominated_boxes(np.concatenate([f, extra]), reference) for f in fronts]
+    # Powers of two: the largest of S J box counts moves at nearly every step, and each
+    # new size would compile the score again.
+    size = 1 << max(2, (max(len(lower) for lower, _ in raw) - 1).bit_length())
+    boxes = [_padded(lower, upper, size) for lower, upper in raw]
+    lower, upper, live = (jnp.asarray(np.stack([b[i] for b in boxes])[:, None]) for i in range(3))
+    return sampled, (lower, upper, live)
 
 
 def _reference(settings, metrics: Metrics, feasible_z: np.ndarray, shift, scale) -> np.ndarray:

@@ -217,7 +217,8 @@ class Settings:
     )
     fantasies: int | None = setting(
         None,
-        "integrated fantasies per hyperparameter draw (default: enough for 128 in all)",
+        "integrated fantasies (log_nehvi: sampled fronts) per hyperparameter draw "
+        "(default: enough for 128 in all)",
         count(1, optional=True),
         omit_at_default=True,
     )
@@ -429,7 +430,7 @@ class Settings:
         if outputs is not None:
             raise SettingsError(
                 f"acquisition {self.acquisition!r} models one objective; with objectives use "
-                "log_ehvi or parego"
+                "log_ehvi, log_nehvi or parego"
             )
         if self.maximize:
             raise SettingsError("with objectives, say name:max for each metric to maximise")

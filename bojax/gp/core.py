@@ -185,15 +185,25 @@ def _factorise(model: GP, params: Params, data: Data) -> tuple[CholeskyResult, A
 
 
 def solved(
-    model: GP, params: Params, data: Data, chol: CholeskyResult, inverse: Array | None = None
+    model: GP,
+    params: Params,
+    data: Data,
+    chol: CholeskyResult,
+    inverse: Array | None = None,
+    outputs: Array | None = None,
 ) -> Posterior:
     """The posterior whose training covariance has the factor ``chol`` (and, if known, its
     ``inverse``): outputs may change without refactorising, since only ``alpha``'s two
-    triangular solves depend on them."""
+    triangular solves depend on them. ``outputs`` (N, J), if given, replace ``data.y``
+    with J output vectors at once: ``alpha`` is then (N, J), one column each."""
     size = chol.factor.shape[0]
     if inverse is None and size <= INVERSE_LIMIT:
         inverse = solve_triangular(chol.factor, jnp.eye(size, dtype=chol.factor.dtype), lower=True)
-    residual = jnp.where(data.mask, data.y, 0.0) - prior_mean(model, params, data)
+    prior = prior_mean(model, params, data)
+    if outputs is None:
+        residual = jnp.where(data.mask, data.y, 0.0) - prior
+    else:
+        residual = jnp.where(data.mask[:, None], outputs, 0.0) - prior[:, None]
     half = solve_triangular(chol.factor, residual, lower=True)
     alpha = solve_triangular(chol.factor.T, half, lower=False)
     return Posterior(params, data, chol.factor, alpha, chol.jitter, chol.ok, inverse)
@@ -231,7 +241,10 @@ def _cross(model: GP, post: Posterior, x_star):
     """Predictive mean and ``v = L^{-1} k(X, x_star)`` shared by both predictions."""
     k_cross = gram(model.kernel, post.params["kernel"], post.data.x, x_star)
     k_cross = k_cross * post.data.mask[:, None].astype(k_cross.dtype)
-    mean = _prior_mean(model, post.params, x_star, post.data) + k_cross.T @ post.alpha
+    prior = _prior_mean(model, post.params, x_star, post.data)
+    if post.alpha.ndim == 2:  # several output vectors: means (m, J)
+        prior = prior[:, None]
+    mean = prior + k_cross.T @ post.alpha
     if post.inverse is None:  # a large posterior: solve rather than keep L^{-1}
         return mean, solve_triangular(post.factor, k_cross, lower=True)
     return mean, post.inverse @ k_cross
@@ -244,7 +257,7 @@ def joined(data: Data, new: Data) -> Data:
 
 
 def extension(
-    model: GP, post: Posterior, new_x, new_mask
+    model: GP, post: Posterior, new_x, new_mask, latent: bool = False
 ) -> tuple[Array, CholeskyResult, Array | None]:
     """The factor of the training covariance with the rows ``new_x`` appended (``new_mask``
     False on padding), from the existing factor ``L`` by one block:
@@ -259,13 +272,15 @@ def extension(
     the predictive mean at ``new_x``, the joint factor and its inverse
     ``[[L^{-1}, 0], [-L22^{-1} V^T L^{-1}, L22^{-1}]]`` (None past
     :data:`INVERSE_LIMIT` rows); the new block gets its own jitter rung, and ``ok``
-    holds if both blocks did.
+    holds if both blocks did. ``latent``: the new rows are noise-free values of ``f``
+    (the block is the factor of the latent predictive covariance, jitter aside).
     """
     mean, v = _cross(model, post, new_x)
     live = new_mask.astype(v.dtype)
     params = post.params
     cov = gram(model.kernel, params["kernel"], new_x, new_x) - v.T @ v
-    noisy = cov * live[:, None] * live[None, :] + jnp.diag(params["noise"] * live + (1.0 - live))
+    noise = 0.0 if latent else params["noise"]
+    noisy = cov * live[:, None] * live[None, :] + jnp.diag(noise * live + (1.0 - live))
     block = jittered_cholesky(noisy, live, model.ladder)
     n, p = post.factor.shape[0], new_x.shape[0]
     zeros, lower = jnp.zeros((n, p), v.dtype), (v * live).T

@@ -96,6 +96,35 @@ def fantasize(
     return jax.tree.map(lambda a: a.reshape((-1, *a.shape[2:])), conditioned)
 
 
+@partial(jax.jit, static_argnums=(0, 1))
+def sample_latent(
+    model: core.GP, num: int, key, posteriors: core.Posterior, at: core.Data
+) -> tuple[core.Posterior, jax.Array]:
+    """``num`` joint noise-free draws of ``f`` at ``at`` per GP, ``f_at ~ N(mu, Sigma)``
+    (the latent posterior), and each GP conditioned on them: the S posteriors come back
+    with ``alpha`` of shape ``(S, N', num)``, one column per draw, since the factor
+    ``[[L, 0], [V^T, chol(Sigma)]]`` is shared by all of a GP's draws, so that one
+    prediction gives the ``num`` conditional means ``mu(x) + Sigma_x,at Sigma^-1 (f_at -
+    mu_at)`` and their shared variance (:func:`bojax.gp.core.predict`). The draws come
+    back as ``(S num, P')``, ``+inf`` on padding. Noisy EHVI's sampled fronts
+    (:mod:`bojax.bo.multiobjective`)."""
+    live = at.mask
+
+    def one_sample(key, post):
+        mean, chol, inverse = core.extension(model, post, at.x, live, latent=True)
+        size = post.factor.shape[-1]
+        eps = jax.random.normal(key, (num, at.x.shape[0]), dtype=mean.dtype)
+        outcomes = mean[None] + eps @ chol.factor[size:, size:].T
+        data = core.joined(post.data, at._replace(y=mean))  # y: one vector for the mean
+        ys = jnp.concatenate([jnp.broadcast_to(post.data.y, (num, size)), outcomes], axis=1)
+        conditioned = core.solved(model, post.params, data, chol, inverse, ys.T)
+        return conditioned, jnp.where(live, outcomes, jnp.inf)
+
+    samples = posteriors.params["noise"].shape[0]
+    conditioned, outcomes = jax.vmap(one_sample)(jax.random.split(key, samples), posteriors)
+    return conditioned, outcomes.reshape(-1, outcomes.shape[-1])
+
+
 def incumbents(best, outcomes) -> jax.Array:
     """The incumbent of each fantasy, ``min(best, min_p y_p)``, shaped ``(S J, 1)`` to
     broadcast against the acquisition's ``(S J, M)`` predictions: an improvement a
