@@ -52,7 +52,16 @@ from bojax.parameters import Categorical, Integer, Ordinal  # noqa: E402
 
 TRAINING = "mnist1d-size"
 PROBLEMS = [*MULTI_PROBLEMS, TRAINING]
-ARMS = ["bojax-ehvi", "bojax-parego", "optuna-gp", "tpe", "nsga2", "botorch", "random"]
+ARMS = [
+    "bojax-ehvi",
+    "bojax-nehvi",
+    "bojax-parego",
+    "optuna-gp",
+    "tpe",
+    "nsga2",
+    "botorch",
+    "random",
+]
 
 
 def _parameters(design: dict, inputs: int = 40, classes: int = 10) -> int:
@@ -237,7 +246,8 @@ class RandomArm:
 
 def make_arm(arm: str, problem: MultiProblem, seed: int, initial: int):
     if arm.startswith("bojax"):
-        return BojaxArm(problem, seed, initial, "log_ehvi" if arm == "bojax-ehvi" else "parego")
+        acquisition = {"bojax-ehvi": "log_ehvi", "bojax-nehvi": "log_nehvi"}.get(arm, "parego")
+        return BojaxArm(problem, seed, initial, acquisition)
     if arm in ("optuna-gp", "tpe", "nsga2"):
         return OptunaArm(problem, seed, initial, arm.removeprefix("optuna-"))
     if arm == "botorch":

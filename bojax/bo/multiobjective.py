@@ -21,8 +21,8 @@ posterior, and the acquisition's mean over ``s`` integrates it.
   conditioned on those values, so a candidate correlated with a front point cannot
   claim to improve on it (:func:`sampled_fronts`). The acquisition is the same
   integrand, averaged over draws and fronts: ``log mean_{s,j} EHVI_{sj}(x)``. ``J`` is
-  ``settings.fantasies`` (default: 128 samples in all); each step costs about ``J``
-  times ``log_ehvi``'s.
+  ``settings.fantasies`` (default: :data:`FRONTS` fronts in all); the refinement
+  costs about ``J`` times ``log_ehvi``'s.
 * ``parego`` (Knowles 2006): each proposal draws weights ``lambda`` uniformly on the
   simplex, scalarises the objectives (normalised to [0, 1] on the observed values) as
   ``max_k lambda_k f_k + 0.05 sum_k lambda_k f_k``, fits one surrogate to that and
@@ -342,6 +342,7 @@ def pooled_means(surrogate, fitted, x: np.ndarray, count: int) -> np.ndarray:
     return np.stack([np.asarray(m)[:n] for m in means], axis=1)
 
 
+FRONTS = 32  # sampled fronts in all by default: 2 per draw of a 16-draw chain
 BASELINE_LIMIT = 64  # sampled fronts: at most this many baseline points
 
 
@@ -365,7 +366,7 @@ def sampled_fronts(surrogate, key, conditioned, count: int, at, extra, reference
     from bojax.gp import fantasies as fantasy
 
     samples = jax.tree.leaves(conditioned[0])[0].shape[0]
-    per_draw = fantasy.per_sample("integrated", samples, fantasies)
+    per_draw = fantasies if fantasies is not None else max(1, math.ceil(FRONTS / samples))
     baseline_data = fantasy.pending_data(at)
     values, sampled = [], list(conditioned)
     for i in range(count):

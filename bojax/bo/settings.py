@@ -217,8 +217,8 @@ class Settings:
     )
     fantasies: int | None = setting(
         None,
-        "integrated fantasies (log_nehvi: sampled fronts) per hyperparameter draw "
-        "(default: enough for 128 in all)",
+        "integrated fantasies per hyperparameter draw (default: enough for 128 in all; "
+        "log_nehvi: sampled fronts, 32 in all)",
         count(1, optional=True),
         omit_at_default=True,
     )
