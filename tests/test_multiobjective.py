@@ -242,6 +242,7 @@ def _hypervolume_2d(points: np.ndarray, reference: np.ndarray) -> float:
     return area
 
 
+@pytest.mark.slow  # 1,500 sampled fronts and 10,000 joint draws
 def test_noisy_ehvi_matches_a_monte_carlo_reference_over_joint_samples():
     """log_nehvi's value at a candidate against NumPy: joint draws of the latent
     objectives at the baseline and the candidate from a float64 posterior, the
