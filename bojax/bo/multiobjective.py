@@ -363,14 +363,12 @@ def sampled_fronts(surrogate, key, conditioned, count: int, at, extra, reference
     prediction repeated for its ``J`` fronts (:func:`_per_front`). Sample ``r``'s front
     is its values at ``at`` plus ``extra`` (believed pending outcomes), cut into boxes
     padded to one bucket: lower and upper ``(S J, 1, B, T)``, live ``(S J, 1, B)``."""
-    from bojax.gp import fantasies as fantasy
-
     samples = jax.tree.leaves(conditioned[0])[0].shape[0]
     per_draw = fantasies if fantasies is not None else max(1, math.ceil(FRONTS / samples))
-    baseline_data = fantasy.pending_data(at)
+    baseline_data = gp.fantasies.pending_data(at)
     values, sampled = [], list(conditioned)
     for i in range(count):
-        sampled[i], outcomes = fantasy.sample_latent(
+        sampled[i], outcomes = gp.fantasies.sample_latent(
             surrogate.model, per_draw, jax.random.fold_in(key, i), conditioned[i], baseline_data
         )
         values.append(np.asarray(outcomes)[:, : len(at)])
