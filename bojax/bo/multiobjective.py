@@ -270,6 +270,8 @@ def propose_batch(state, classifier, feasibility, taken, first: int, q: int):
     observed_front = z[feasible, :count]
     if settings.incumbent == "posterior_mean" and found and not parego:  # the noisy variant
         observed_front = pooled_means(surrogate, fitted, x[feasible], count)
+    if sampled and found:  # the baseline depends on the fit only, not on the batch so far
+        at = x[feasible][baseline(x[feasible], observed_front, surrogate, fitted, count)]
     points, infos = [], []
     for k in range(first, first + q):
         if parego and k > first:  # a new scalarisation per proposal
@@ -294,15 +296,15 @@ def propose_batch(state, classifier, feasibility, taken, first: int, q: int):
             if len(taken):  # believed outcomes that are believed feasible join the front
                 ok = np.all(orient * believed[:, index] <= bounds, axis=1)
                 front_points = np.concatenate([front_points, believed[ok, :count]])
-            boxes = _boxes(front_points, reference)
             if sampled and found:
                 extra = front_points[len(observed_front) :]
                 front_key = jax.random.fold_in(keys.iteration_key(settings.seed, k), 6)
                 conditioned, boxes = sampled_fronts(
-                    surrogate, front_key, conditioned, count,
-                    x[feasible][baseline(x[feasible], observed_front, surrogate, fitted, count)],
-                    extra, reference, settings.fantasies,
+                    surrogate, front_key, conditioned, count, at, extra, reference,
+                    settings.fantasies,
                 )  # fmt: skip
+            else:
+                boxes = _boxes(front_points, reference)
         incumbent = MultiIncumbent(
             *boxes,
             found=jnp.asarray(found),
