@@ -31,7 +31,11 @@ Each (problem, arm, seed) run is kept in ``<out>/scale_runs/`` and reused; seeds
 seed-major, so a stopped benchmark has every arm at equal seeds.
 
     uv run --group bench python benchmarks/scale.py [--quick] [--seeds N] [--problems ...]
-    uv run python benchmarks/scale.py --speed [--exact]
+    uv run python benchmarks/scale.py --speed [--exact] [--float32]
+
+On an accelerator the table adds the device's own peak memory (its allocator's
+``peak_bytes_in_use``; run with ``XLA_PYTHON_CLIENT_PREALLOCATE=false``) and names the
+device; the results go to ``scale_speed_<backend>[_float32].json``.
 """
 
 from __future__ import annotations
@@ -405,9 +409,11 @@ def plot(results: dict, path: Path) -> None:
 
 
 # -- speed: one size per process, for its peak memory ------------------------------------
-def speed_one(d: int, n: int, exact: bool) -> dict:
+def speed_one(d: int, n: int, exact: bool, float32: bool = False) -> dict:
     from bojax.compilation import count_compilations
 
+    if float32:  # before any array exists; the module turned float64 on
+        jax.config.update("jax_enable_x64", False)
     settings = {"exact_limit": None} if exact else {}
     space = bojax.Space([bojax.Real(f"x{i}", 0.0, 1.0) for i in range(d)])
     state = bojax.init(space, initial=5, seed=0, **settings)
@@ -426,15 +432,22 @@ def speed_one(d: int, n: int, exact: bool) -> dict:
         compiled += counts.total if k else 0
         state = bojax.tell(state, point, f(point))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    return {"d": d, "n": n, "exact": exact, "first": times[0],
+    device = jax.devices()[0]
+    stats = device.memory_stats() or {}  # None on CPU; an accelerator's own allocator
+    return {"d": d, "n": n, "exact": exact, "float32": float32, "first": times[0],
             "steady": float(np.median(times[1:])), "steady_compilations": compiled,
-            "peak_mib": peak}  # fmt: skip
+            "peak_mib": peak, "device": device.device_kind,
+            "device_peak_mib": stats.get("peak_bytes_in_use", 0) / 2**20 or None}  # fmt: skip
 
 
-def speed(console: Console, exact: bool, sizes, dims) -> list[dict]:
+def speed(console: Console, exact: bool, sizes, dims, float32: bool = False) -> list[dict]:
     rows = []
-    t = Table(title="bojax ask at n observations (Ackley, 2 cores): steady = median of 4 asks")
-    for column in ("d", "n", "model", "first ask s", "steady s", "steady compiles", "peak MiB"):
+    kind = jax.devices()[0].device_kind
+    precision = "float32" if float32 else "float64"
+    t = Table(title=f"bojax ask at n observations (Ackley, {kind}, {precision}): "
+                    "steady = median of 4 asks")  # fmt: skip
+    columns = ("d", "n", "model", "first ask s", "steady s", "steady compiles", "peak MiB")
+    for column in columns + (("device peak MiB",) if jax.default_backend() != "cpu" else ()):
         t.add_column(column, justify="right")
     for d in dims:
         for n in sizes:
@@ -443,14 +456,18 @@ def speed(console: Console, exact: bool, sizes, dims) -> list[dict]:
                     continue
                 command = [sys.executable, __file__, "--speed-one", str(d), str(n)]
                 command += ["--exact"] if whole else []
+                command += ["--float32"] if float32 else []
                 done = subprocess.run(command, capture_output=True, text=True, check=True)
                 row = json.loads(done.stdout.strip().splitlines()[-1])
                 rows.append(row)
                 # the first ask sees n points, the steady ones n + 1 .. n + 4
                 model = "exact" if whole or n + 4 <= 300 else "local" if n >= 300 else "both"
                 model = "exact, then local" if model == "both" or n == 300 else model
-                t.add_row(str(d), str(n), model, f"{row['first']:.2f}", f"{row['steady']:.3f}",
-                          str(row["steady_compilations"]), f"{row['peak_mib']:.0f}")  # fmt: skip
+                cells = [str(d), str(n), model, f"{row['first']:.2f}", f"{row['steady']:.3f}",
+                         str(row["steady_compilations"]), f"{row['peak_mib']:.0f}"]  # fmt: skip
+                if row["device_peak_mib"]:
+                    cells.append(f"{row['device_peak_mib']:.0f}")
+                t.add_row(*cells)
                 console.print(row, highlight=False)
     console.print(t)
     return rows
@@ -465,6 +482,7 @@ def main(argv: list[str] | None = None) -> dict | list:
     parser.add_argument("--arms", nargs="+", default=ARMS, choices=ARMS)
     parser.add_argument("--speed", action="store_true", help="seconds and memory against n")
     parser.add_argument("--exact", action="store_true", help="with --speed: exact GPs too")
+    parser.add_argument("--float32", action="store_true", help="with --speed: single precision")
     parser.add_argument("--sizes", nargs="+", type=int, default=[100, 300, 1000, 3000, 10000])
     parser.add_argument("--dims", nargs="+", type=int, default=[6, 20])
     parser.add_argument("--speed-one", nargs=2, type=int, help=argparse.SUPPRESS)
@@ -479,12 +497,14 @@ def main(argv: list[str] | None = None) -> dict | list:
         args.to.write_text(json.dumps(run_one(problem, arm, int(seed), args.budget)))
         return []
     if args.speed_one:
-        print(json.dumps(speed_one(*args.speed_one, args.exact)))
+        print(json.dumps(speed_one(*args.speed_one, args.exact, args.float32)))
         return []
     if args.speed:
-        rows = speed(console, args.exact, args.sizes, args.dims)
+        rows = speed(console, args.exact, args.sizes, args.dims, args.float32)
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "scale_speed.json").write_text(json.dumps(rows, indent=1))
+        backend = "" if jax.default_backend() == "cpu" else f"_{jax.default_backend()}"
+        name = f"scale_speed{backend}{'_float32' if args.float32 else ''}.json"
+        (args.out / name).write_text(json.dumps(rows, indent=1))
         return rows
     seeds = args.seeds or (2 if args.quick else 5)
     evaluations = args.evaluations or (120 if args.quick else None)

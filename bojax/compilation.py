@@ -87,6 +87,44 @@ def jit_quick_compile(fn: Callable, static_argnums: tuple[int, ...] = ()) -> Cal
     return call
 
 
+# A compiled XLA program stays mapped into the process until JAX drops it (on CPU some
+# 180 memory maps each); a long exact phase in batches of 16 adds ~1,800 maps a batch and
+# passed Linux's default limit of 65,530 maps (LLVM "Cannot allocate memory", then a
+# segfault). Past this share of the limit, every compiled program is dropped.
+MAP_SHARE = 0.5
+releases = 0  # how often this process dropped its programs (read by tests and benchmarks)
+
+
+def _count_lines(path: str) -> int | None:
+    try:
+        with open(path, "rb") as lines:
+            return sum(1 for _ in lines)
+    except OSError:  # no /proc (macOS, Windows): nothing to guard
+        return None
+
+
+def release_if_crowded(share: float | None = None) -> bool:
+    """Drop every compiled program (``jax.clear_caches()``) when this process's memory
+    maps pass ``share`` (default :data:`MAP_SHARE`) of the kernel's limit
+    (``/proc/sys/vm/max_map_count``); return whether it did.
+
+    Called by every model-based :func:`bojax.bo.loop.ask_batch`: a program the run still
+    needs compiles again (or loads from the persistent cache), once; results do not
+    change. Where there is no ``/proc`` it does nothing."""
+    global releases
+    share = MAP_SHARE if share is None else share
+    try:
+        limit = int(Path("/proc/sys/vm/max_map_count").read_text())
+    except (OSError, ValueError):
+        return False
+    used = _count_lines("/proc/self/maps")
+    if used is None or used < share * limit:
+        return False
+    jax.clear_caches()
+    releases += 1
+    return True
+
+
 CACHE_VARIABLE = "BOJAX_COMPILATION_CACHE"
 # Every program is cached: JAX's default (only those that compile in over 1 s) kept 5 of
 # the 37 programs of `bojax optimize forrester`; a cached one loads in ~7 ms.

@@ -154,3 +154,46 @@ def test_the_cache_is_on_for_cpu_only_where_xla_cannot_flood_stderr_with_its_rel
     check += "print(use_persistent_cache() is not None)"
     done = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True)
     assert done.stdout.strip() == str(cached), done.stderr[-2000:]
+
+
+needs_proc = pytest.mark.skipif(
+    not os.path.exists("/proc/self/maps"), reason="memory maps are read from /proc"
+)
+
+
+@needs_proc
+def test_programs_are_dropped_only_past_the_share_of_the_map_limit():
+    square = jax.jit(lambda x: x * x)
+    square(2.0)
+    before = compilation.releases
+    assert not compilation.release_if_crowded(share=1.0)  # a test process is far below
+    with compilation.count_compilations() as kept:
+        square(3.0)
+    assert kept.total == 0 and compilation.releases == before
+    assert compilation.release_if_crowded(share=0.0)
+    with compilation.count_compilations() as dropped:
+        square(3.0)
+    assert dropped.total == 1 and compilation.releases == before + 1
+
+
+@needs_proc
+def test_a_crowded_run_drops_its_programs_and_proposes_the_same_points(monkeypatch):
+    import numpy as np
+
+    import bojax
+    from bojax.objectives.problems import get_problem
+
+    forrester = get_problem("forrester")
+
+    def run() -> np.ndarray:
+        state = bojax.init(forrester.space, surrogate="gp-map", initial=3, seed=4)
+        for _ in range(5):
+            u, state, _ = bojax.ask(state)
+            state = bojax.tell(state, u, forrester(forrester.space.from_unit(u)))
+        return state.u
+
+    reference = run()
+    before = compilation.releases
+    monkeypatch.setattr(compilation, "MAP_SHARE", 0.0)  # every model-based ask releases
+    np.testing.assert_array_equal(run(), reference)
+    assert compilation.releases == before + 2  # the asks after the 3-point design

@@ -35,7 +35,7 @@ from bojax.bo import keys, multiobjective, policies, trust, warping
 from bojax.bo.acquisition import AcquisitionRecord, get_acquisition
 from bojax.bo.optimize import candidate_grid, propose
 from bojax.bo.settings import Settings
-from bojax.compilation import use_persistent_cache
+from bojax.compilation import release_if_crowded, use_persistent_cache
 from bojax.errors import DataError, SettingsError, SpaceExhaustedError, is_count
 from bojax.gp import fantasies
 from bojax.parameters.base import is_number
@@ -359,6 +359,7 @@ def ask_batch(
         points = _design_points(state, taken, first, q)
         return points, state, [{"phase": "initial"} for _ in points]
 
+    release_if_crowded()  # outgrown buckets' programs would pile up in a long run
     state = fit_classifier(state)
     classifier = settings.make_failure_model(state.space) if _models_failures(state) else None
     feasibility = () if classifier is None else (classifier.conditioned(state.classifier),)
