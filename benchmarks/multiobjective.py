@@ -21,7 +21,10 @@ its initial design.
 ``--speed`` times a steady bojax ``ask`` with two objectives at d = 6, n = 100, and counts
 the compilations of the later asks.
 
-Each (problem, arm, seed) run is kept in ``<out>/multiobjective_runs/`` and reused.
+Each (problem, arm, seed) run is kept in ``<out>/multiobjective_runs/`` and reused. The
+table and ``multiobjective.json`` also hold every arm not asked for whose kept runs cover
+the seeds, and the file keeps the problems this run left out: running one arm or one
+problem adds to the summary instead of replacing it.
 
     uv run --group bench python benchmarks/multiobjective.py [--quick] [--problems ...] [--arms ...]
     uv run python benchmarks/multiobjective.py --speed
@@ -446,13 +449,35 @@ def main(argv: list[str] | None = None) -> dict:
         else:
             console.print(f"[yellow]{arm} is not installed: skipped[/yellow]")
     name = "multiobjective_quick" if args.quick else "multiobjective"
-    results = collect(args.problems, arms, seeds, evaluations, args.out / f"{name}_runs", console)
+    runs = args.out / f"{name}_runs"
+    results = collect(args.problems, arms, seeds, evaluations, runs, console)
+    add_kept_arms(results, runs, seeds, evaluations)
     summary = summarise(results)
     console.print(table(summary))
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{name}.json").write_text(json.dumps(summary, indent=1))
-    plot(summary, args.out / f"{name}.png")
+    path = args.out / f"{name}.json"
+    kept = json.loads(path.read_text()) if path.exists() else {}
+    merged = {**kept, **summary}  # problems this run did not touch keep their summary
+    path.write_text(json.dumps(merged, indent=1))
+    plot(merged, args.out / f"{name}.png")
     return summary
+
+
+def add_kept_arms(results: dict, runs: Path, seeds: int, evaluations: int) -> None:
+    """Add to ``results`` every other arm whose kept runs cover the same seeds, in
+    :data:`ARMS` order, so running one arm adds it to the table instead of replacing it."""
+    for problem, by_arm in results.items():
+        budget = evaluations_for(problem, evaluations)
+        for arm in ARMS:
+            if arm in by_arm:
+                continue
+            paths = [runs / problem / arm / f"seed{seed}.json" for seed in range(seeds)]
+            if not all(p.exists() for p in paths):
+                continue
+            kept = [json.loads(p.read_text()) for p in paths]
+            if all(len(run["metrics"]) == budget for run in kept):
+                by_arm[arm] = kept
+        results[problem] = {arm: by_arm[arm] for arm in ARMS if arm in by_arm}
 
 
 if __name__ == "__main__":

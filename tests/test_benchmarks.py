@@ -163,6 +163,9 @@ def test_multiobjective_benchmark_keeps_its_runs_and_scores_hypervolumes(tmp_pat
     assert (tmp_path / "multiobjective.png").exists()
     stamps = [p.stat().st_mtime_ns for p in runs]
     assert bench.main(argv) == summary and [p.stat().st_mtime_ns for p in runs] == stamps
+    # One arm again: the other arm's kept runs stay in the summary and its file
+    assert bench.main([*argv[:7], "random", *argv[9:]]) == summary
+    assert json.loads((tmp_path / "multiobjective.json").read_text()) == summary
 
 
 @pytest.mark.slow

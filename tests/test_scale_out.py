@@ -43,8 +43,9 @@ def fitted_map():
     return surrogate, state, x, y, rng.uniform(size=(3, 2)), rng.uniform(size=(6, 2))
 
 
-def reference_variance(surrogate, state, x, pending, x_star):
-    """sigma^2(x* | X + X_p) in NumPy: the variance does not depend on the outcomes."""
+def reference_posterior(state, x, pending, x_star, outcomes=None):
+    """mu(x* | X + X_p, y + y_p) (when ``outcomes`` y + y_p are given) and sigma^2(x* | X +
+    X_p) in NumPy: the variance does not depend on the outcomes."""
     params = jax.tree.map(lambda a: np.asarray(a[0]), state.samples)
     amp, ell = params["kernel"]["amplitude"], params["kernel"]["lengthscales"]
 
@@ -55,7 +56,15 @@ def reference_variance(surrogate, state, x, pending, x_star):
     xa = np.concatenate([x, pending])
     gram = k(xa, xa) + params["noise"] * np.eye(len(xa))
     cross = k(xa, x_star)
-    return amp - np.sum(cross * np.linalg.solve(gram, cross), axis=0)
+    variance = amp - np.sum(cross * np.linalg.solve(gram, cross), axis=0)
+    if outcomes is None:
+        return variance
+    prior = params["mean"]["value"]
+    return prior + cross.T @ np.linalg.solve(gram, outcomes - prior), variance
+
+
+def reference_variance(surrogate, state, x, pending, x_star):
+    return reference_posterior(state, x, pending, x_star)
 
 
 def test_the_believer_keeps_the_mean_and_shrinks_the_variance_as_the_reference(fitted_map):
@@ -77,10 +86,19 @@ def test_integrated_fantasies_average_back_to_the_posterior(fitted_map):
     """E_y[mu(x* | y_p)] = mu(x*) and Var_y[mu(x* | y_p)] = sigma^2(x*) - sigma^2(x* | X_p)."""
     surrogate, state, x, _, pending, x_star = fitted_map
     mean0, var0 = surrogate.predict(state, x_star)
-    conditioned, _ = surrogate.fantasize(jax.random.key(2), state, pending, "integrated", 4000)
-    mean, var = surrogate.predictive(conditioned, jnp.asarray(x_star))
+    conditioned, outcomes = surrogate.fantasize(
+        jax.random.key(2), state, pending, "integrated", 4000
+    )
+    assert conditioned.alpha.shape[::2] == (1, 4000)  # one GP, a column per fantasy
+    mean, var = gp.fantasies.rows(*surrogate.predictive(conditioned, jnp.asarray(x_star)))
     reference = reference_variance(surrogate, state, x, pending, x_star)
     assert mean.shape == (4000, 6)
+    y = np.asarray(state.posteriors.data.y)[0, : len(x)]
+    for r in (0, 1, 3999):  # row r is the GP conditioned on fantasy r's own outcomes
+        expected, _ = reference_posterior(
+            state, x, pending, x_star, np.concatenate([y, outcomes[r, :3]])
+        )
+        np.testing.assert_allclose(mean[r], expected, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(var, np.broadcast_to(reference, var.shape), rtol=1e-6)
     spread = np.sqrt(var0[0] - reference)
     assert np.all(np.abs(mean.mean(axis=0) - mean0[0]) < 4 * spread / np.sqrt(4000))

@@ -258,11 +258,14 @@ def _score_function(
     def score_only(x, args):
         conditioned, best, options, *feasibility = args
         if draws is not None:
-            stride = jax.tree.leaves(conditioned)[0].shape[0] // draws
+            samples = jax.tree.leaves(conditioned)[0].shape[0]
+            stride = samples // draws
             conditioned = jax.tree.map(lambda a: a[::stride][:draws], conditioned)
-            if jnp.ndim(best):  # one incumbent per fantasy (S J, 1): screened alike
-                best = best[::stride][:draws]
-        mean, var = surrogate.predictive(conditioned, x)
+            if jnp.ndim(best):  # one incumbent per fantasy (S J, 1): each draw's first
+                best = best[:: stride * max(1, best.shape[0] // samples)][:draws]
+                if isinstance(conditioned, gp.Posterior) and conditioned.alpha.ndim == 3:
+                    conditioned = conditioned._replace(alpha=conditioned.alpha[..., :1])
+        mean, var = fantasies.rows(*surrogate.predictive(conditioned, x))
         value = acquire(mean, var, best, **options)
         if classifier is None:
             return value

@@ -11,9 +11,10 @@ there, or it would propose the same neighbourhood again. Each pending point gets
   is integrated over the pending outcomes as well as the hyperparameters,
   ``a(x) = E_theta E_{y_p | theta, D} [ a(x | D + (X_p, y_p), theta) ]``. For each
   hyperparameter sample ``theta_s`` we draw ``J`` joint outcomes
-  ``y_p ~ N(mu_s(X_p), Sigma_s(X_p, X_p) + s2_s I)`` and condition one GP on each, so the
-  sample axis becomes ``S J`` and every acquisition in :mod:`bojax.bo.acquisition`, which
-  averages over that axis, is the Monte-Carlo estimate of the double integral.
+  ``y_p ~ N(mu_s(X_p), Sigma_s(X_p, X_p) + s2_s I)`` and condition on each (one factor
+  per sample, a column of ``alpha`` per outcome), so the predictions' sample axis
+  becomes ``S J`` (:func:`rows`) and every acquisition in :mod:`bojax.bo.acquisition`,
+  which averages over that axis, is the Monte-Carlo estimate of the double integral.
 
 Each fantasy's incumbent is the best of the real outputs and its own fantasised ones
 (:func:`incumbents`), as in the Kriging believer's augmented data and in q-EI's joint
@@ -64,7 +65,7 @@ def pending_data(pending) -> core.Data:
 def fantasize(
     model: core.GP, strategy: str, num: int, key, posteriors: core.Posterior, pending: core.Data
 ) -> tuple[core.Posterior, jax.Array]:
-    """GPs conditioned on real data plus fantasised pending outcomes, sample axis ``S num``,
+    """The S GPs conditioned on real data plus ``num`` fantasised pending outcomes each,
     and the outcomes ``(S num, P')`` (``+inf`` on padding).
 
     ``posteriors`` are the S GPs conditioned on the real data; ``pending`` comes from
@@ -72,11 +73,16 @@ def fantasize(
     (:func:`bojax.gp.core.extension`), not refactorised: the block is the factor of the
     noisy predictive covariance at the pending points, which also draws the fantasies, as
     noisy observations (the real outputs are noisy too, so ``s2_s`` enters their spread).
-    Each fantasy then costs two triangular solves.
+    The factor does not depend on the outcomes, so a GP's ``num > 1`` fantasies share it:
+    ``alpha`` gets one column per fantasy, ``(S, N', num)``, and a prediction costs one
+    variance and ``num`` means (:func:`rows` lays them out as ``S num`` rows). A steady
+    batch of 16 at n = 96, d = 6 (16 draws x 8 fantasies) took 24.1 s with a GP per
+    fantasy and 4.3 s so (both beside another job on 2 cores).
     """
     live = pending.mask
     samples = posteriors.params["noise"].shape[0]
     size = posteriors.factor.shape[-1]
+    columns = strategy != "believer" and num > 1
 
     def one_sample(key, post):
         mean, chol, inverse = core.extension(model, post, pending.x, live)
@@ -85,15 +91,27 @@ def fantasize(
         else:
             eps = jax.random.normal(key, (num, pending.x.shape[0]), dtype=mean.dtype)
             outcomes = mean[None] + eps @ chol.factor[size:, size:].T
+        if columns:  # one factor, num output columns (see the docstring)
+            data = core.joined(post.data, pending._replace(y=mean))  # y: the mean's column
+            ys = jnp.concatenate([jnp.broadcast_to(post.data.y, (num, size)), outcomes], axis=1)
+            conditioned = core.solved(model, post.params, data, chol, inverse, ys.T)
+        else:
+            data = core.joined(post.data, pending._replace(y=outcomes[0]))
+            conditioned = core.solved(model, post.params, data, chol, inverse)
+        return conditioned, jnp.where(live, outcomes, jnp.inf)
 
-        def condition(outcome):
-            data = core.joined(post.data, pending._replace(y=outcome))
-            return core.solved(model, post.params, data, chol, inverse)
+    conditioned, outcomes = jax.vmap(one_sample)(jax.random.split(key, samples), posteriors)
+    return conditioned, outcomes.reshape(-1, outcomes.shape[-1])
 
-        return jax.vmap(condition)(outcomes), jnp.where(live, outcomes, jnp.inf)
 
-    conditioned = jax.vmap(one_sample)(jax.random.split(key, samples), posteriors)
-    return jax.tree.map(lambda a: a.reshape((-1, *a.shape[2:])), conditioned)
+def rows(mean: jax.Array, var: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Predictions of :func:`fantasize`'s GPs as ``(S J, M)`` rows, ``r = s J + j``: a
+    GP with ``J`` fantasies predicts ``(S, M, J)`` means and one ``(S, M)`` variance,
+    which all its fantasies share; plain ``(S, M)`` predictions pass through."""
+    if mean.ndim == 2:
+        return mean, var
+    per_sample = mean.shape[2]
+    return jnp.swapaxes(mean, 1, 2).reshape(-1, mean.shape[1]), jnp.repeat(var, per_sample, axis=0)
 
 
 @partial(jax.jit, static_argnums=(0, 1))
