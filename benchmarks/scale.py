@@ -312,9 +312,8 @@ def collect(problems, arms, seeds, evaluations, runs: Path, console) -> dict:
                         continue
                 tick = time.perf_counter()
                 path.parent.mkdir(parents=True, exist_ok=True)
-                # One process per run: XLA keeps every compiled program mapped, and runs
-                # of several problems in one process passed the kernel's 65,530 memory
-                # maps (an LLVM "Cannot allocate memory", then a segfault).
+                # One process per run: each run compiles from scratch, as a user's first
+                # would, and a run's memory is its own.
                 command = [sys.executable, __file__, "--run-one", problem, arm, str(seed)]
                 command += ["--budget", str(budget), "--to", str(path)]
                 subprocess.run(command, check=True)
