@@ -92,9 +92,7 @@ def fantasize(
             eps = jax.random.normal(key, (num, pending.x.shape[0]), dtype=mean.dtype)
             outcomes = mean[None] + eps @ chol.factor[size:, size:].T
         if columns:  # one factor, num output columns (see the docstring)
-            data = core.joined(post.data, pending._replace(y=mean))  # y: the mean's column
-            ys = jnp.concatenate([jnp.broadcast_to(post.data.y, (num, size)), outcomes], axis=1)
-            conditioned = core.solved(model, post.params, data, chol, inverse, ys.T)
+            conditioned = _columns(model, post, pending, mean, outcomes, chol, inverse)
         else:
             data = core.joined(post.data, pending._replace(y=outcomes[0]))
             conditioned = core.solved(model, post.params, data, chol, inverse)
@@ -102,6 +100,15 @@ def fantasize(
 
     conditioned, outcomes = jax.vmap(one_sample)(jax.random.split(key, samples), posteriors)
     return conditioned, outcomes.reshape(-1, outcomes.shape[-1])
+
+
+def _columns(model: core.GP, post: core.Posterior, at: core.Data, mean, outcomes, chol, inverse):
+    """``post`` extended by the rows ``at`` (factor ``chol``, from :func:`core.extension`)
+    with one output column per row of ``outcomes`` (num, P'): ``alpha`` (N', num)."""
+    size = post.factor.shape[-1]
+    data = core.joined(post.data, at._replace(y=mean))  # y: one vector, for the shapes
+    ys = jnp.concatenate([jnp.broadcast_to(post.data.y, (len(outcomes), size)), outcomes], axis=1)
+    return core.solved(model, post.params, data, chol, inverse, ys.T)
 
 
 def rows(mean: jax.Array, var: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -133,9 +140,7 @@ def sample_latent(
         size = post.factor.shape[-1]
         eps = jax.random.normal(key, (num, at.x.shape[0]), dtype=mean.dtype)
         outcomes = mean[None] + eps @ chol.factor[size:, size:].T
-        data = core.joined(post.data, at._replace(y=mean))  # y: one vector for the mean
-        ys = jnp.concatenate([jnp.broadcast_to(post.data.y, (num, size)), outcomes], axis=1)
-        conditioned = core.solved(model, post.params, data, chol, inverse, ys.T)
+        conditioned = _columns(model, post, at, mean, outcomes, chol, inverse)
         return conditioned, jnp.where(live, outcomes, jnp.inf)
 
     samples = posteriors.params["noise"].shape[0]
