@@ -103,6 +103,15 @@ def _count_lines(path: str) -> int | None:
         return None
 
 
+@functools.cache
+def _map_limit() -> int | None:
+    """The kernel's limit on a process's memory maps, read once (None without /proc)."""
+    try:
+        return int(Path("/proc/sys/vm/max_map_count").read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def release_if_crowded(share: float | None = None) -> bool:
     """Drop every compiled program (``jax.clear_caches()``) when this process's memory
     maps pass ``share`` (default :data:`MAP_SHARE`) of the kernel's limit
@@ -113,9 +122,8 @@ def release_if_crowded(share: float | None = None) -> bool:
     change. Where there is no ``/proc`` it does nothing."""
     global releases
     share = MAP_SHARE if share is None else share
-    try:
-        limit = int(Path("/proc/sys/vm/max_map_count").read_text())
-    except (OSError, ValueError):
+    limit = _map_limit()
+    if limit is None:
         return False
     used = _count_lines("/proc/self/maps")
     if used is None or used < share * limit:

@@ -63,10 +63,6 @@ def reference_posterior(state, x, pending, x_star, outcomes=None):
     return prior + cross.T @ np.linalg.solve(gram, outcomes - prior), variance
 
 
-def reference_variance(surrogate, state, x, pending, x_star):
-    return reference_posterior(state, x, pending, x_star)
-
-
 def test_the_believer_keeps_the_mean_and_shrinks_the_variance_as_the_reference(fitted_map):
     surrogate, state, x, _, pending, x_star = fitted_map
     mean0, _ = surrogate.predict(state, x_star)
@@ -74,9 +70,7 @@ def test_the_believer_keeps_the_mean_and_shrinks_the_variance_as_the_reference(f
     mean, var = surrogate.predictive(conditioned, jnp.asarray(x_star))
     assert mean.shape == (1, 6)
     np.testing.assert_allclose(mean[0], mean0[0], atol=1e-9)
-    np.testing.assert_allclose(
-        var[0], reference_variance(surrogate, state, x, pending, x_star), rtol=1e-6
-    )
+    np.testing.assert_allclose(var[0], reference_posterior(state, x, pending, x_star), rtol=1e-6)
     pending_mean, _ = surrogate.predict(state, pending)
     np.testing.assert_allclose(outcomes[0, :3], pending_mean[0], atol=1e-9)
     assert np.all(np.isinf(outcomes[0, 3:]))  # padding
@@ -91,7 +85,7 @@ def test_integrated_fantasies_average_back_to_the_posterior(fitted_map):
     )
     assert conditioned.alpha.shape[::2] == (1, 4000)  # one GP, a column per fantasy
     mean, var = gp.fantasies.rows(*surrogate.predictive(conditioned, jnp.asarray(x_star)))
-    reference = reference_variance(surrogate, state, x, pending, x_star)
+    reference = reference_posterior(state, x, pending, x_star)
     assert mean.shape == (4000, 6)
     y = np.asarray(state.posteriors.data.y)[0, : len(x)]
     for r in (0, 1, 3999):  # row r is the GP conditioned on fantasy r's own outcomes
