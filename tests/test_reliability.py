@@ -551,7 +551,9 @@ def test_chaos_every_evaluation_is_recorded_exactly_once(tmp_path):
         else:
             assert any(reason in record["error"] for reason in reasons), record["error"]
     assert any(r["status"] == "failed" for r in records)
-    assert len(calls) > 15  # every fault of the schedule happened
+    # Calls 1-11 hold every kind of fault; at least `total` calls ran, so all of them happened.
+    # Calls 13 and 15 run only when random kills and retries add calls (CI once stopped at 15).
+    assert len(calls) >= total
     per_design = {}
     for call in calls:
         key = json.dumps(call["x"], sort_keys=True)
