@@ -10,7 +10,7 @@ import pytest
 from bojax import gp
 from bojax.compilation import count_compilations
 from bojax.errors import CholeskyError, DataError
-from bojax.gp import kernels, linalg, means
+from bojax.gp import fantasies, kernels, linalg, means
 
 
 def random_problem(n=20, d=3, seed=0):
@@ -190,6 +190,44 @@ def test_an_extension_that_needs_jitter_reports_it():
     extended = gp.extend(model, old, gp.make_data(x[[10, 10]], y[[10, 10]], size=8))
     assert bool(extended.ok) and float(extended.jitter) > 0
     assert np.all(np.isfinite(gp.predict(model, extended, x)[0]))
+
+
+def test_noise_free_draws_at_observed_points_stay_on_the_data():
+    """ZDT1's f1 (= x1, standardised) as a multi-objective run fitted it at n = 16:
+    amplitude 5537, length-scales 1e2-1e6, noise 1.5e-11. The latent posterior at observed
+    points is about 1e-11 wide, a difference of terms the size of the amplitude, and two
+    of the four front points share x1 = 0. Noise-free draws there (noisy EHVI's sampled
+    fronts) must stay on the data up to the ladder's jitter; when the new block's pivots
+    were judged against its own tiny diagonal, rounding passed as signal and draws landed
+    3.7 away."""
+    x = np.array(
+        [[0.0793, 0.3778, 0.7845, 0.0456], [0.5326, 0.8398, 0.0175, 0.5134],
+         [0.7511, 0.144, 0.6659, 0.4012], [0.3607, 0.5725, 0.4017, 0.9314],
+         [0.443, 0.1081, 0.1341, 0.8681], [0.9277, 0.6792, 0.9334, 0.3398],
+         [0.646, 0.3741, 0.2538, 0.6998], [0.2244, 0.9124, 0.5483, 0.234],
+         [0.1283, 0.2158, 0.3295, 0.3039], [0.7374, 0.5057, 0.5974, 0.7697],
+         [0.0, 0.0, 0.4962, 0.5344], [0.7679, 0.2027, 0.0, 0.3635], [1.0, 0.0, 0.0, 0.0],
+         [0.0, 0.0, 0.0, 0.0], [0.6219, 0.0, 0.0, 0.0], [0.0007, 0.4365, 0.0004, 0.0383]]
+    )  # fmt: skip
+    y = np.array([-1.1132, 0.2433, 0.8971, -0.2713, -0.0248, 1.4258, 0.5828, -0.679, -0.9668,
+                  0.8561, -1.3506, 0.9474, 1.6421, -1.3506, 0.5104, -1.3485])  # fmt: skip
+    model = gp.GP(mean="constant")
+    params = {
+        "kernel": {"amplitude": jnp.asarray(5537.0),
+                   "lengthscales": jnp.asarray([127.9, 2.55e5, 3.12e6, 2.66e4])},
+        "mean": {"value": jnp.asarray(-0.7644)},
+        "noise": jnp.asarray(1.5e-11),
+    }  # fmt: skip
+    post = gp.posterior(model, params, gp.make_data(x, y))
+    batch = jax.tree.map(lambda a: a[None], post)
+    at = x[[10, 12, 13, 14]]  # the front
+    _, outcomes = fantasies.sample_latent(
+        model, 64, jax.random.key(0), batch, fantasies.pending_data(at)
+    )
+    mean, var = gp.predict(model, post, at)
+    assert float(np.max(var)) < 1e-8
+    np.testing.assert_allclose(np.asarray(outcomes)[:, :4], np.broadcast_to(mean, (64, 4)),
+                               atol=1e-2)  # fmt: skip
 
 
 @partial(jax.jit, static_argnums=0)

@@ -281,7 +281,14 @@ def extension(
     cov = gram(model.kernel, params["kernel"], new_x, new_x) - v.T @ v
     noise = 0.0 if latent else params["noise"]
     noisy = cov * live[:, None] * live[None, :] + jnp.diag(noise * live + (1.0 - live))
-    block = jittered_cholesky(noisy, live, model.ladder)
+    # The block's entries are differences of prior-sized terms, so its rounding error is
+    # eps times the prior variance, not its own (possibly tiny) diagonal. Judged against
+    # the latter, a near-zero posterior variance (a GP with amplitude 5,000 and noise
+    # 1e-11 on ZDT1's linear f1) passed with garbage pivots, and noise-free samples at
+    # observed points came out O(1) away from the data.
+    prior = diagonal(model.kernel, params["kernel"], new_x) + noise
+    scale = jnp.sum(prior * live) / jnp.maximum(jnp.sum(live), 1.0)
+    block = jittered_cholesky(noisy, live, model.ladder, scale)
     n, p = post.factor.shape[0], new_x.shape[0]
     zeros, lower = jnp.zeros((n, p), v.dtype), (v * live).T
     factor = jnp.block([[post.factor, zeros], [lower, block.factor]])

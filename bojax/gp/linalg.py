@@ -90,6 +90,7 @@ def jittered_cholesky(
     a: Float[Array, "n n"],
     weights: Float[Array, " n"] | None = None,
     ladder: tuple[float, ...] = DEFAULT_LADDER,
+    scale: Float[Array, ""] | None = None,
 ) -> CholeskyResult:
     """Cholesky of ``a + jitter * diag(weights)`` with the smallest jitter of the ladder.
 
@@ -97,11 +98,17 @@ def jittered_cholesky(
     receive no jitter and do not count towards the mean diagonal ``s``. The jitter is
     ``c_k * s`` with ``c_k`` the first rung that works. Gradients flow through ``a``
     (including through ``s``), so the result is safe under ``jax.grad`` and ``vmap``.
+
+    ``scale`` replaces ``s`` where ``a``'s diagonal understates its rounding error: a
+    posterior covariance ``K22 - V^T V`` carries errors of the prior's size ``eps k(x, x)``
+    however small its diagonal, and a pivot judged against that diagonal alone lets
+    rounding through as signal (:func:`bojax.gp.core.extension`).
     """
     if weights is None:
         weights = jnp.ones(a.shape[0], dtype=a.dtype)
     weights = jnp.asarray(weights, dtype=a.dtype)
-    scale = jnp.sum(jnp.diag(a) * weights) / jnp.maximum(jnp.sum(weights), 1.0)
+    if scale is None:
+        scale = jnp.sum(jnp.diag(a) * weights) / jnp.maximum(jnp.sum(weights), 1.0)
     scale = jnp.where(jnp.isfinite(scale) & (scale > 0), scale, 1.0)
 
     found, rung, ok = _search_ladder(
