@@ -91,6 +91,31 @@ def test_zero_variance_gives_deterministic_improvement():
     assert np.all(np.isfinite(acq.log_expected_improvement(mean, jnp.zeros((1, 2)), 0.0)))
 
 
+@pytest.mark.parametrize(
+    "name", ["ei", "log_ei", "pi", "lcb", "max_variance", "log_ehvi", "parego"]
+)
+def test_gradients_are_finite_where_a_draw_has_zero_variance(name):
+    """Draw 1 is exact at the candidate (a GP conditioned on a noise-free value there, as
+    noisy EHVI's sampled fronts are): the gradient through the other draws must stay
+    finite. With the variance floored after the square root, 0 x inf made it NaN, which
+    the optimiser zeroed, so its starts did not move."""
+    mean = jnp.array([[0.2, -0.4], [0.1, -0.5]])  # (S, K): one candidate's two outputs
+    var = jnp.array([[0.3, 0.2], [0.0, 0.0]])
+    record = acq.get_acquisition(name)
+    if record.outputs is None:  # two objectives; one box beyond a front point at (0, 0)
+        best = acq.MultiIncumbent(
+            lower=jnp.array([[-jnp.inf, -jnp.inf], [0.0, -jnp.inf]]),
+            upper=jnp.array([[0.0, 1.0], [1.0, 0.0]]), live=jnp.array([True, True]),
+            found=jnp.asarray(True), best=jnp.asarray(0.0), columns=jnp.zeros(0, jnp.int32),
+            orient=jnp.zeros(0), bounds=jnp.zeros(0),
+        )  # fmt: skip
+        args = (mean[:, None], var[:, None])
+    else:
+        best, args = 0.0, (mean[:, :1], var[:, :1])
+    grads = jax.grad(lambda m, v: jnp.sum(record(m, v, best)), argnums=(0, 1))(*args)
+    assert all(np.all(np.isfinite(g)) for g in grads), grads
+
+
 def test_registry():
     assert acq.get_acquisition("ei").fn is acq.expected_improvement
     with pytest.raises(UnknownNameError, match="log_ei"):

@@ -71,10 +71,17 @@ def erfcx(x):
     return jnp.where(series_side, asymptotic, jnp.exp(near**2) * erfc(near))
 
 
+def _std(var):
+    """``sqrt(var)``, floored at ``_MIN_STD`` before the root: the root's derivative at 0
+    is infinite, and flooring after it made ``0 x inf`` NaN gradients wherever a posterior
+    is exact (noisy EHVI's candidates at a sampled front point), which zeroed the whole
+    refinement's gradient and left its starts where they were."""
+    return jnp.sqrt(jnp.maximum(var, _MIN_STD**2))
+
+
 def _z_and_std(mean, var, best):
-    std = jnp.sqrt(jnp.maximum(var, 0.0))
-    safe = jnp.maximum(std, _MIN_STD)
-    return (best - mean) / safe, std
+    std = _std(var)
+    return (best - mean) / std, std
 
 
 def log_h(z):
@@ -107,7 +114,7 @@ def expected_improvement(mean, var, best):
 def log_expected_improvement(mean, var, best):
     """``log`` of integrated EI, stable where EI underflows (``logsumexp`` over samples)."""
     z, std = _z_and_std(mean, var, best)
-    per_sample = jnp.log(jnp.maximum(std, _MIN_STD)) + log_h(z)
+    per_sample = jnp.log(std) + log_h(z)
     return logsumexp(per_sample, axis=0) - jnp.log(mean.shape[0])
 
 
@@ -120,13 +127,13 @@ def probability_of_improvement(mean, var, best):
 def lower_confidence_bound(mean, var, best, kappa: float = 2.0):
     """Integrated ``-(mu - kappa sigma)``; ``best`` is unused (kept for the common signature)."""
     del best
-    return jnp.mean(kappa * jnp.sqrt(jnp.maximum(var, 0.0)) - mean, axis=0)
+    return jnp.mean(kappa * _std(var) - mean, axis=0)
 
 
 def max_variance(mean, var, best):
     """Integrated posterior standard deviation (pure exploration)."""
     del best
-    return jnp.mean(jnp.sqrt(jnp.maximum(var, 0.0)), axis=0)
+    return jnp.mean(_std(var), axis=0)
 
 
 class MultiIncumbent(NamedTuple):
@@ -171,14 +178,14 @@ def log_box_side(lower, upper, mean, var):
     z_lower, _ = _z_and_std(mean, var, jnp.where(finite, lower, upper - 1.0))
     log_upper = log_h(z_upper)
     log_width = jnp.where(finite, _log1mexp(log_h(z_lower) - log_upper), 0.0)
-    return jnp.log(jnp.maximum(std, _MIN_STD)) + log_upper + log_width
+    return jnp.log(std) + log_upper + log_width
 
 
 def log_feasibility(mean, var, incumbent: MultiIncumbent):
     """``(S, M)``: ``sum_c log Phi((t_c - a_c mu_c) / sigma_c)``, the log probability
     that every outcome constraint holds (the outputs are independent given a draw)."""
     mu = jnp.take(mean, incumbent.columns, axis=-1) * incumbent.orient
-    std = jnp.sqrt(jnp.maximum(jnp.take(var, incumbent.columns, axis=-1), _MIN_STD**2))
+    std = _std(jnp.take(var, incumbent.columns, axis=-1))
     return jnp.sum(log_ndtr((incumbent.bounds - mu) / std), axis=-1)
 
 
@@ -207,7 +214,7 @@ def log_scalarised_improvement(mean, var, incumbent: MultiIncumbent):
     Chebyshev scalarisation the loop fitted, on ``incumbent.best``, times the probability
     of feasibility, averaged over draws before the log."""
     z, std = _z_and_std(mean[..., 0], var[..., 0], incumbent.best)
-    log_ei = jnp.where(incumbent.found, jnp.log(jnp.maximum(std, _MIN_STD)) + log_h(z), 0.0)
+    log_ei = jnp.where(incumbent.found, jnp.log(std) + log_h(z), 0.0)
     per_sample = log_ei + log_feasibility(mean, var, incumbent)
     return logsumexp(per_sample, axis=0) - jnp.log(mean.shape[0])
 
