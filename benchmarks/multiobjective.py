@@ -1,13 +1,14 @@
-"""Several objectives: hypervolume of bojax's LogEHVI and ParEGO against their peers, side
-by side in one run.
+"""Several objectives: hypervolume of bojax's noisy and exact LogEHVI and ParEGO against
+their peers, side by side in one run.
 
 Problems (``bojax.objectives.multiobjective``): Branin-Currin (d = 2), ZDT1-3 (d = 4),
 DTLZ2 with three objectives (d = 6), Branin-Currin under a disc constraint, and one real
 trade-off, ``mnist1d-size``: the validation error of MLPs on MNIST-1D (bojax's own
 vmapped trainer, ``bojax.objectives.mixednet``, a mixed space of seven choices) against
-their parameter count. Arms: bojax ``log_ehvi`` and ``parego`` (``gp-slice``, the
-defaults), Optuna's GPSampler (multi-objective LogEHVI with point-estimated
-hyperparameters), Optuna TPE, Optuna NSGA-II (population = the initial design), BoTorch
+their parameter count. Arms: bojax ``log_nehvi`` (the default), ``log_ehvi`` and
+``parego`` (all on ``gp-slice``, the default surrogate), Optuna's GPSampler
+(multi-objective LogEHVI with point-estimated hyperparameters), Optuna TPE, Optuna
+NSGA-II (population = the initial design), BoTorch
 ``qLogNoisyExpectedHypervolumeImprovement`` on a ``ModelListGP`` of ``SingleTaskGP``s
 (continuous problems only; torch and botorch installed beside the lock, see README) and
 random search. Each arm draws ``initial`` points of its own (2(d + 1)) and has
@@ -18,8 +19,8 @@ point, after each evaluation; printed: median final hypervolume with quartiles (
 over seeds, higher is better) and the median seconds an arm spent proposing a point after
 its initial design.
 
-``--speed`` times a steady bojax ``ask`` with two objectives at d = 6, n = 100, and counts
-the compilations of the later asks.
+``--speed`` times a steady bojax ``ask`` (the default acquisition) with two objectives at
+d = 6, n = 100, and counts the compilations of the later asks.
 
 Each (problem, arm, seed) run is kept in ``<out>/multiobjective_runs/`` and reused. The
 table and ``multiobjective.json`` also hold every arm not asked for whose kept runs cover

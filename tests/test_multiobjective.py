@@ -165,6 +165,19 @@ def test_bad_declarations_are_settings_errors(settings, message):
         bojax.Settings(**settings)
 
 
+def test_the_default_acquisition_with_objectives_is_noisy_ehvi_on_a_gp():
+    """Noisy EHVI needs sampled fronts, which only a GP gives; a BNN keeps exact EHVI,
+    so does one objective with constraints (constrained EI), and an explicit choice
+    stands."""
+    several = dict(objectives=["a:min", "b:min"])
+    assert bojax.Settings(**several).acquisition == "log_nehvi"
+    assert bojax.Settings(**several, surrogate="gp-map").acquisition == "log_nehvi"
+    assert bojax.Settings(**several, surrogate="bnn-hmc").acquisition == "log_ehvi"
+    assert bojax.Settings(**several, acquisition="log_ehvi").acquisition == "log_ehvi"
+    assert bojax.Settings(objectives=["a:min"], constraints=["c<=1"]).acquisition == "log_ehvi"
+    assert bojax.Settings().acquisition == "log_ei"
+
+
 def test_a_tampered_record_is_refused_with_its_line(tmp_path):
     run = dict(objectives=["left:min", "right:min"], initial=2, seed=0, **QUIET)
     bojax.minimize(two_bowls, SPACE, iterations=0, out=tmp_path, **run)

@@ -8,21 +8,24 @@ single-objective run (fully Bayesian by default), and their predictives are stac
 the others: the columns' chains are independent, so the pairs are draws from the joint
 posterior, and the acquisition's mean over ``s`` integrates it.
 
-* ``log_ehvi`` (the default): the observed feasible front, and the believed outcomes of
-  pending points, cut the non-dominated region into boxes (:mod:`bojax.bo.pareto`); the
-  acquisition is :func:`bojax.bo.acquisition.log_expected_hypervolume_improvement`. With
+* ``log_ehvi`` (the default for surrogates other than GPs): the observed feasible front,
+  and the believed outcomes of pending points, cut the non-dominated region into boxes
+  (:mod:`bojax.bo.pareto`); the acquisition is
+  :func:`bojax.bo.acquisition.log_expected_hypervolume_improvement`. With
   ``incumbent="posterior_mean"`` (the noisy variant) the front is the pooled posterior
   mean at the feasible evaluations instead, which a lucky noisy observation cannot
   push out (the plug-in counterpart of Daulton et al. 2021's noisy EHVI).
-* ``log_nehvi`` (noisy EHVI, Daulton et al. 2021): the front itself is uncertain. Per
-  hyperparameter draw, ``J`` joint samples of the noise-free objectives at the baseline
-  (the feasible evaluations on the observed or the posterior-mean front, as BoTorch
-  prunes its baseline) each give a front and its boxes, and each sample's GPs are
-  conditioned on those values, so a candidate correlated with a front point cannot
-  claim to improve on it (:func:`sampled_fronts`). The acquisition is the same
-  integrand, averaged over draws and fronts: ``log mean_{s,j} EHVI_{sj}(x)``. ``J`` is
-  ``settings.fantasies`` (default: :data:`FRONTS` fronts in all); the refinement
-  costs about ``J`` times ``log_ehvi``'s.
+* ``log_nehvi`` (noisy EHVI, Daulton et al. 2021; the default with a GP): the front
+  itself is uncertain. Per hyperparameter draw, ``J`` joint samples of the noise-free
+  objectives at the baseline (the feasible evaluations on the observed or the
+  posterior-mean front, as BoTorch prunes its baseline) each give a front and its boxes,
+  and each sample's GPs are conditioned on those values, so a candidate correlated with
+  a front point cannot claim to improve on it (:func:`sampled_fronts`). The acquisition
+  is the same integrand, averaged over draws and fronts: ``log mean_{s,j} EHVI_{sj}(x)``.
+  ``J`` is ``settings.fantasies`` (default: :data:`FRONTS` fronts in all); the
+  refinement costs about ``J`` times ``log_ehvi``'s. Exact EHVI, by contrast, rates an
+  evaluated extreme of the front as improvable by the fitted noise alone, and on ZDT1
+  its proposals kept returning there (``docs/design.md``).
 * ``parego`` (Knowles 2006): each proposal draws weights ``lambda`` uniformly on the
   simplex, scalarises the objectives (normalised to [0, 1] on the observed values) as
   ``max_k lambda_k f_k + 0.05 sum_k lambda_k f_k``, fits one surrogate to that and

@@ -388,8 +388,9 @@ class Settings:
 
     def _normalise_metrics(self) -> None:
         """``objectives``/``constraints`` as texts (dicts accepted), the reference point as
-        a tuple of floats, and ``log_ei``, the default, read as ``log_ehvi`` (which it
-        equals for one objective) once there are objectives."""
+        a tuple of floats, and ``log_ei``, the default, read as noisy EHVI (``log_nehvi``)
+        once there are several objectives, or as ``log_ehvi`` for one objective with
+        constraints and for a surrogate that samples no fronts (not a GP)."""
         from bojax.bo.metrics import constraint_texts, objective_texts
 
         def put(name: str, value: Any) -> None:
@@ -424,7 +425,12 @@ class Settings:
                 )
             put("reference_point", tuple(float(v) for v in reference))
         if self.objectives is not None and self.acquisition == "log_ei":
-            put("acquisition", "log_ehvi")
+            # Noisy EHVI samples fronts from a GP; other surrogates keep exact EHVI, and so
+            # does one objective with constraints (constrained EI, as without them).
+            noisy = len(self.objectives) > 1 and hasattr(
+                SURROGATES().get(self.surrogate), "fantasize"
+            )
+            put("acquisition", "log_nehvi" if noisy else "log_ehvi")
 
     def _check_several(self, outputs: int | None) -> None:
         if outputs is not None:
