@@ -308,7 +308,7 @@ def test_corrupt_middle_or_mismatched_run_raises_and_touches_nothing(tmp_path):
     journal = tmp_path / "journal.jsonl"
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
 
-    with pytest.raises(JournalError, match="seed"):
+    with pytest.raises(JournalError, match=r"'settings' differs .*\(seed: stored 7, now 8\)"):
         bojax.minimize(
             FORRESTER, FORRESTER.space, out=tmp_path, resume=True, **{**short, "seed": 8}, **QUIET
         )

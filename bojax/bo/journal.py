@@ -209,11 +209,17 @@ class Journal:
         stored = self.header()
         expected = json.loads(json.dumps({"format": FORMAT_VERSION, **header}))
         for key in sorted(set(stored) | set(expected)):
-            if stored.get(key) != expected.get(key):
-                raise JournalError(
-                    f"cannot resume {self.folder}: its {key!r} differs from this run's "
-                    f"(stored {stored.get(key)!r}, now {expected.get(key)!r})"
-                )
+            old, new = stored.get(key), expected.get(key)
+            if old == new:
+                continue
+            if isinstance(old, dict) and isinstance(new, dict):  # name the fields that differ
+                names = sorted(n for n in set(old) | set(new) if old.get(n) != new.get(n))
+                detail = "; ".join(f"{n}: stored {old.get(n)!r}, now {new.get(n)!r}" for n in names)
+            else:
+                detail = f"stored {old!r}, now {new!r}"
+            raise JournalError(
+                f"cannot resume {self.folder}: its {key!r} differs from this run's ({detail})"
+            )
 
     # -- records ---------------------------------------------------------------------
     def read(
