@@ -91,6 +91,9 @@ def test_resume_is_bit_identical_and_steady_steps_do_not_recompile(tmp_path):
     with pytest.raises(JournalError, match="objectives"):  # another declaration: refused
         bojax.minimize(two_bowls, SPACE, iterations=6, out=tmp_path, resume=True,
                        **{**run, "objectives": {"left": "min", "size": "min"}})  # fmt: skip
+    with pytest.raises(JournalError, match="acquisition: stored 'log_nehvi', now 'log_ehvi'"):
+        bojax.minimize(two_bowls, SPACE, iterations=6, out=tmp_path, resume=True,
+                       **{**run, "acquisition": "log_ehvi"})  # fmt: skip
 
 
 def test_ask_tell_and_batches_with_pending_points():
