@@ -417,7 +417,8 @@ def batched_speed(sizes=(1, 2, 4, 8, 16), epochs: int = 5, seed: int = 0) -> lis
         together = time.perf_counter() - tick
         work = size * epochs
         rows.append({"designs": size, "epochs": epochs, "alone_per_s": work / alone,
-                     "batched_per_s": work / together, "speedup": alone / together})  # fmt: skip
+                     "batched_per_s": work / together, "speedup": alone / together,
+                     "device": jax.devices()[0].device_kind})  # fmt: skip
     return rows
 
 
@@ -608,6 +609,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--batched", action="store_true", help="MNIST-1D design-epochs/s: vmapped batch vs alone"
     )
+    parser.add_argument(
+        "--sizes", type=int, nargs="+", default=[1, 2, 4, 8, 16], help="designs per batch"
+    )
     parser.add_argument("--run-one", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--budget", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--to", type=Path, help=argparse.SUPPRESS)
@@ -625,8 +629,9 @@ def main(argv: list[str] | None = None) -> dict:
         (args.out / "multifidelity_decision.json").write_text(json.dumps(row, indent=1))
         return row
     if args.batched:
-        rows = batched_speed()
-        speeds = Table(title="MNIST-1D trainings: (design x epoch) per second")
+        rows = batched_speed(tuple(args.sizes))
+        device = rows[0]["device"]
+        speeds = Table(title=f"MNIST-1D trainings: (design x epoch) per second ({device})")
         for column in ("designs", "alone /s", "batched /s", "batched / alone"):
             speeds.add_column(column, justify="right")
         for row in rows:
@@ -634,7 +639,8 @@ def main(argv: list[str] | None = None) -> dict:
                           f"{row['batched_per_s']:.1f}", f"{row['speedup']:.2f}x")  # fmt: skip
         console.print(speeds)
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "multifidelity_batched.json").write_text(json.dumps(rows, indent=1))
+        name = "multifidelity_batched" + ("_gpu" if jax.default_backend() == "gpu" else "")
+        (args.out / f"{name}.json").write_text(json.dumps(rows, indent=1))
         return {"batched": rows}
     seeds = args.seeds or (1 if args.quick else 10)
     tasks = args.tasks or (TASKS[:2] if args.quick else [*TASKS, "mnist1d"])

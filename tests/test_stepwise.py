@@ -325,6 +325,30 @@ def test_the_mnist1d_trainer_reports_each_epoch_and_is_stopped_early():
         assert np.allclose([v for _, v in record["curve"]], alone, atol=0.02)
 
 
+@pytest.mark.slow  # compiles the batched epoch program for 4 rows
+def test_a_batch_of_three_trains_each_design_on_its_own_state():
+    """Three designs pad to four rows; the padding's copy of the last design must be
+    written nowhere, and each design must go on from its own weights each epoch."""
+    from bojax.objectives.mixednet import MixedNetObjective, Training
+
+    objective = MixedNetObjective(training=Training(epochs=2))
+    designs = [
+        {"optimizer": "adam", "activation": "relu", "normalisation": "none", "layers": 2,
+         "width": 64, "learning_rate": 3e-3},
+        {"optimizer": "sgd", "momentum": 0.9, "activation": "tanh", "normalisation": "none",
+         "layers": 1, "width": 32, "learning_rate": 1e-4},
+        {"optimizer": "rmsprop", "activation": "gelu", "normalisation": "layernorm",
+         "layers": 3, "width": 128, "learning_rate": 1e-3},
+    ]  # fmt: skip
+    curves = [[], [], []]
+    reports = [lambda step, value, c=c: c.append(value) for c in curves]
+    finals = objective.train_batch(designs, reports)
+    for design, curve, final in zip(designs, curves, finals, strict=True):
+        alone = list(objective.curve(design))
+        assert len(curve) == 2 and final == curve[-1]
+        assert np.allclose(curve, alone, atol=0.01), (design, curve, alone)
+
+
 # -- freeze-thaw ----------------------------------------------------------------------
 def resumable(log: list | None = None, max_step: int = 27):
     """make_train's curves, continued from a checkpoint (the last step reported)."""
