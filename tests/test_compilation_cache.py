@@ -176,6 +176,7 @@ def test_programs_are_dropped_only_past_the_share_of_the_map_limit():
     assert dropped.total == 1 and compilation.releases == before + 1
 
 
+@pytest.mark.slow  # 21 s: a whole run under a tight program budget
 @needs_proc
 def test_a_crowded_run_drops_its_programs_and_proposes_the_same_points(monkeypatch):
     import numpy as np

@@ -33,6 +33,7 @@ def two_bowls(point):
     }
 
 
+@pytest.mark.slow  # 12 s: a constrained two-objective run
 def test_result_holds_the_feasible_pareto_set_and_the_hypervolume_history(tmp_path):
     result = bojax.minimize(
         two_bowls, SPACE, objectives={"left": "min", "right": "min"},

@@ -432,6 +432,7 @@ def test_freeze_thaw_on_workers_thaws_no_design_twice_at_once():
         assert steps == list(range(1, len(steps) + 1))
 
 
+@pytest.mark.slow  # 11 s: a freeze-thaw run (the checkpointed one stays fast)
 def test_freeze_thaw_without_checkpoints_retrains_and_charges_the_repeated_steps():
     result = bojax.minimize(make_train(), SPACE, step_budget=120, progress=False, **FREEZE_THAW)
     curves = designs_of(result.history)
