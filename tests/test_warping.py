@@ -34,6 +34,29 @@ def test_inverse_takes_warped_values_back_and_is_increasing(kind, maximize):
         np.testing.assert_allclose(warp.inverse_sd(z, 0.5 + 0 * z), 0.5 * v.std(), rtol=1e-12)
 
 
+@pytest.mark.parametrize(
+    "y, method",
+    [
+        (np.random.default_rng(1).lognormal(-4, 1.5, size=40), "box-cox"),  # errors near 0
+        (np.random.default_rng(2).gamma(2.0, size=30) - 1.0, "yeo-johnson"),  # both signs
+    ],
+)
+def test_power_warping_is_scipys_maximum_likelihood_transform_standardised(y, method):
+    warp = warping.fit("power", y)
+    assert warp.method == method
+    transform = stats.boxcox if method == "box-cox" else stats.yeojohnson
+    t, lam = transform(y / warp.unit)  # SciPy's own maximum-likelihood lambda
+    assert warp.power == pytest.approx(lam, abs=1e-4)
+    np.testing.assert_allclose(warp.forward(y), (t - t.mean()) / t.std(), rtol=1e-6, atol=1e-6)
+    # The objective's units drop out, and maximising mirrors minimising.
+    np.testing.assert_allclose(warping.fit("power", 1000 * y).forward(1000 * y), warp.forward(y))
+    if method == "box-cox":  # values over orders of magnitude: nearly a log
+        assert abs(warp.power) < 0.3
+        spread = np.diff(warp.forward(np.quantile(y, [0.0, 0.1, 0.9, 1.0])))
+        assert spread[0] > 0.3 * spread[2]  # the best tenth is no longer a sliver
+        assert warping.fit("power", -y, maximize=True).forward(-y) == pytest.approx(warp.forward(y))
+
+
 def test_single_and_constant_outputs_keep_a_finite_warping():
     for y in (np.array([2.5]), np.array([4.0, 4.0, 4.0])):
         for kind in warping.WARPINGS:

@@ -230,7 +230,7 @@ class Settings:
     )
     warping: str | None = setting(
         None,
-        "outputs the surrogate sees: standardise or rank (default: the surrogate's)",
+        "outputs the surrogate sees: standardise, rank or power (default: the surrogate's)",
         one_of(WARPINGS, optional=True),
         omit_at_default=True,
     )
