@@ -473,6 +473,22 @@ def test_freeze_thaw_starts_a_new_design_when_none_is_paused():
     assert decision.phase == "new" and decision.design == 6 and decision.until == 1
 
 
+def test_freeze_thaw_models_power_warped_values_unless_the_run_names_a_warping():
+    from bojax.bo.freezethaw import FreezeThaw
+    from bojax.bo.loop import init, output_warping, tell
+
+    settings = bojax.Settings(**FREEZE_THAW | {"max_step": 9})
+    model = FreezeThaw(SPACE, settings).model
+    assert model.warping == "power" and settings.warping is None  # the run's own is unchanged
+    state = init(SPACE, model)
+    for k, value in enumerate([0.6, 0.3, 0.05, 0.01, 0.004, 0.0036]):  # a curve's range
+        state = tell(state, np.array([k / 6, 0.5]), value)
+    warp = output_warping(state)
+    assert warp.kind == "power" and warp.method == "box-cox" and abs(warp.power) < 0.5
+    named = bojax.Settings(**FREEZE_THAW | {"max_step": 9, "warping": "standardise"})
+    assert FreezeThaw(SPACE, named).model.warping == "standardise"
+
+
 def test_freeze_thaw_expected_improvement_matches_the_closed_form():
     from scipy.stats import norm
 

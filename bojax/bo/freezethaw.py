@@ -12,7 +12,8 @@ the value at another. Each decision compares
 * starting a new design (the acquisition's maximiser at step ``T``): ``EI / T``,
 
 where ``EI`` is the expected improvement at the last step ``T = max_step`` over the best
-value seen, integrated over the hyperparameter samples, and the denominator the steps
+value seen, integrated over the hyperparameter samples (on power-warped values,
+:mod:`bojax.bo.warping`, unless the run names a warping), and the denominator the steps
 still needed to reach ``T`` (expected improvement per unit of cost, Snoek et al. 2012).
 The chosen training runs to its next milestone (``min_step * eta^k``) and is paused
 again; one that reaches ``T`` is complete. The first ``max(initial, d + 2)`` designs
@@ -132,7 +133,12 @@ class FreezeThaw:
         self.space, self.settings = space, settings
         self.steps = schedulers.milestones(settings.min_step, settings.max_step, settings.eta)
         self.augmented = curve_space(space, settings.max_step)
-        self.model = settings.replace(exact_limit=None, fantasy="believer", initial=1)
+        # Power-warped values unless the run names a warping: a curve's first steps would
+        # otherwise stretch the standardised scale until the best designs' differences
+        # vanish (docs/design.md).
+        self.model = settings.replace(
+            exact_limit=None, fantasy="believer", initial=1, warping=settings.warping or "power"
+        )
         self.least = max(settings.initial, space.dim + 2)
         self.chains = None  # the surrogate's state, carried from decision to decision
 
