@@ -462,15 +462,20 @@ def write_run(path: Path, run: dict) -> None:
     part.replace(path)
 
 
-def existing(tasks, arms, seeds, runs: Path) -> dict:
+def existing(tasks, arms, seeds, runs: Path, every: bool = False) -> dict:
     """The kept runs of each task at the seeds every arm ran (``--existing``: a table of
-    what is there, computing nothing; a seed some arm lacks is left out for all)."""
+    what is there, computing nothing; a seed some arm lacks is left out for all), or with
+    ``every`` each arm's own kept seeds below ``seeds`` (the table's counts then differ)."""
     results: dict = {}
     for task in tasks:
         playing = [arm for arm in arms if available(arm, task)]
         for seed in range(seeds):
             paths = [run_path(runs, task, arm, seed) for arm in playing]
-            if all(path.exists() for path in paths):
+            if every:
+                for arm, path in zip(playing, paths, strict=True):
+                    if path.exists():
+                        results.setdefault(task, {}).setdefault(arm, []).append(read_run(path))
+            elif all(path.exists() for path in paths):
                 for arm, path in zip(playing, paths, strict=True):
                     runs_of = results.setdefault(task, {}).setdefault(arm, [])
                     runs_of.append(read_run(path))
@@ -604,6 +609,11 @@ def main(argv: list[str] | None = None) -> dict:
         "--existing", action="store_true", help="tabulate the kept runs only (complete seeds)"
     )
     parser.add_argument(
+        "--every-seed",
+        action="store_true",
+        help="with --existing: each arm's own kept seeds, not only those all arms share",
+    )
+    parser.add_argument(
         "--decision", action="store_true", help="time a freeze-thaw decision at 2,000 values"
     )
     parser.add_argument(
@@ -655,7 +665,7 @@ def main(argv: list[str] | None = None) -> dict:
     name = "multifidelity_quick" if args.quick else "multifidelity"
     runs = args.out / f"{name}_runs"
     if args.existing:
-        results = existing(tasks, arms, seeds, runs)
+        results = existing(tasks, arms, seeds, runs, args.every_seed)
     else:
         results = collect(tasks, arms, seeds, args.quick, runs, console)
     cache = runs / "references.json"

@@ -229,3 +229,17 @@ def test_multifidelity_benchmark_tabulates_mnist1d_runs_without_lcbench(tmp_path
     again = bench.main(argv)  # reused, not run again
     assert [p.stat().st_mtime_ns for p in runs] == kept
     assert again["mnist1d"]["arms"]["random"] == summary["mnist1d"]["arms"]["random"]
+
+
+def test_multifidelity_tables_share_seeds_unless_every_seed_is_asked_for(tmp_path):
+    bench = load("multifidelity")
+    kept = {"bojax-full": [0, 1, 2], "random": [0, 2]}
+    for arm, seeds in kept.items():
+        for seed in seeds:
+            run = {"values": [0.5, 0.4 - 0.1 * seed], "seconds": 1.0}
+            bench.write_run(bench.run_path(tmp_path, "3945", arm, seed), run)
+    shared = bench.existing(["3945"], list(kept), 3, tmp_path)["3945"]
+    assert {arm: len(runs) for arm, runs in shared.items()} == {"bojax-full": 2, "random": 2}
+    every = bench.existing(["3945"], list(kept), 3, tmp_path, every=True)["3945"]
+    assert {arm: len(runs) for arm, runs in every.items()} == {"bojax-full": 3, "random": 2}
+    assert [r["values"][-1] for r in every["random"]] == pytest.approx([0.4, 0.2])
