@@ -374,6 +374,7 @@ def designs_of(history):
     return curves
 
 
+@pytest.mark.slow  # 16 s: whole freeze-thaw runs (the fast tier reached 300 s)
 def test_freeze_thaw_pauses_and_thaws_trainings_from_their_checkpoints():
     trained = []
     settings = {**FREEZE_THAW, "max_step": 9}  # milestones 1, 3, 9: a short test
@@ -502,6 +503,7 @@ def test_freeze_thaw_expected_improvement_matches_the_closed_form():
     np.testing.assert_allclose(_expected_improvement(mean, var, 0.1), expected, rtol=1e-10)
 
 
+@pytest.mark.slow  # 13 s: whole freeze-thaw runs (the fast tier reached 300 s)
 def test_a_killed_freeze_thaw_run_resumes_to_the_uninterrupted_runs_records(tmp_path):
     settings = dict(step_budget=150, **FREEZE_THAW)
     whole = bojax.minimize(resumable(), SPACE, progress=False, out=tmp_path / "a", **settings)
