@@ -71,18 +71,24 @@ def fit(kind: str, y: np.ndarray, maximize: bool = False) -> Warping:
         raise ValueError(f"warping must be one of {WARPINGS}, got {kind!r}")
     sign = -1.0 if maximize else 1.0
     v = sign * np.asarray(y, dtype=np.float64)
-    shift, scale = float(np.mean(v)), float(np.std(v))
-    if not scale > 1e-12 * max(1.0, abs(shift)):
-        scale = 1.0
-    if kind == "standardise":
-        return Warping(kind, sign, shift, scale, v[:0], v[:0])
     if kind == "power":
         return _fit_power(v, sign)
+    shift, scale = _location_and_scale(v)
+    if kind == "standardise":
+        return Warping(kind, sign, shift, scale, v[:0], v[:0])
     from scipy import stats  # here: importing scipy.stats takes ~1.5 s of every run
 
     z = stats.norm.ppf((stats.rankdata(v) - 0.5) / len(v))
     knots_y, first = np.unique(v, return_index=True)
     return Warping(kind, sign, shift, scale, knots_y, z[first])
+
+
+def _location_and_scale(v: np.ndarray) -> tuple[float, float]:
+    """Mean and sd of ``v``; sd 1 where the values are (numerically) constant."""
+    shift, scale = float(np.mean(v)), float(np.std(v))
+    if not scale > 1e-12 * max(1.0, abs(shift)):
+        scale = 1.0
+    return shift, scale
 
 
 def _interpolate(x, knots_x, knots_y, slope_if_single):
@@ -170,8 +176,5 @@ def _fit_power(v: np.ndarray, sign: float) -> Warping:
             options={"xatol": 1e-6},
         )
         lam = float(found.x) if np.isfinite(found.fun) else 1.0
-    t = _power(scaled, lam, method)
-    shift, scale = float(np.mean(t)), float(np.std(t))
-    if not scale > 1e-12 * max(1.0, abs(shift)):
-        scale = 1.0
+    shift, scale = _location_and_scale(_power(scaled, lam, method))
     return Warping("power", sign, shift, scale, v[:0], v[:0], lam, method, unit)
