@@ -411,6 +411,7 @@ def test_bojax_pruner_settings_are_checked():
         BojaxPruner(early_stopping="median")
 
 
+@pytest.mark.slow  # 9 s: a pruned Optuna study with the bojax sampler (fast tier at 300 s)
 def test_the_sampler_models_pruned_trials_at_their_highest_common_step(monkeypatch):
     """Pruned trials were left out before; now the values at the highest step enough
     trials reached are the data, so the sampler models long before 5 trials complete."""

@@ -138,6 +138,7 @@ def test_no_early_stopping_trains_every_design_to_max_step():
     assert result.steps == 45
 
 
+@pytest.mark.slow  # 9 s: a whole ASHA run with model proposals (fast tier at 300 s)
 def test_model_proposals_follow_the_highest_milestone_with_enough_values():
     result = bojax.minimize(
         make_train(), SPACE, max_step=27, early_stopping="hyperband", surrogate="gp-map",
