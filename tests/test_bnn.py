@@ -12,6 +12,7 @@ from scipy import stats
 
 import bojax
 from bojax import gp
+from bojax.bo import acquisition
 from bojax.compilation import count_compilations
 from bojax.objectives.problems import get_problem
 from bojax.surrogates import bnn
@@ -257,7 +258,7 @@ def test_lcb_gradient_through_the_sample_average_matches_finite_differences():
 
     def lcb(u):
         mean, var = surrogate.predictive(theta, u[None])
-        return bojax.bo.acquisition.lower_confidence_bound(mean, var, 0.0, kappa=2.0)[0]
+        return acquisition.lower_confidence_bound(mean, var, 0.0, kappa=2.0)[0]
 
     u = jnp.array([0.3, 0.6])
     grad = np.asarray(jax.grad(lcb)(u))
