@@ -412,8 +412,16 @@ def repeated_mask(
     """True for each candidate equal (within ``atol`` per coordinate) to an evaluated point.
 
     Both arguments must be snapped (:meth:`Space.snap`), so that integer parameters that
-    round to the same value compare equal.
+    round to the same value compare equal. ``evaluated`` is padded with NaN rows (equal to
+    nothing) to a bucket size, so a run whose evaluated set grows by one point at a time
+    compiles once per bucket rather than once per call.
     """
+    from bojax.gp.core import bucket_size
+
+    evaluated = np.asarray(evaluated)
+    spare = bucket_size(len(evaluated)) - len(evaluated)
+    if spare:
+        evaluated = np.concatenate([evaluated, np.full((spare, evaluated.shape[1]), np.nan)])
     return _jitted_repeated_mask()(candidates, evaluated, atol)
 
 

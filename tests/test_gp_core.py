@@ -271,6 +271,9 @@ def test_bucket_sizes():
     sizes = [gp.bucket_size(n) for n in (1, 16, 17, 33, 64, 65, 200, 256, 257)]
     assert sizes == [16, 16, 32, 48, 64, 80, 208, 256, 320]
     assert all(gp.bucket_size(n) - n < 16 for n in range(17, 257))
+    # A bucket is its own bucket (the smallest holding one), so padding padded data twice
+    # changes nothing: 1344 once went to 1472.
+    assert all(gp.bucket_size(gp.bucket_size(n)) == gp.bucket_size(n) for n in range(1, 20_000))
 
 
 @pytest.mark.parametrize(

@@ -71,9 +71,11 @@ def bucket_size(n: int, minimum: int = 16) -> int:
         return 16 * math.ceil(n / 16)
     if n <= 1024:
         return 64 * math.ceil(n / 64)
-    steps = math.ceil(math.log(n / 1024) / math.log(9 / 8) - 1e-12)
+    # One step below the power that holds n: rounding up to 64 can make that bucket hold
+    # n already, and the smallest holding bucket keeps bucket_size(bucket_size(n)) fixed.
+    steps = max(0, math.ceil(math.log(n / 1024) / math.log(9 / 8) - 1e-12) - 1)
     size = 64 * math.ceil(1024 * (9 / 8) ** steps / 64)
-    while size < n:  # rounding of the power: never below n
+    while size < n:
         steps += 1
         size = 64 * math.ceil(1024 * (9 / 8) ** steps / 64)
     return size
