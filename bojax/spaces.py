@@ -267,23 +267,28 @@ class Space:
         )
         return out.reshape(u.shape)
 
-    def sample(self, key: jax.Array, n: int, method: str = "uniform") -> np.ndarray:
+    def sample(self, key: jax.Array, n: int, method: str = "uniform", skip: int = 0) -> np.ndarray:
         """``n`` snapped points in the unit cube, shape ``(n, d)``.
 
-        ``method="uniform"`` draws i.i.d. uniform coordinates; ``"sobol"`` takes the first
-        ``n`` points of a scrambled Sobol sequence (``scipy.stats.qmc``) seeded from ``key``.
-        Irrelevant coordinates come out as :data:`IRRELEVANT`.
+        ``method="uniform"`` draws i.i.d. uniform coordinates; ``"sobol"`` takes points
+        ``skip .. skip + n - 1`` of a scrambled Sobol sequence (``scipy.stats.qmc``) seeded
+        from ``key`` (the rows a draw of ``skip + n`` would end with, without drawing the
+        first ``skip``). Irrelevant coordinates come out as :data:`IRRELEVANT`.
         """
         import jax
         from scipy.stats import qmc
 
         if not is_count(n):
             raise ValueError(f"n must be a non-negative integer, got {n!r}")
+        if not is_count(skip) or (skip and method != "sobol"):
+            raise ValueError(f"skip must be a non-negative integer, with 'sobol' only: {skip!r}")
         if method == "uniform":
             u = np.asarray(jax.random.uniform(key, (int(n), self.dim)), dtype=np.float64)
         elif method == "sobol":
             seed = int(jax.random.randint(key, (), 0, np.iinfo(np.int32).max))
             sobol = qmc.Sobol(self.dim, scramble=True, rng=np.random.default_rng(seed))
+            if skip:
+                sobol.fast_forward(int(skip))
             with warnings.catch_warnings():  # a non-power-of-two n is fine for our use
                 warnings.simplefilter("ignore", UserWarning)
                 u = sobol.random(int(n))

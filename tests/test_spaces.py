@@ -87,6 +87,17 @@ def test_sampling_is_snapped_reproducible_and_in_bounds(method):
     assert SPACE.sample(key, 0, method=method).shape == (0, 4)
 
 
+def test_sobol_skip_gives_the_rows_a_longer_draw_ends_with():
+    """The loop's design phase takes point k alone (skip=k), not a draw of k + 1 points."""
+    key = jax.random.key(5)
+    whole = SPACE.sample(key, 40, method="sobol")
+    np.testing.assert_array_equal(SPACE.sample(key, 3, method="sobol", skip=37), whole[37:])
+    with pytest.raises(ValueError, match="skip"):
+        SPACE.sample(key, 3, method="uniform", skip=2)
+    with pytest.raises(ValueError, match="skip"):
+        SPACE.sample(key, 3, method="sobol", skip=-1)
+
+
 def test_sobol_covers_the_cube_more_evenly_than_uniform():
     space = Space([Real("a", 0, 1), Real("b", 0, 1)])
     key = jax.random.key(0)

@@ -476,10 +476,10 @@ def _design_points(state: BOState, taken: np.ndarray, first: int, q: int) -> np.
     ``initial`` while no fit is possible yet); one that repeats an evaluated, pending or
     chosen point (integers rounded together) is replaced by a uniform draw."""
     settings, space = state.settings, state.space
-    design = space.sample(_design_key(settings), max(settings.initial, first + q), "sobol")
+    design = space.sample(_design_key(settings), q, "sobol", skip=first)
     points = []
     for k in range(first, first + q):
-        u = design[k]
+        u = design[k - first]
         seen = np.concatenate([state.u, taken, np.reshape(points, (-1, space.dim))])
         if bool(repeated_mask(jnp.asarray(u[None]), jnp.asarray(space.snap(seen)))[0]):
             u = space.sample(_iteration_key(settings, k), 1)[0]
