@@ -421,7 +421,7 @@ def repeated_mask(
     nothing) to a bucket size, so a run whose evaluated set grows by one point at a time
     compiles once per bucket rather than once per call.
     """
-    from bojax.gp.core import bucket_size
+    from bojax.compilation import bucket_size  # here: it imports JAX
 
     evaluated = np.asarray(evaluated)
     spare = bucket_size(len(evaluated)) - len(evaluated)

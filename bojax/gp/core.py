@@ -24,7 +24,6 @@ traced pytrees. Hyperparameters are a dict::
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, NamedTuple
@@ -35,6 +34,7 @@ import numpy as np
 from jax.scipy.linalg import solve_triangular
 from jaxtyping import Array, Bool, Float
 
+from bojax.compilation import bucket_size
 from bojax.errors import DataError
 from bojax.gp.kernels import AnyKernel, Overlap, diagonal, get_kernel, gram
 from bojax.gp.linalg import DEFAULT_LADDER, CholeskyResult, jittered_cholesky, raise_if_failed
@@ -49,36 +49,6 @@ class Data(NamedTuple):
     x: Float[Array, "N d"]
     y: Float[Array, " N"]
     mask: Bool[Array, " N"]
-
-
-def bucket_size(n: int, minimum: int = 16) -> int:
-    """Padded size for ``n`` observations: ``minimum``, 32, then multiples of 16 up to 256,
-    multiples of 64 up to 1024, and past that the multiple of 64 at or above the first
-    ``1024 * (9/8)^k`` that holds ``n``.
-
-    Padding rows cost as much as real ones in every Cholesky and triangular solve, so
-    buckets stay tight (at most 15 spare rows up to 256): at n = 80, padding to 128
-    instead of 80 made one slice-sampled BO iteration 3.8x slower. Each new bucket costs
-    one compilation, once per run, so past 1024 the buckets grow geometrically: their
-    number grows as ``log n`` (48 buckets up to n = 10,000 where multiples of 64 made
-    169), for at most 17 % spare rows.
-    """
-    if n <= minimum:
-        return minimum
-    if n <= 32:
-        return 32
-    if n <= 256:
-        return 16 * math.ceil(n / 16)
-    if n <= 1024:
-        return 64 * math.ceil(n / 64)
-    # One step below the power that holds n: rounding up to 64 can make that bucket hold
-    # n already, and the smallest holding bucket keeps bucket_size(bucket_size(n)) fixed.
-    steps = max(0, math.ceil(math.log(n / 1024) / math.log(9 / 8) - 1e-12) - 1)
-    size = 64 * math.ceil(1024 * (9 / 8) ** steps / 64)
-    while size < n:
-        steps += 1
-        size = 64 * math.ceil(1024 * (9 / 8) ** steps / 64)
-    return size
 
 
 def make_data(x, y, size: int | None = None) -> Data:
