@@ -55,7 +55,7 @@ from bojax.bo import keys, pareto
 from bojax.bo.acquisition import AcquisitionRecord, MultiIncumbent, get_acquisition
 from bojax.bo.metrics import Metrics
 from bojax.bo.optimize import propose
-from bojax.errors import SettingsError, SpaceExhaustedError
+from bojax.errors import SpaceExhaustedError
 from bojax.surrogates import Surrogate
 
 PAREGO_RHO = 0.05  # the weight of ParEGO's linear term (Knowles 2006)
@@ -251,11 +251,6 @@ def propose_batch(state, classifier, feasibility, taken, first: int, q: int):
     parego = acquire.name == "parego"
     sampled = acquire.name == "log_nehvi"
     count = len(metrics.objectives)
-    if sampled and not hasattr(settings.make_surrogate(space), "fantasize"):
-        raise SettingsError(
-            f"log_nehvi samples fronts from a GP; surrogate {settings.surrogate!r} has "
-            "none: use log_ehvi"
-        )
     models = fit_models(state, first)
     x, z, surrogate = models.x, models.z, models.surrogate
     feasible = metrics.feasible(state.metrics[np.isfinite(state.y)])

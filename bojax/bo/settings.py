@@ -431,6 +431,13 @@ class Settings:
                 SURROGATES().get(self.surrogate), "fantasize"
             )
             put("acquisition", "log_nehvi" if noisy else "log_ehvi")
+        elif self.acquisition == "log_nehvi" and not hasattr(
+            SURROGATES().get(self.surrogate), "fantasize"
+        ):
+            raise SettingsError(
+                f"log_nehvi samples fronts from a GP; surrogate {self.surrogate!r} has none: "
+                "use log_ehvi"
+            )
 
     def _check_several(self, outputs: int | None) -> None:
         if outputs is not None:
