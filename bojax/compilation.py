@@ -194,8 +194,8 @@ def use_persistent_cache() -> Path | None:
 
 def bucket_size(n: int, minimum: int = 16) -> int:
     """Padded size for ``n`` observations: ``minimum``, 32, then multiples of 16 up to 256,
-    multiples of 64 up to 1024, and past that the multiple of 64 at or above the first
-    ``1024 * (9/8)^k`` that holds ``n``.
+    multiples of 64 up to 1024, and past that the smallest of the sizes
+    ``64 ceil(1024 (9/8)^k / 64)`` that holds ``n`` (so a bucket is its own bucket).
 
     Padding rows cost as much as real ones in every Cholesky and triangular solve, so
     buckets stay tight (at most 15 spare rows up to 256): at n = 80, padding to 128
@@ -212,8 +212,8 @@ def bucket_size(n: int, minimum: int = 16) -> int:
         return 16 * math.ceil(n / 16)
     if n <= 1024:
         return 64 * math.ceil(n / 64)
-    # One step below the power that holds n: rounding up to 64 can make that bucket hold
-    # n already, and the smallest holding bucket keeps bucket_size(bucket_size(n)) fixed.
+    # From one step below the power that holds n: rounding up to 64 can make that
+    # step's bucket hold n already.
     steps = max(0, math.ceil(math.log(n / 1024) / math.log(9 / 8) - 1e-12) - 1)
     size = 64 * math.ceil(1024 * (9 / 8) ** steps / 64)
     while size < n:
