@@ -75,6 +75,20 @@ def test_a_maximised_objective_and_a_given_reference_point():
     assert result.best_value == values[:, 0].max()  # the first objective, maximised
 
 
+def test_without_a_reference_point_ehvi_searches_against_the_wide_rule():
+    """The acquisition's box holds every feasible evaluation (the worst standardised value
+    plus a tenth); the user's point, in the objectives' units, is warped as the data are."""
+    from bojax.bo.multiobjective import _reference
+
+    settings = bojax.Settings(objectives=["a:min", "b:max"])
+    metrics = settings.metrics
+    z = np.array([[-1.0, 2.0], [0.5, -0.3], [1.5, 1.0]])
+    shift, scale = np.array([1.0, -2.0]), np.array([2.0, 4.0])
+    np.testing.assert_allclose(_reference(settings, metrics, z, shift, scale), [1.65, 2.2])
+    given = settings.replace(reference_point=[5.0, 6.0])  # b is maximised: oriented -6
+    np.testing.assert_allclose(_reference(given, metrics, z, shift, scale), [2.0, -1.0])
+
+
 @pytest.mark.slow
 def test_resume_is_bit_identical_and_steady_steps_do_not_recompile(tmp_path):
     run = dict(

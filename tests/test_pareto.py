@@ -17,6 +17,7 @@ from bojax.bo.acquisition import (
     log_expected_hypervolume_improvement,
     log_scalarised_improvement,
 )
+from bojax.errors import DataError
 
 jax.config.update("jax_enable_x64", True)
 
@@ -87,6 +88,19 @@ def test_empty_front_and_reference_rule():
     np.testing.assert_allclose(pareto.reference_point(values), [4.4, 4.4])
     # A front of one point has no range: its nadir moves out by 10% of max(|v|, 1).
     np.testing.assert_allclose(pareto.reference_point(np.array([[3.0, 0.0]])), [3.3, 0.1])
+
+
+def test_the_search_reference_point_holds_every_evaluation_a_tenth_beyond_the_worst():
+    z = np.array([[-1.0, 2.0], [0.5, -0.3], [1.5, 1.0], [-0.2, 0.1]])  # standardised
+    reference = pareto.search_reference_point(z)
+    np.testing.assert_allclose(reference, [1.65, 2.2])
+    assert np.all(z < reference)  # the dominated point [1.5, 1.0] too: no end unvalued
+    # A worst value below 0 (feasible points better than the mean) moves out to 0.9 w.
+    np.testing.assert_allclose(pareto.search_reference_point(np.array([[-0.5, -2.0]])),
+                               [-0.45, -1.8])  # fmt: skip
+    assert pareto.search_reference_point(np.zeros((3, 1)))[0] > 0.0  # constant: just past
+    with pytest.raises(DataError):
+        pareto.search_reference_point(np.zeros((0, 2)))
 
 
 @pytest.mark.parametrize(

@@ -36,8 +36,9 @@ failed evaluations still go to the failure classifier, which weights the acquisi
 in a single-objective run. Pending points are Kriging believers for every column (the
 believed objectives join the front), whatever ``settings.fantasy`` says. The reference
 point is ``settings.reference_point`` (objectives' units) or, without one,
-:func:`bojax.bo.pareto.reference_point` of the feasible observations, recomputed as they
-grow.
+:func:`bojax.bo.pareto.search_reference_point` of the feasible observations (each
+objective's worst value, standardised, moved out by a tenth of its size), recomputed as
+they grow.
 """
 
 from __future__ import annotations
@@ -383,15 +384,16 @@ def sampled_fronts(surrogate, key, conditioned, count: int, at, extra, reference
 
 
 def _reference(settings, metrics: Metrics, feasible_z: np.ndarray, shift, scale) -> np.ndarray:
-    """The reference point in warped units: the user's, or the rule's on the feasible
-    observations (a unit box beyond the origin while none is feasible; unused then)."""
+    """The reference point in warped units: the user's, or the search rule's on the
+    feasible observations (a unit box beyond the origin while none is feasible; unused
+    then)."""
     count = len(metrics.objectives)
     if settings.reference_point is not None:
         given = np.asarray(settings.reference_point, dtype=np.float64) * metrics.signs[:count]
         return (given - shift[:count]) / scale[:count]
     if len(feasible_z) == 0:
         return np.ones(count)
-    return pareto.reference_point(feasible_z)
+    return pareto.search_reference_point(feasible_z)
 
 
 def _start(x: np.ndarray, objectives: np.ndarray, feasible: np.ndarray, k: int) -> np.ndarray:

@@ -145,7 +145,8 @@ def improvement(y: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarr
 
 
 def reference_point(values: np.ndarray, margin: float = 0.1) -> np.ndarray:
-    """The reference point when none is given: the front's nadir (its worst value per
+    """The reference point a run's reported hypervolume uses when none is given: the
+    front's nadir (its worst value per
     objective) moved out by ``margin`` times the front's range in that objective, or by
     ``margin`` times ``max(|nadir|, 1)`` where the range is zero (BoTorch's rule for its
     EHVI, Daulton et al. 2020, in minimisation). Every front point then adds volume."""
@@ -157,6 +158,20 @@ def reference_point(values: np.ndarray, margin: float = 0.1) -> np.ndarray:
     spread = nadir - ideal
     spread = np.where(spread > 0, spread, np.maximum(np.abs(nadir), 1.0))
     return nadir + margin * spread
+
+
+def search_reference_point(standardised: np.ndarray, margin: float = 0.1) -> np.ndarray:
+    """The reference point EHVI searches against when none is given, for objectives
+    standardised to mean 0 and sd 1: each objective's worst evaluated value ``w`` moved
+    out by ``margin |w|``, ``max((1 + margin) w, (1 - margin) w)`` (the rule of Optuna's
+    GPSampler). Every evaluated point lies inside it, so EHVI values extending either end
+    of the front, where :func:`reference_point`'s box, ending just past the front's
+    nadir, values them little (``docs/design.md``)."""
+    values = np.asarray(standardised, dtype=np.float64)
+    if values.ndim != 2 or len(values) == 0:
+        raise DataError("a reference point needs at least one evaluated point")
+    worst = values.max(axis=0)
+    return np.nextafter(np.maximum((1 + margin) * worst, (1 - margin) * worst), np.inf)
 
 
 def best_record(metrics: Metrics, records: list[dict[str, Any]]) -> dict[str, Any] | None:
