@@ -37,20 +37,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from bojax.errors import SpaceExhaustedError
-from bojax.gp import bucket_size
 from bojax.spaces import IRRELEVANT, Integer, Space, repeated_mask
 
 Score = Callable[[jax.Array, object], jax.Array]
 Box = tuple[np.ndarray, np.ndarray]  # lower and upper corners in unit coordinates
 POLISHED = 3
 REPEAT_CHUNK = 64
-
-
-def _padded(points: np.ndarray, dim: int) -> np.ndarray:
-    """Pad with NaN rows (never equal to anything) to a bucket size, so shapes repeat."""
-    points = np.asarray(points, dtype=np.float64).reshape(-1, dim)
-    size = bucket_size(len(points))
-    return np.concatenate([points, np.full((size - len(points), dim), np.nan)])
 
 
 @partial(jax.jit, static_argnums=(0, 3))
@@ -242,7 +234,6 @@ def _best_new(points: np.ndarray, values: np.ndarray, taken: np.ndarray) -> int 
     harmless; repeats of taken points are not."""
     values = np.where(np.isfinite(values), values, -np.inf)
     order = np.lexsort((np.arange(len(values)), -values))  # best first, ties by index
-    taken = jnp.asarray(taken)
     for begin in range(0, len(order), REPEAT_CHUNK):
         chunk = order[begin : begin + REPEAT_CHUNK]
         rows = np.concatenate([points[chunk], np.full((REPEAT_CHUNK - len(chunk),
@@ -307,7 +298,7 @@ def propose(
     taken = np.concatenate(
         [np.asarray(evaluated).reshape(-1, d), np.zeros((0, d)) if pending is None else pending]
     )
-    taken = _padded(space.snap(taken), d)
+    taken = np.asarray(space.snap(taken), dtype=np.float64).reshape(-1, d)  # repeated_mask pads
     draw_key = jax.random.split(key)[1]
     # Categorical and ordinal coordinates move by discrete steps, never by gradient.
     moves = tuple(j for j, p in enumerate(space.parameters) if not p.continuous)
