@@ -319,6 +319,7 @@ def test_the_fitted_bnn_explains_its_data_within_its_own_spread():
 
 
 @pytest.mark.parametrize("acquisition", ["ei", "pi", "log_ei", "max_variance"])
+@pytest.mark.slow
 def test_every_acquisition_and_policy_takes_the_bnn(acquisition):
     problem = get_problem("forrester")
     with bojax.surrogates.SURROGATES.scoped(SMALL, "bnn-test"):

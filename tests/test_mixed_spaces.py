@@ -205,6 +205,7 @@ MIXED = Space(
 )
 
 
+@pytest.mark.slow
 def test_a_mixed_run_resumes_bit_identically_and_compiles_per_bucket_not_per_step(tmp_path):
     import bojax
     from bojax.compilation import count_compilations
@@ -222,6 +223,7 @@ def test_a_mixed_run_resumes_bit_identically_and_compiles_per_bucket_not_per_ste
     assert [r["x"] for r in resumed.history] == [r["x"] for r in full.history]
 
 
+@pytest.mark.slow
 def test_a_small_discrete_space_is_enumerated_and_its_exhaustion_ends_the_run():
     import bojax
 

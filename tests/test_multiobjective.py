@@ -59,6 +59,7 @@ def test_result_holds_the_feasible_pareto_set_and_the_hypervolume_history(tmp_pa
     assert max(proposals) <= 0.7 and max(proposals) - min(proposals) > 0.15
 
 
+@pytest.mark.slow
 def test_a_maximised_objective_and_a_given_reference_point():
     def objective(point):
         return {"accuracy": 1 - (point["x"] - 0.3) ** 2, "params": 5 * point["x"] + point["w"]}

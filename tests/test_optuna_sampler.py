@@ -143,6 +143,7 @@ def test_inside_optuna_bojax_proposes_exactly_what_its_own_loop_does():
     np.testing.assert_array_equal(np.array(inside), np.array(native))
 
 
+@pytest.mark.slow
 def test_after_failed_trials_only_bojax_proposes_away_from_them():
     """Failed trials are modelled: with nothing but failures at x <= 0.5 the sampler still
     proposes, where success is likeliest, instead of waiting for successes."""
@@ -224,6 +225,7 @@ FAIL, RUNNING, PRUNED = (optuna.trial.TrialState[s] for s in ("FAIL", "RUNNING",
     ],
     ids=["enqueued", "wider", "choice", "float-for-int", "missing", "running", "pruned"],
 )  # fmt: skip
+@pytest.mark.slow
 def test_a_trial_bojax_could_not_have_proposed_is_left_out_with_one_warning(extra, reason):
     """The sampler neither crashes (every later trial of the study would) nor bends the
     trial into the space: it proposes what it proposes without the trial, and says so."""
@@ -317,6 +319,7 @@ def test_a_constrained_multi_objective_study_proposes_what_bojax_proposes():
     np.testing.assert_array_equal(np.array(inside), np.array(native))
 
 
+@pytest.mark.slow
 def test_constraints_func_is_stored_and_steers_the_sampler():
     def constraint(trial):
         return (trial.params["u0"] - 0.6,)

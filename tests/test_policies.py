@@ -140,6 +140,7 @@ def test_noise_relative_stop_raises_the_sd_threshold_only_when_the_noise_is_know
     assert sd_threshold(float("nan"), 0.1, 2.0) == 0.1
 
 
+@pytest.mark.slow
 def test_gp_surrogates_report_their_fitted_noise_to_the_stopping_rule():
     """On 25 points with noise sd 0.5 around a smooth curve, the MAP GP's noise_sd is near
     the standardised noise, and a run with a generous noise-relative rule stops early."""
@@ -242,6 +243,7 @@ def test_predict_returns_the_posterior_in_the_objectives_units():
     np.testing.assert_allclose(sd, np.sqrt(var) * (-ys).std(), rtol=1e-8)
 
 
+@pytest.mark.slow
 def test_early_stop_ends_the_run_before_evaluating():
     stopped = bojax.minimize(FORRESTER, FORRESTER.space, stop_tolerance=1e9, **RUN)
     assert stopped.evaluations == 3 and "converged after 3 evaluations" in stopped.stopped

@@ -110,6 +110,7 @@ def test_every_setting_has_a_help_text_and_the_journal_identity_keeps_its_old_ke
     assert "q" not in Settings(q=4).identity() and "iterations" not in Settings().identity()
 
 
+@pytest.mark.slow
 def test_minimize_takes_settings_and_keyword_overrides_alike():
     forrester = get_problem("forrester")
     settings = Settings(surrogate="gp-map", initial=3, iterations=2, num_candidates=64)

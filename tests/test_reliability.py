@@ -432,6 +432,7 @@ class _Forgetful:
         return future
 
 
+@pytest.mark.slow
 def test_an_evaluation_the_executor_never_answers_is_retried_then_recorded(monkeypatch):
     monkeypatch.setattr(driver, "NO_ANSWER_GRACE", 0.05)
     executor, results = _Forgetful(), []
@@ -695,6 +696,7 @@ def test_a_folder_of_another_format_says_which_made_it_and_what_to_do(
             attempt(folder)
 
 
+@pytest.mark.slow
 def test_the_best_point_of_a_resumed_run_is_never_outside_the_space(three_evaluations, tmp_path):
     """A hand-edited record with a point outside the space and the best value used to be
     resumed silently and reported as the best point."""

@@ -38,6 +38,7 @@ def check_moments(positions, ess):
 
 
 @pytest.mark.parametrize("name", SAMPLERS.names())
+@pytest.mark.slow
 def test_every_registered_sampler_meets_a_gaussian(name):
     """Draws: mean within 5 standard errors (by the chain's own ESS) and sd within 20 %
     of N(MU, diag(SD^2)), from a start away from it, in bounded time. Points: one point
@@ -74,6 +75,7 @@ def test_every_registered_sampler_meets_a_gaussian(name):
     assert time.perf_counter() - started < 60  # bounded: a fixed number of steps
 
 
+@pytest.mark.slow
 def test_a_scoped_user_sampler_is_used_by_minimize():
     """A sampler registered for a block only (here slice sampling that reports a marker
     acceptance) is what a GP naming it runs inside ``bojax.minimize``; outside the block

@@ -220,6 +220,7 @@ def test_step_wise_settings_are_checked():
     assert takes_report(make_train()) and not takes_report(final_value)
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_to_the_uninterrupted_runs_records(tmp_path):
     settings = dict(max_step=27, early_stopping="hyperband", surrogate="gp-map", step_budget=260)
     whole = bojax.minimize(make_train(), SPACE, progress=False, out=tmp_path / "a", **settings)
@@ -461,6 +462,7 @@ def test_freeze_thaw_keeps_a_bounded_summary_of_many_curves():
     assert observations(designs, 30) == [(j, 40, 1.0 + j + 1.0 / 40) for j in range(30)]
 
 
+@pytest.mark.slow
 def test_freeze_thaw_starts_a_new_design_when_none_is_paused():
     from bojax.bo.freezethaw import Design, FreezeThaw
 
@@ -614,6 +616,7 @@ def test_a_segment_records_the_steps_past_the_last_and_pauses_at_until():
     assert broken.status == "failed" and broken.error.startswith("ZeroDivisionError")
 
 
+@pytest.mark.slow
 def test_one_worker_makes_the_records_of_the_inline_run():
     inline = bojax.minimize(resumable(), SPACE, progress=False, **ASHA)
     with cf.ThreadPoolExecutor(1) as pool:
