@@ -51,6 +51,7 @@ from bojax.parameters import (
 __all__ = [
     "IRRELEVANT",
     "PARAMETER_KINDS",
+    "STEP",
     "Condition",
     "Integer",
     "Parameter",
@@ -67,6 +68,9 @@ if TYPE_CHECKING:  # JAX loads on first use: `bojax problems` and `--help` do no
 
 #: The unit coordinate of an irrelevant parameter (outside [0, 1], so never a real value).
 IRRELEVANT = -1.0
+#: The name of a freeze-thaw run's step coordinate (:func:`bojax.bo.freezethaw.curve_space`),
+#: last in its space; a GP over such a space models learning curves.
+STEP = "__step__"
 
 
 def _check_condition(child: Parameter, parent: Parameter) -> None:

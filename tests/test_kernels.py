@@ -119,3 +119,43 @@ def test_gram_is_symmetric_psd(name, case):
     scale = np.abs(np.diag(k)).max()
     np.testing.assert_allclose(k, k.T, rtol=0, atol=1e-12 * scale)
     assert np.linalg.eigvalsh(k).min() >= -1e-9 * scale * len(x)
+
+
+# -- the learning-curve kernel of freeze-thaw runs -------------------------------------
+
+
+def curve_points(rng, designs=4, steps=(1, 2, 4, 8, 52), top=52.0):
+    """(design, step) rows: ``designs`` random designs in 2 dimensions, each at ``steps``,
+    the step as freeze-thaw encodes it (``log t / log top``)."""
+    u = rng.random((designs, 2))
+    return np.array([[*d, np.log(t) / np.log(top)] for d in u for t in steps])
+
+
+def curve_params(amplitude=0.7, alpha=1.3, beta=0.4):
+    base = kernels.ard_params(3, amplitude=0.9, lengthscale=0.6)
+    return {**base, "curve_amplitude": jnp.asarray(amplitude),
+            "curve_alpha": jnp.asarray(alpha), "curve_beta": jnp.asarray(beta)}  # fmt: skip
+
+
+def test_learning_curve_kernel_matches_its_formula():
+    """``k_base + [x = x'] c (beta / (t + t' + beta))^alpha`` with ``t = T^tau``, against
+    scikit-learn's Matern and the decay written out in NumPy."""
+    x = curve_points(np.random.default_rng(0))
+    params = curve_params()
+    got = kernels.gram(kernels.LearningCurves(K["matern52"], 52.0), params, x, x)
+    base = reference_gram("matern52", 0.9, np.full(3, 0.6), x, x)
+    s = 52.0 ** x[:, -1]  # the step t
+    same = (x[:, None, :-1] == x[None, :, :-1]).all(-1)
+    decay = (0.4 / (s[:, None] + s[None, :] + 0.4)) ** 1.3
+    np.testing.assert_allclose(got, base + same * 0.7 * decay, rtol=1e-12, atol=1e-15)
+    assert np.linalg.eigvalsh(np.asarray(got)).min() > 0
+    # Other designs see the base kernel only; c = 0 is the base kernel everywhere.
+    other = np.asarray(got)[~same]
+    np.testing.assert_allclose(other, base[~same], rtol=1e-12)
+    flat = kernels.gram(kernels.LearningCurves(K["matern52"], 52.0), curve_params(0.0), x, x)
+    np.testing.assert_allclose(flat, base, rtol=1e-12, atol=1e-15)
+
+
+def test_learning_curve_kernel_needs_one_parameter_dict():
+    with pytest.raises(TypeError, match="one parameter dict"):
+        kernels.LearningCurves(K["se"] + K["matern12"], 52.0).init(3)

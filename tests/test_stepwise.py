@@ -9,6 +9,7 @@ import math
 import threading
 import time
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -491,6 +492,45 @@ def test_freeze_thaw_models_power_warped_values_unless_the_run_names_a_warping()
     assert warp.kind == "power" and warp.method == "box-cox" and abs(warp.power) < 0.5
     named = bojax.Settings(**FREEZE_THAW | {"max_step": 9, "warping": "standardise"})
     assert FreezeThaw(SPACE, named).model.warping == "standardise"
+
+
+def test_freeze_thaw_models_curves_with_the_learning_curve_kernel():
+    from bojax.bo.freezethaw import FreezeThaw, curve_space
+    from bojax.gp.kernels import LearningCurves
+
+    settings = FreezeThaw(SPACE, bojax.Settings(**FREEZE_THAW | {"max_step": 9})).model
+    kernel = settings.make_surrogate(curve_space(SPACE, 9)).model.kernel
+    assert isinstance(kernel, LearningCurves) and kernel.max_step == 9.0
+    assert not isinstance(settings.make_surrogate(SPACE).model.kernel, LearningCurves)
+
+
+def test_the_curve_kernel_widens_the_final_value_of_designs_seen_only_early():
+    """A design trained to step 27 of 27 and a neighbour seen at steps 1-3: the decaying
+    part private to each design (Swersky et al. 2014) adds uncertainty to the neighbour's
+    value at step 27, more the larger its amplitude ``c``, and none to the finished
+    design's, which its own last value pins."""
+    from bojax import gp
+    from bojax.gp.kernels import LearningCurves, ard_params, get_kernel
+
+    top = 27.0
+    tau = lambda t: np.log(t) / np.log(top)  # noqa: E731
+    x = [[0.5, 0.4, tau(t)] for t in range(1, 28)] + [[0.5, 0.6, tau(t)] for t in (1, 2, 3)]
+    y = [1.0 / t for t in range(1, 28)] + [1.0 + 1.0 / t for t in (1, 2, 3)]
+    data = gp.make_data(np.asarray(x), np.asarray(y))
+    base = {**ard_params(3, amplitude=1.0, lengthscale=0.5), "curve_alpha": jnp.asarray(1.0),
+            "curve_beta": jnp.asarray(1.0)}  # fmt: skip
+    finals = jnp.asarray([[0.5, 0.4, 1.0], [0.5, 0.6, 1.0]])  # finished, seen early
+    model = gp.GP(kernel=LearningCurves(get_kernel("matern52"), top))
+    variances = []
+    for c in (0.0, 1.0, 10.0):
+        params = {"kernel": {**base, "curve_amplitude": jnp.asarray(c)},
+                  "mean": {"value": jnp.asarray(0.0)}, "noise": jnp.asarray(1e-4)}  # fmt: skip
+        _, var = gp.predict(model, gp.posterior(model, params, data), finals)
+        variances.append(np.asarray(var))
+    finished, early = np.transpose(variances)
+    assert early[0] < early[1] < early[2], early
+    np.testing.assert_allclose(finished, finished[0], atol=1e-4)
+    assert finished[2] < 0.01 * early[0]
 
 
 def test_freeze_thaw_expected_improvement_matches_the_closed_form():

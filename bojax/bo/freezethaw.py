@@ -6,7 +6,9 @@ thaw the promising ones; DyHPO (Wistuba et al. 2022) and ifBO (Rakotoarison et a
 (any registered one; fully Bayesian by default) is fitted to the curves as points of a
 space with one more coordinate, the step on a log scale (:func:`curve_space`); its
 ARD kernel's length-scale along the step learns how far the value at one step predicts
-the value at another. Each decision compares
+the value at another, and a GP adds each design's own deviation, which fades as the
+design trains (Swersky et al.'s exponential-decay kernel,
+:class:`bojax.gp.kernels.LearningCurves`). Each decision compares
 
 * thawing paused design ``j`` (trained to step ``t_j``): ``EI_j / (T - t_j)``, and
 * starting a new design (the acquisition's maximiser at step ``T``): ``EI / T``,
@@ -49,9 +51,8 @@ from bojax.bo.settings import Settings
 from bojax.bo.stepwise import load_checkpoint, save_checkpoint, takes
 from bojax.errors import SettingsError
 from bojax.parameters import Real
-from bojax.spaces import Space
+from bojax.spaces import STEP, Space
 
-STEP = "__step__"  # the step coordinate of curve_space
 # (design, step) values a decision's model sees at most: a warm gp-slice fit took about
 # 1.3 s at 256 of them and 0.1-0.3 s at 128 (2 cores), and a decision is one fit.
 MODEL_POINTS = 128

@@ -36,7 +36,7 @@ from jaxtyping import Array, Bool, Float
 
 from bojax.compilation import bucket_size
 from bojax.errors import DataError
-from bojax.gp.kernels import AnyKernel, Overlap, diagonal, get_kernel, gram
+from bojax.gp.kernels import AnyKernel, LearningCurves, Overlap, diagonal, get_kernel, gram
 from bojax.gp.linalg import DEFAULT_LADDER, CholeskyResult, jittered_cholesky, raise_if_failed
 from bojax.gp.means import Mean, get_mean
 
@@ -99,6 +99,11 @@ class GP:
         if not categorical:
             return self
         return replace(self, kernel=Overlap(self.kernel, tuple(categorical), additive))
+
+    def with_curves(self, max_step: float) -> GP:
+        """This GP over (design, step) points, the step last, with each design's own
+        decaying deviation added (:class:`~bojax.gp.kernels.LearningCurves`)."""
+        return replace(self, kernel=LearningCurves(self.kernel, float(max_step)))
 
     def init_params(self, dim: int, noise: float = 1e-3) -> dict:
         """Default hyperparameters: the kernel's and mean's defaults, noise variance ``noise``."""

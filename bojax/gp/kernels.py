@@ -304,7 +304,57 @@ class Overlap(_Composable):
         return params
 
 
-AnyKernel = Kernel | SumKernel | ProductKernel | Overlap
+@dataclass(frozen=True)
+class LearningCurves(_Composable):
+    """A kernel over (design, step) points whose last coordinate is the step on a log
+    scale, ``tau = log t / log T`` (:func:`bojax.bo.freezethaw.curve_space`; ``t =
+    T^tau``)::
+
+        k((x, tau), (x', tau')) = k_base((x, tau), (x', tau'))
+                                  + [x = x'] c (beta / (t + t' + beta))^alpha.
+
+    The second part is the exponential-decay kernel of Swersky, Snoek and Adams (2014,
+    "Freeze-thaw Bayesian optimization", eq. 6: the covariance of mixtures of decays
+    ``exp(-lambda t)`` under a Gamma(alpha, beta) mixing law), private to each design
+    (``[x = x']`` compares the design coordinates exactly, as a design keeps its ``x``
+    across its segments): each curve may depart from what ``k_base`` predicts from its
+    neighbours, by a deviation whose prior variance ``c (beta / (2 t + beta))^alpha``
+    falls as the design trains. A design seen only for a few steps thus keeps more
+    uncertainty about its value at ``T`` than under ``k_base`` alone (its expected
+    improvement there rises), and a finished one none. ``c = 0`` is ``k_base`` alone;
+    ``c``, ``alpha`` and ``beta`` are sampled with the others. Parameters: ``k_base``'s
+    dict plus ``"curve_amplitude"`` (``c``), ``"curve_alpha"`` and ``"curve_beta"``; a
+    ``k_base`` whose parameters are not one dict (a sum or product) is not supported.
+    """
+
+    kernel: AnyKernel
+    max_step: float
+
+    @property
+    def name(self) -> str:
+        return f"curves({self.kernel.name}, T={self.max_step:g})"
+
+    def __call__(self, params: Params, x, y):
+        base = self.kernel(params, x, y)
+        same = jnp.all(x[:-1] == y[:-1]).astype(jnp.result_type(base))
+        log_top = float(np.log(self.max_step))
+        t, t2 = jnp.exp(x[-1] * log_top), jnp.exp(y[-1] * log_top)
+        beta, alpha = params["curve_beta"], params["curve_alpha"]
+        decay = jnp.exp(alpha * (jnp.log(beta) - jnp.log(t + t2 + beta)))
+        return base + same * params["curve_amplitude"] * decay
+
+    def init(self, dim: int) -> Params:
+        params = self.kernel.init(dim)
+        if not isinstance(params, dict):
+            raise TypeError(
+                f"LearningCurves needs a kernel with one parameter dict, not {self.kernel.name}"
+            )
+        one = jnp.asarray(1.0)
+        return {**params, "curve_amplitude": jnp.asarray(0.1), "curve_alpha": one,
+                "curve_beta": one}  # fmt: skip
+
+
+AnyKernel = Kernel | SumKernel | ProductKernel | Overlap | LearningCurves
 
 
 KERNELS: Registry[Kernel] = Registry("kernel")

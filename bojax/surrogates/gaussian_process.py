@@ -23,6 +23,7 @@ import jax.numpy as jnp
 from bojax import gp, inference
 from bojax.gp import fantasies as fantasy
 from bojax.gp import priors
+from bojax.spaces import STEP
 
 PyTree = Any
 
@@ -177,10 +178,13 @@ class GPSurrogate:
     def for_space(self, space) -> GPSurrogate:
         """This surrogate with ``space``'s categorical coordinates compared for equality
         only, plus an additive part (:class:`~bojax.gp.kernels.Overlap`; one more
-        hyperparameter, sampled with the others)."""
-        if not space.categorical:  # itself: no re-validation on every fit
-            return self
-        return replace(self, model=self.model.with_categorical(space.categorical))
+        hyperparameter, sampled with the others); over a freeze-thaw run's (design, step)
+        space, with each design's own decaying part of its curve as well
+        (:class:`~bojax.gp.kernels.LearningCurves`; three more)."""
+        model = self.model.with_categorical(space.categorical)
+        if space.names[-1] == STEP:
+            model = model.with_curves(space.parameters[-1].high)
+        return self if model is self.model else replace(self, model=model)
 
     def configured(self, samples: int | None = None, burn_in: int | None = None) -> GPSurrogate:
         """This surrogate with ``samples`` draws per fit and ``burn_in`` if given (MAP and
