@@ -324,9 +324,9 @@ class LearningCurves(_Composable):
     improvement there rises), and a finished one none. ``c = 0`` is ``k_base`` alone;
     ``c``, ``alpha`` and ``beta`` are sampled (or, under MAP, optimised) with the others,
     under the prior set's prior for positive parameters (Half-Cauchy(1) in the
-    default). Parameters: ``k_base``'s
-    dict plus ``"curve_amplitude"`` (``c``), ``"curve_alpha"`` and ``"curve_beta"``; a
-    ``k_base`` whose parameters are not one dict (a sum or product) is not supported.
+    default). Parameters: ``k_base``'s dict plus ``"curve_amplitude"`` (``c``),
+    ``"curve_alpha"`` and ``"curve_beta"``; a ``k_base`` whose parameters are not one dict
+    (a sum or product) is not supported.
     """
 
     kernel: AnyKernel
