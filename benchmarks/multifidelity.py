@@ -368,11 +368,11 @@ def reference(task: str, count: int = 20000) -> float:
     return best
 
 
-def decision_speed(task: str = "3945", observations: int = 2000, seed: int = 0) -> dict:
+def decision_speed(task: str = "3945", observations: int = 2000, seed: int = 0, **settings) -> dict:
     """Seconds of a freeze-thaw decision with ``observations`` (design, epoch) values:
     random designs' LCBench curves cut at random milestones until they hold that many,
     then 12 decisions in a row (the first fits from scratch; the median of the last 10,
-    warm, is the steady cost)."""
+    warm, is the steady cost). ``settings``: more run settings (``samples=16``)."""
     from bojax.bo.freezethaw import Design, FreezeThaw
 
     bench, rng = LCBench(task), np.random.default_rng(seed)
@@ -385,7 +385,9 @@ def decision_speed(task: str = "3945", observations: int = 2000, seed: int = 0) 
         designs.append(Design(u, point, [[e + 1, float(v)] for e, v in enumerate(curve)],
                               complete=cut == EPOCHS))  # fmt: skip
         held += cut
-    model = FreezeThaw(SPACE, bojax.Settings(max_step=EPOCHS, early_stopping="freeze-thaw"))
+    model = FreezeThaw(
+        SPACE, bojax.Settings(max_step=EPOCHS, early_stopping="freeze-thaw", **settings)
+    )
     seconds = []
     for k in range(12):
         tick = time.perf_counter()

@@ -7,7 +7,7 @@ from threadpoolctl import threadpool_info
 
 import bojax
 from bojax import threads
-from bojax.bo import loop
+from bojax.bo import freezethaw, loop
 
 
 def use_setting(monkeypatch, setting: str | None) -> None:
@@ -61,4 +61,28 @@ def test_ask_fits_and_proposes_with_one_blas_thread_and_restores_them(monkeypatc
     with pytest.raises(Seen):
         loop.ask(state)
     assert seen == [[1] * len(before) if setting is None else before]
+    assert blas_thread_counts() == before
+
+
+def test_a_freeze_thaw_decision_fits_with_one_blas_thread(monkeypatch):
+    # The decision fits its own surrogate (not through ask): it must be limited too.
+    if not blas_thread_counts():
+        pytest.skip("no BLAS library loaded that threadpoolctl can see")
+    use_setting(monkeypatch, None)
+    before = blas_thread_counts()
+    seen = []
+
+    def spy(state):
+        seen.append(blas_thread_counts())
+        raise Seen
+
+    monkeypatch.setattr(freezethaw, "fit_surrogate", spy)
+    space = bojax.Space([bojax.Real("x", 0.0, 1.0)])
+    model = freezethaw.FreezeThaw(space, bojax.Settings(max_step=9, initial=2, seed=0))
+    designs = [
+        freezethaw.Design(np.array([x]), {"x": x}, [[1, x], [3, x / 2]]) for x in (0.2, 0.5, 0.7)
+    ]
+    with pytest.raises(Seen):
+        model.decide(designs, len(designs))
+    assert seen == [[1] * len(before)]
     assert blas_thread_counts() == before

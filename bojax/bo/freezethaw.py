@@ -52,6 +52,7 @@ from bojax.bo.stepwise import load_checkpoint, save_checkpoint, takes
 from bojax.errors import SettingsError
 from bojax.parameters import Real
 from bojax.spaces import STEP, Space
+from bojax.threads import with_blas_threads
 
 # (design, step) values a decision's model sees at most: a warm gp-slice fit took about
 # 1.3 s at 256 of them and 0.1-0.3 s at 128 (2 cores), and a decision is one fit.
@@ -175,6 +176,7 @@ class FreezeThaw:
         costs = np.array([top] + [top - designs[j].step for j in going], np.float64)
         return points[0][:-1], gains, costs, len(rows)
 
+    @with_blas_threads
     def decide(self, designs: list[Design], k: int, busy=frozenset()) -> Decision:
         """What decision number ``k`` trains: a new design or a paused one, and how far.
         ``busy``: designs training elsewhere now (a parallel run's segments in flight)."""
