@@ -65,7 +65,7 @@ def test_ask_fits_and_proposes_with_one_blas_thread_and_restores_them(monkeypatc
 
 
 def test_a_freeze_thaw_decision_fits_with_one_blas_thread(monkeypatch):
-    # The decision fits its own surrogate (not through ask): it must be limited too.
+    # A decision, or the pruner's worth, fits its own surrogate (not through ask).
     if not blas_thread_counts():
         pytest.skip("no BLAS library loaded that threadpoolctl can see")
     use_setting(monkeypatch, None)
@@ -84,5 +84,7 @@ def test_a_freeze_thaw_decision_fits_with_one_blas_thread(monkeypatch):
     ]
     with pytest.raises(Seen):
         model.decide(designs, len(designs))
-    assert seen == [[1] * len(before)]
+    with pytest.raises(Seen):  # BojaxPruner's way in
+        model.worth(designs, [0])
+    assert seen == [[1] * len(before)] * 2
     assert blas_thread_counts() == before

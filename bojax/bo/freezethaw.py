@@ -147,6 +147,7 @@ class FreezeThaw:
     def _next_milestone(self, step: int) -> int:
         return next(s for s in self.steps if s > step)
 
+    @with_blas_threads  # it fits outside ask's limit (the pruner calls it too)
     def worth(self, designs: list[Design], going: list[int], pending=()):
         """``(u, gains, costs, rows)``: the acquisition's best new design ``u`` (at
         ``max_step``), the expected improvement at ``max_step`` of it and of each design
@@ -176,7 +177,6 @@ class FreezeThaw:
         costs = np.array([top] + [top - designs[j].step for j in going], np.float64)
         return points[0][:-1], gains, costs, len(rows)
 
-    @with_blas_threads
     def decide(self, designs: list[Design], k: int, busy=frozenset()) -> Decision:
         """What decision number ``k`` trains: a new design or a paused one, and how far.
         ``busy``: designs training elsewhere now (a parallel run's segments in flight)."""
