@@ -41,19 +41,26 @@ class Seen(Exception):
     pass
 
 
-@pytest.mark.parametrize("setting", [None, "off"])
-def test_ask_fits_and_proposes_with_one_blas_thread_and_restores_them(monkeypatch, setting):
+def spy_on_fits(monkeypatch, module) -> list[list[int]]:
+    """``module.fit_surrogate`` replaced by a spy that records the BLAS thread counts it
+    runs under and then raises :class:`Seen`; the list of those records."""
     if not blas_thread_counts():
         pytest.skip("no BLAS library loaded that threadpoolctl can see")
-    use_setting(monkeypatch, setting)
-    before = blas_thread_counts()
     seen = []
 
     def spy(state):
         seen.append(blas_thread_counts())
         raise Seen
 
-    monkeypatch.setattr(loop, "fit_surrogate", spy)
+    monkeypatch.setattr(module, "fit_surrogate", spy)
+    return seen
+
+
+@pytest.mark.parametrize("setting", [None, "off"])
+def test_ask_fits_and_proposes_with_one_blas_thread_and_restores_them(monkeypatch, setting):
+    seen = spy_on_fits(monkeypatch, loop)
+    use_setting(monkeypatch, setting)
+    before = blas_thread_counts()
     space = bojax.Space([bojax.Real("x", 0.0, 1.0)])
     state = loop.init(space, bojax.Settings(initial=2, seed=0))
     for x in (0.2, 0.7):
@@ -66,17 +73,9 @@ def test_ask_fits_and_proposes_with_one_blas_thread_and_restores_them(monkeypatc
 
 def test_a_freeze_thaw_decision_fits_with_one_blas_thread(monkeypatch):
     # A decision, or the pruner's worth, fits its own surrogate (not through ask).
-    if not blas_thread_counts():
-        pytest.skip("no BLAS library loaded that threadpoolctl can see")
+    seen = spy_on_fits(monkeypatch, freezethaw)
     use_setting(monkeypatch, None)
     before = blas_thread_counts()
-    seen = []
-
-    def spy(state):
-        seen.append(blas_thread_counts())
-        raise Seen
-
-    monkeypatch.setattr(freezethaw, "fit_surrogate", spy)
     space = bojax.Space([bojax.Real("x", 0.0, 1.0)])
     model = freezethaw.FreezeThaw(space, bojax.Settings(max_step=9, initial=2, seed=0))
     designs = [
