@@ -36,6 +36,9 @@ def within_ess_tolerance(draws, expected_mean, expected_sd, ess):
 
 SAMPLERS = {
     "slice": lambda key, logp, z0: inference.slice_chain(key, logp, z0, 2000, burn_in=200),
+    "slice-fixed": lambda key, logp, z0: inference.slice_chain(
+        key, logp, z0, 2000, burn_in=200, step_out=False
+    ),
     # A reference far from the target (mean 0, sd 3): the likelihood term corrects it.
     "elliptical": lambda key, logp, z0: inference.elliptical_slice_chain(
         key, logp, z0, 3000, mean=0.0, sd=3.0, burn_in=200
@@ -79,6 +82,37 @@ def test_slice_chain_continues_from_its_last_position():
         jax.random.key(0), gaussian, first.last, 50, widths=first.tuning, adapt_widths=False
     )
     assert np.all(np.isfinite(again.positions["a"]))
+
+
+def test_fixed_brackets_are_the_adapted_widths_after_burn_in_and_save_the_ends():
+    """``step_out=False``: burn-in steps out and adapts the widths; every later bracket is
+    exactly the adapted width, never expanded; and a call that does not burn in skips
+    the two evaluations of each bracket's ends that stepping out costs per coordinate."""
+    start = {"a": jnp.zeros(3)}
+    algorithm = inference.slice_kernel(gaussian, burn_in=30, step_out=False)
+    state, _, infos = inference.run_kernel(
+        jax.random.key(0), algorithm, algorithm.init(start), 40, burn_in=30
+    )
+    widths = np.asarray(infos.bracket_right["a"] - infos.bracket_left["a"])[:, -1]
+    assert not np.allclose(state.widths, 1.0)  # adapted from burn-in's stepped-out brackets
+    assert np.sum(infos.num_expansions) == 0
+    np.testing.assert_allclose(widths, np.broadcast_to(state.widths, widths.shape))
+
+    calls = []
+
+    def counted(z):
+        jax.debug.callback(lambda: calls.append(1))
+        return gaussian(z)
+
+    counts = {}
+    for step_out in (True, False):
+        calls.clear()
+        chain = inference.slice_chain(
+            jax.random.key(2), counted, start, 50, burn_in=30, burn=False, step_out=step_out
+        )
+        jax.block_until_ready(chain.positions)
+        counts[step_out] = len(calls)
+    assert counts[False] <= counts[True] - 2 * 3 * 50, counts
 
 
 def test_elliptical_slice_steps_as_blackjax_does_while_the_cap_is_not_reached():

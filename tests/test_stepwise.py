@@ -499,9 +499,32 @@ def test_freeze_thaw_models_curves_with_the_learning_curve_kernel():
     from bojax.gp.kernels import LearningCurves
 
     settings = FreezeThaw(SPACE, bojax.Settings(**FREEZE_THAW | {"max_step": 9})).model
-    kernel = settings.make_surrogate(curve_space(SPACE, 9)).model.kernel
-    assert isinstance(kernel, LearningCurves) and kernel.max_step == 9.0
+    surrogate = settings.make_surrogate(curve_space(SPACE, 9))
+    assert isinstance(surrogate.model.kernel, LearningCurves)
+    assert surrogate.model.kernel.max_step == 9.0
     assert not isinstance(settings.make_surrogate(SPACE).model.kernel, LearningCurves)
+    assert surrogate.method == "map"  # these tests' surrogate; a sampled one changes:
+    sampled = settings.replace(surrogate="gp-slice")
+    surrogate = sampled.make_surrogate(curve_space(SPACE, 9))
+    assert surrogate.method == "slice-fixed"  # a decision's sweeps without stepping out
+    assert surrogate.screening_draws() == 4  # of its 16, to rank the candidate grid
+    plain = sampled.make_surrogate(SPACE)
+    assert plain.method == "slice" and plain.screening_draws() is None
+
+
+@pytest.mark.slow  # ~25 s: a sampled freeze-thaw run (the fast tier's runs use gp-map)
+def test_a_sampled_freeze_thaw_run_compiles_its_fit_once_per_bucket_of_rows():
+    """Under gp-slice a decision's fit burns in once, then sweeps with fixed brackets
+    (``"slice-fixed"``); the fit compiles once for each padded size of the model's rows,
+    not once per decision."""
+    from bojax.compilation import bucket_size, count_compilations
+
+    settings = dict(FREEZE_THAW, surrogate="gp-slice", step_budget=120)
+    with count_compilations(fresh=True) as counts:
+        result = bojax.minimize(resumable(), SPACE, progress=False, **settings)
+    rows = [r["diagnostics"]["model_points"] for r in result.history if r["phase"] != "initial"]
+    assert len(rows) >= 8
+    assert counts.of("_fit") == len({bucket_size(n) for n in rows}) < len(rows), counts
 
 
 def test_the_curve_kernel_widens_the_final_value_of_designs_seen_only_early():

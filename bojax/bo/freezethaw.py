@@ -54,9 +54,12 @@ from bojax.parameters import Real
 from bojax.spaces import STEP, Space
 from bojax.threads import with_blas_threads
 
-# (design, step) values a decision's model sees at most: a warm gp-slice fit took about
-# 1.3 s at 256 of them and 0.1-0.3 s at 128 (2 cores), and a decision is one fit.
-MODEL_POINTS = 128
+# (design, step) values a decision's model sees at most, a multiple of 16 (a bucket of
+# its own, bojax.compilation.bucket_size). A decision is one fit; on 2 cores, under the
+# one-BLAS-thread limit, OpenBLAS's Cholesky took 0.06-0.10 ms up to 124 rows and
+# 0.16-0.25 ms from 128, and a decision 0.56 s at 112 rows against 0.76 s at 128
+# (benchmarks/README.md, eleventh session).
+MODEL_POINTS = 112
 
 
 def curve_space(space: Space, max_step: int) -> Space:

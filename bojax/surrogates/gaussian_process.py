@@ -28,6 +28,12 @@ from bojax.spaces import STEP
 PyTree = Any
 
 
+# Draws that rank a freeze-thaw decision's candidate grid (all 16 then refine and compare
+# its best): the curve kernel's cross-covariance made the grid's EI under 16 draws
+# about 0.1 s of a 0.45 s decision at 2,000 values (benchmarks/README.md, eleventh session).
+CURVE_SCREEN_SAMPLES = 4
+
+
 class GPState(NamedTuple):
     """What a GP surrogate carries between BO iterations (all arrays: it is saved to disk)."""
 
@@ -180,11 +186,20 @@ class GPSurrogate:
         only, plus an additive part (:class:`~bojax.gp.kernels.Overlap`; one more
         hyperparameter, sampled with the others); over a freeze-thaw run's (design, step)
         space, with each design's own decaying part of its curve as well
-        (:class:`~bojax.gp.kernels.LearningCurves`; three more)."""
-        model = self.model.with_categorical(space.categorical)
+        (:class:`~bojax.gp.kernels.LearningCurves`; three more) and, for the slice
+        sampler, brackets that stop stepping out once burn-in has adapted them
+        (``"slice-fixed"``, :mod:`bojax.inference.slice`) and a grid screened under
+        ``CURVE_SCREEN_SAMPLES`` draws: a freeze-thaw run fits and proposes before every
+        decision, and these halve the fit's sweeps and the grid's cost."""
+        model, method = self.model.with_categorical(space.categorical), self.method
+        screen = self.screen_samples
         if space.names[-1] == STEP:
             model = model.with_curves(space.parameters[-1].high)
-        return self if model is self.model else replace(self, model=model)
+            method = "slice-fixed" if method == "slice" else method
+            screen = min(self.screen_samples, CURVE_SCREEN_SAMPLES)
+        if model is self.model and method == self.method:
+            return self
+        return replace(self, model=model, method=method, screen_samples=screen)
 
     def configured(self, samples: int | None = None, burn_in: int | None = None) -> GPSurrogate:
         """This surrogate with ``samples`` draws per fit and ``burn_in`` if given (MAP and
