@@ -197,7 +197,7 @@ class GPSurrogate:
             model = model.with_curves(space.parameters[-1].high)
             method = "slice-fixed" if method == "slice" else method
             screen = min(self.screen_samples, CURVE_SCREEN_SAMPLES)
-        if model is self.model and method == self.method:
+        if model is self.model and (method, screen) == (self.method, self.screen_samples):
             return self
         return replace(self, model=model, method=method, screen_samples=screen)
 
