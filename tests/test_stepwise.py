@@ -16,7 +16,7 @@ import pytest
 import bojax
 from bojax.bo import schedulers
 from bojax.bo.segments import run_segment
-from bojax.bo.stepwise import StopTraining, rung_values, takes_report
+from bojax.bo.stepwise import Checkpoint, StopTraining, rung_values, takes_report
 from bojax.errors import JournalError, SettingsError
 from bojax.parameters import Real
 
@@ -300,6 +300,32 @@ def test_a_file_objective_with_report_runs_from_the_command_line_and_shows(tmp_p
     assert (run / "figures" / "curves.png").stat().st_size > 10_000
 
 
+def test_the_curves_figure_joins_segments_and_counts_the_steps_charged():
+    from bojax.reports.run_figures import best_against_steps, design_curves
+
+    def segment(design, curve, status, charged, y=None):
+        return {"curve": curve, "status": status, "y": y,
+                "diagnostics": {"design": design, "charged": charged}}  # fmt: skip
+
+    records = [
+        segment(0, [[1, 5.0]], "stopped", 1),  # paused after one step
+        segment(1, [[1, 4.0], [2, 3.0], [3, 2.5]], "stopped", 3),
+        segment(0, [[2, 2.0], [3, 1.5]], "ok", 3, y=1.5),  # thawed and trained again from 0
+    ]
+    assert design_curves(records) == [
+        ([[1, 5.0], [2, 2.0], [3, 1.5]], "ok"),  # one line, not marked as stopped
+        ([[1, 4.0], [2, 3.0], [3, 2.5]], "stopped"),
+    ]
+    xs, best, done = best_against_steps(records)
+    assert xs == [0, 1, 2, 3, 4, 6, 7]  # the thaw's repeated first step is spent too
+    assert np.allclose(best, [np.nan, 5.0, 4.0, 3.0, 2.5, 2.0, 1.5], equal_nan=True)
+    assert np.isnan(done[:-1]).all() and done[-1] == 1.5
+    # Records of an older journal (no charged steps): a thaw starts at its from_step.
+    older = [{**r, "diagnostics": {"design": r["diagnostics"]["design"]}} for r in records[:2]]
+    older.append({**records[2], "diagnostics": {"design": 0, "from_step": 1}})
+    assert best_against_steps(older)[0] == [0, 1, 2, 3, 4, 5, 6]
+
+
 @pytest.mark.slow  # 10 s compiling the epoch program, which no other fast test needs
 def test_the_mnist1d_trainer_reports_each_epoch_and_is_stopped_early():
     from bojax.compilation import count_compilations
@@ -436,13 +462,28 @@ def test_freeze_thaw_on_workers_thaws_no_design_twice_at_once():
         assert steps == list(range(1, len(steps) + 1))
 
 
+def test_a_thaw_without_checkpoints_retrains_and_charges_the_repeated_steps():
+    from types import SimpleNamespace
+
+    from bojax.bo.freezethaw import Decision, Design, train_segment
+
+    settings = bojax.Settings(max_step=27, early_stopping="freeze-thaw")
+    run = SimpleNamespace(space=SPACE, train=make_train(), budget=100, spent=9,
+                          settings=settings, journal=None)  # fmt: skip
+    u = np.array([0.5, 0.5])
+    designs = [Design(u, SPACE.from_unit(u), [[s, 3.0 / s] for s in range(1, 10)])]
+    record = train_segment(run, Decision(0, u, 27, "thaw", {}), designs)
+    assert [s for s, _ in record["curve"]] == list(range(10, 28))  # recorded once
+    assert record["diagnostics"]["charged"] == 27 and run.spent == 36  # trained from step 1
+    assert record["status"] == "ok" and designs[0].complete
+
+
 @pytest.mark.slow  # 11 s: a freeze-thaw run (the checkpointed one stays fast)
-def test_freeze_thaw_without_checkpoints_retrains_and_charges_the_repeated_steps():
+def test_freeze_thaw_without_checkpoints_spends_its_budget_and_records_each_step_once():
     result = bojax.minimize(make_train(), SPACE, step_budget=120, progress=False, **FREEZE_THAW)
     curves = designs_of(result.history)
-    recorded = sum(len(c) for c in curves.values())
     charged = sum(r["diagnostics"]["charged"] for r in result.history)
-    assert charged == result.steps == 120 and recorded < charged  # thaws started over
+    assert charged == result.steps == 120
     for curve in curves.values():
         assert [s for s, _ in curve] == list(range(1, len(curve) + 1))  # nothing twice
 
@@ -667,16 +708,69 @@ ASHA = dict(max_step=27, early_stopping="asha", surrogate="gp-map", step_budget=
 
 def test_a_segment_records_the_steps_past_the_last_and_pauses_at_until():
     train = resumable(max_step=9)
-    segment = run_segment(train, {"lr": 1e-3, "w": 0.3}, 3, 9, 9, checkpoint=3)
+    segment = run_segment(train, {"lr": 1e-3, "w": 0.3}, 3, 9, 9, checkpoint=Checkpoint(3, 3))
     assert [s for s, _ in segment.curve] == [4, 5, 6, 7, 8, 9]
-    assert segment.status == "complete" and segment.charged == 6 and segment.checkpoint == 9
+    assert segment.status == "complete" and segment.charged == 6
+    assert segment.checkpoint == Checkpoint(9, 9)
     paused = run_segment(train, {"lr": 1e-3, "w": 0.3}, 0, 3, 9)
     assert paused.status == "paused" and [s for s, _ in paused.curve] == [1, 2, 3]
     # Without a checkpoint parameter the training starts again: charged, not recorded.
-    again = run_segment(make_train(9), {"lr": 1e-3, "w": 0.3}, 3, 6, 9, checkpoint=3)
+    again = run_segment(make_train(9), {"lr": 1e-3, "w": 0.3}, 3, 6, 9, Checkpoint(3, 3))
     assert [s for s, _ in again.curve] == [4, 5, 6] and again.charged == 6
     broken = run_segment(lambda point, report: 1 / 0, {"lr": 1e-3, "w": 0.3}, 0, 3, 9)
     assert broken.status == "failed" and broken.error.startswith("ZeroDivisionError")
+
+
+def every_third(point, report, checkpoint=None):
+    """``resumable``'s curves (max_step 9), checkpointed at every third step only."""
+    for step in range(1 + (checkpoint or 0), 10):
+        report(step, final_value(point) + 2.0 / step, checkpoint=step if step % 3 == 0 else None)
+    return final_value(point)
+
+
+def test_a_segment_continues_from_a_checkpoint_older_than_its_last_report():
+    point = {"lr": 1e-3, "w": 0.3}
+    paused = run_segment(every_third, point, 0, 5, 9)
+    assert [s for s, _ in paused.curve] == [1, 2, 3, 4, 5] and paused.checkpoint == Checkpoint(3, 3)
+    # From step 3's state: steps 4 and 5 are trained again (charged), recorded once.
+    rest = run_segment(every_third, point, 5, 9, 9, paused.checkpoint)
+    assert rest.status == "complete" and [s for s, _ in rest.curve] == [6, 7, 8, 9]
+    assert rest.charged == 6 and rest.checkpoint == Checkpoint(9, 9)
+    # A checkpoint journalled before bojax kept its step resumes after the curve's last.
+    old = run_segment(resumable(max_step=9), point, 5, 9, 9, Checkpoint(None, 5))
+    assert [s for s, _ in old.curve] == [6, 7, 8, 9] and old.charged == 4
+
+
+def test_jax_numbers_are_values_and_steps_like_python_ones():
+    def train(point, report):  # a training loop that never leaves jnp
+        for step in jnp.arange(1, 4):
+            report(step, jnp.float32(1.0) / step)
+        return jnp.asarray([0.25])
+
+    segment = run_segment(train, {"lr": 1e-3, "w": 0.3}, 0, 3, 3)
+    assert segment.status == "complete" and segment.y == 0.25
+    assert segment.curve == [[1, 1.0], [2, 0.5], [3, pytest.approx(1 / 3)]]
+    assert all(type(s) is int and type(v) is float for s, v in segment.curve)
+    trainings = bojax.Trainings(SPACE, max_step=9, early_stopping="asha", proposer="random")
+    design, _ = trainings.ask()
+    assert trainings.tell(design, jnp.int32(1), jnp.float32(0.5))
+    assert trainings.tell(design, 2, jnp.array(jnp.nan)) is False  # still a failure
+    assert "finite number" in trainings.finish(design)["error"]
+
+
+def test_cost_aware_is_refused_for_step_wise_runs():
+    with pytest.raises(SettingsError, match="cost_aware"):
+        bojax.minimize(make_train(9), SPACE, max_step=9, cost_aware=True, progress=False)
+
+
+def test_a_thaw_is_priced_from_its_checkpoints_step():
+    from bojax.bo.freezethaw import Design, FreezeThaw
+
+    model = FreezeThaw(SPACE, bojax.Settings(max_step=27, early_stopping="freeze-thaw"))
+    paused = Design(np.full(2, 0.5), {}, [[s, 1.0 / s] for s in range(1, 10)])
+    assert model._cost(paused) == 18  # no checkpoint: from its last step
+    assert model._cost(Design(paused.u, {}, paused.curve, checkpoint=Checkpoint(6, 0))) == 21
+    assert model._cost(Design(paused.u, {}, paused.curve, checkpoint=Checkpoint(None, 0))) == 18
 
 
 @pytest.mark.slow
@@ -818,6 +912,31 @@ def test_a_run_killed_mid_training_continues_what_was_in_flight(tmp_path, pooled
     else:
         assert first == 5  # from the checkpoint of its last report
         assert len(before) - 1 + len(after) == 120  # not one step trained twice
+
+
+def test_a_killed_training_resumes_from_a_checkpoint_older_than_its_last_report(tmp_path):
+    trained = []
+
+    def train(point, report, checkpoint=None):  # every_third at max_step 27, logged
+        for step in range(1 + (checkpoint or 0), 28):
+            trained.append((tuple(point.values()), step))
+            if step == 5 and checkpoint is None and len(trained) > 40:
+                raise KeyboardInterrupt  # the driver dies in a kept training
+            saved = step if step % 3 == 0 else None
+            report(step, final_value(point) + 2.0 / step, checkpoint=saved)
+        return final_value(point)
+
+    with pytest.raises(KeyboardInterrupt):
+        bojax.minimize(train, SPACE, progress=False, out=tmp_path, **ASHA)
+    died = len(trained) - 1  # the step it died in was never reported
+    in_flight = json.loads((tmp_path / "pending.json").read_text())[0]
+    assert in_flight["curve"][-1][0] == 4
+    resumed = bojax.minimize(train, SPACE, progress=False, out=tmp_path, resume=True, **ASHA)
+    point = tuple(in_flight["x"].values())
+    assert trained[died + 1] == (point, 4)  # from step 3's state: step 4 trained again
+    record = next(r for r in resumed.history if r["proposal"] == in_flight["proposal"])
+    assert [s for s, _ in record["curve"]] == list(range(1, len(record["curve"]) + 1))
+    assert resumed.steps == len(trained) - 1 == 120  # every step trained is charged
 
 
 def hangs_when_wide(point, report, checkpoint=None):

@@ -15,7 +15,7 @@ import concurrent.futures as cf
 import math
 import numbers
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -59,8 +59,7 @@ def checked(value: Any) -> tuple[Any, str | None]:
         return checked_metrics(value)
     if np.ma.is_masked(value):  # a masked entry is a missing value, not its fill
         return math.nan, f"objective returned a masked value {short_repr(value)}"
-    if isinstance(value, np.ndarray | jax.Array) and value.size == 1:
-        value = value.reshape(()).item()
+    value = unwrapped(value)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         kind = type(value).__name__
         return math.nan, f"objective returned {kind} {short_repr(value)}, expected a number"
@@ -73,9 +72,33 @@ def checked(value: Any) -> tuple[Any, str | None]:
     return value, None
 
 
+def unwrapped(value: Any) -> Any:
+    """A one-element NumPy or JAX array as its Python scalar (a loss a training loop
+    computed with ``jnp``); anything else as it is."""
+    if isinstance(value, np.ndarray | jax.Array) and value.size == 1:
+        return value.reshape(()).item()
+    return value
+
+
+def finite_number(value: Any) -> float | None:
+    """``value`` as a float when it is one finite number (a Python or NumPy real or a
+    one-element array), else None."""
+    if isinstance(value, Mapping):
+        return None
+    y, error = checked(value)
+    return None if error is not None else y
+
+
+class Unusable(NamedTuple):
+    """A metric that is not one finite number, and why: it fails the evaluation where the
+    run declared that metric, and is left out of the record otherwise."""
+
+    reason: str
+
+
 def checked_metrics(value: Mapping) -> tuple[Any, str | None]:
-    """A dict of metrics as ``({name: float}, None)``, or ``(nan, why)``: names are text
-    and every value one finite number."""
+    """A dict of metrics as ``({name: float or Unusable}, None)``, or ``(nan, why)``:
+    names are text, and a value that is not one finite number is :class:`Unusable`."""
     metrics = {}
     for name, entry in value.items():
         if not isinstance(name, str):
@@ -84,9 +107,7 @@ def checked_metrics(value: Mapping) -> tuple[Any, str | None]:
                 f"objective returned a metric named {short_repr(name, 80)}; names are text",
             )
         y, error = checked(entry) if not isinstance(entry, Mapping) else (math.nan, "a dict")
-        if error is not None:
-            return math.nan, f"metric {short_repr(name, 80)}: {error}"
-        metrics[name] = y
+        metrics[name] = y if error is None else Unusable(error)
     if not metrics:
         return math.nan, "objective returned an empty dict of metrics"
     return metrics, None

@@ -24,9 +24,11 @@ step range before it extrapolates to ``T``).
 
 **Checkpoints.** An objective ``train(point, report, checkpoint=None)`` may hand
 ``report(step, value, checkpoint=state)`` its state; a thawed training is then called
-with the last one and continues from it. Without a ``checkpoint`` parameter a thawed
-training starts again from its first step: the steps it repeats are charged to the
-budget and not recorded twice. With a journal, checkpoints are pickled to
+with the last one and continues from the step it was passed at (a training may
+checkpoint less often than it reports). Without a ``checkpoint`` parameter a thawed
+training starts again from its first step. Either way the steps it repeats are charged
+to the budget and not recorded twice; a decision prices a thaw at ``max_step`` less the
+checkpoint's step (less the last step without one). With a journal, checkpoints are pickled to
 ``checkpoints/<design>.pkl`` so a resumed run thaws from them too.
 
 **Cost.** A decision fits once, to at most ``MODEL_POINTS`` (design, step) values
@@ -48,7 +50,7 @@ from scipy.stats import norm
 from bojax.bo import schedulers
 from bojax.bo.loop import ask_batch, fit_surrogate, init, tell
 from bojax.bo.settings import Settings
-from bojax.bo.stepwise import load_checkpoint, save_checkpoint, takes
+from bojax.bo.stepwise import Checkpoint, load_checkpoint, save_checkpoint, takes
 from bojax.errors import SettingsError
 from bojax.parameters import Real
 from bojax.spaces import STEP, Space
@@ -57,8 +59,8 @@ from bojax.threads import with_blas_threads
 # (design, step) values a decision's model sees at most, a multiple of 16 (a bucket of
 # its own, bojax.compilation.bucket_size). A decision is one fit; on 2 cores, under the
 # one-BLAS-thread limit, OpenBLAS's Cholesky took 0.06-0.10 ms up to 124 rows and
-# 0.16-0.25 ms from 128, and a decision 0.56 s at 112 rows against 0.76 s at 128
-# (benchmarks/README.md, eleventh session).
+# 0.16-0.25 ms from 128, and a decision (with the sampler and screen of today) 0.32-0.33 s
+# at 112 rows against 0.79-0.83 s before (benchmarks/README.md, eleventh session).
 MODEL_POINTS = 112
 
 
@@ -78,7 +80,7 @@ class Design:
     curve: list[list[float]] = field(default_factory=list)
     complete: bool = False  # trained to max_step (or ended by itself)
     failed: bool = False
-    checkpoint: Any = None
+    checkpoint: Checkpoint | None = None
 
     @property
     def step(self) -> int:
@@ -176,9 +178,18 @@ class FreezeThaw:
         candidates = np.concatenate([points, np.reshape(going_rows, (-1, self.augmented.dim))])
         mean, var = fit.surrogate.predict(fit.fitted, jnp.asarray(_padded_rows(candidates)))
         gains = _expected_improvement(mean, var, float(np.min(fit.y)))[: len(candidates)]
-        top = self.settings.max_step
-        costs = np.array([top] + [top - designs[j].step for j in going], np.float64)
+        costs = np.array([self.settings.max_step] + [self._cost(designs[j]) for j in going])
         return points[0][:-1], gains, costs, len(rows)
+
+    def _cost(self, design: Design) -> float:
+        """The steps a paused ``design`` still costs to reach ``max_step``: from its
+        checkpoint's step, or from its last step without one. (A training without
+        checkpoints starts again and is charged every step; pricing its thaw at all
+        ``max_step`` steps stopped thawing altogether, docs/design.md.)"""
+        saved = design.checkpoint
+        return float(
+            self.settings.max_step - (saved.resumes_at(design.step) if saved else design.step)
+        )
 
     def decide(self, designs: list[Design], k: int, busy=frozenset()) -> Decision:
         """What decision number ``k`` trains: a new design or a paused one, and how far.
@@ -211,7 +222,7 @@ def open_segment(run, decision: Decision, designs: list[Design], reserved: int =
         designs.append(Design(decision.u, run.space.from_unit(decision.u)))
     design = designs[decision.design]
     resumable = design.checkpoint is not None and takes(run.train, "checkpoint")
-    base = design.step if resumable else 0  # where the training starts from
+    base = design.checkpoint.resumes_at(design.step) if resumable else 0  # where it starts
     until = min(decision.until, base + run.budget - run.spent - reserved)
     checkpoint = design.checkpoint if resumable else None
     return (run.train, design.point, design.step, until, run.settings.max_step, checkpoint)

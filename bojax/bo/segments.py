@@ -12,10 +12,11 @@ training goes on, hands out its next segment as soon as a worker is free, before
 new design (asynchronous successive halving, Li et al. 2020).
 
 An objective ``train(point, report, checkpoint=None)`` that passes
-``report(step, value, checkpoint=state)`` continues from its state; one without the
-parameter trains again from its first step, and the repeated steps are charged to the
-budget (not recorded twice): with ASHA at ``eta = 3`` a design trained to the end then
-costs about 1.8 times its steps, which is why checkpoints are worth writing.
+``report(step, value, checkpoint=state)`` continues from its state, at the step it
+passed it; one without the parameter trains again from its first step. Repeated steps
+are charged to the budget (not recorded twice): with ASHA at ``eta = 3`` a design
+trained to the end without checkpoints costs about 1.8 times its steps, which is why
+checkpoints are worth writing.
 
 With ``isolate`` (or a ``timeout``) each segment runs in a fresh process
 (:func:`bojax.bo.isolation.run_isolated`), killed after ``timeout`` seconds: a hang or a
@@ -35,6 +36,7 @@ import numpy as np
 from bojax.bo.evaluation import Inline, as_executor, concurrency, failure_text
 from bojax.bo.isolation import run_isolated
 from bojax.bo.stepwise import (
+    Checkpoint,
     Opened,
     StepRun,
     StopTraining,
@@ -57,7 +59,7 @@ class Segment:
     status: str  # "paused" (at until), "complete" (returned, or reached max_step), "failed"
     y: float | None = None  # the value train returned, when complete
     error: str | None = None
-    checkpoint: Any = None  # the last one passed to report, if any
+    checkpoint: Checkpoint | None = None  # the last one passed to report, if any
 
 
 class SegmentReport:
@@ -69,11 +71,11 @@ class SegmentReport:
         self.last = 0  # the last step this call of train reported
         self.curve: list[list[float]] = []
         self.charged = 0
-        self.checkpoint: Any = None
+        self.checkpoint: Checkpoint | None = None
         self.complete = False
 
     def __call__(self, step: Any, value: Any, checkpoint: Any = None) -> None:
-        check_step(step, self.last)
+        step = check_step(step, self.last)
         if step > self.max_step:
             self.complete = True
             raise StopTraining(f"past max_step = {self.max_step}")
@@ -81,8 +83,8 @@ class SegmentReport:
         self.charged += step - self.last
         self.last = int(step)
         if checkpoint is not None:
-            self.checkpoint = checkpoint
-        if step > self.after:  # a repeated step (no checkpoint) is charged, not recorded
+            self.checkpoint = Checkpoint(step, checkpoint)
+        if step > self.after:  # a repeated step is charged, not recorded
             self.curve.append([int(step), value])
         if step == self.max_step:
             self.complete = True  # the training returns by itself
@@ -99,17 +101,18 @@ def run_segment(
     after: int,
     until: int,
     max_step: int,
-    checkpoint: Any = None,
+    checkpoint: Checkpoint | None = None,
     attempt: int = 0,
 ) -> Segment:
     """Train ``point`` past step ``after`` (from ``checkpoint`` when the objective takes
-    one, else from its first step) until step ``until``. Never raises for what the
+    one, else from its first step; steps up to ``after`` are charged, not recorded)
+    until step ``until``. Never raises for what the
     objective does; ``attempt`` only keeps retried tasks distinct."""
     del attempt
     report = SegmentReport(after, until, max_step)
     kwargs = {}
     if checkpoint is not None and takes(train, "checkpoint"):
-        kwargs, report.last = {"checkpoint": checkpoint}, after
+        kwargs, report.last = {"checkpoint": checkpoint.state}, checkpoint.resumes_at(after)
     try:
         returned = train(dict(point), report, **kwargs)
     except StopTraining:
@@ -264,7 +267,7 @@ class PooledSteps(_Pooled):
         steps = self.run.steps
         training = entry.opened.training
         checkpoint = training.checkpoint if self.resumable else None
-        base = entry.step if checkpoint is not None else 0
+        base = 0 if checkpoint is None else checkpoint.resumes_at(entry.step)
         left = self.budget - self.spent - self.reserved
         until = min(steps[training.rung], base + left)
         entry.reserved = until - base

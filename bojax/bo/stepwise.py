@@ -36,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import inspect
 import math
-import numbers
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,6 +45,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from bojax.bo import schedulers
+from bojax.bo.evaluation import finite_number, unwrapped
 from bojax.bo.journal import Journal
 from bojax.bo.loop import ask_batch, init, tell
 from bojax.bo.settings import Settings
@@ -98,6 +98,20 @@ def rung_values(steps: tuple[int, ...], curve: list[list[float]]) -> dict[int, f
     return values
 
 
+class Checkpoint(NamedTuple):
+    """The ``state`` a training passed to ``report`` at ``step``. A training continued
+    from it resumes there: the steps it reports again, up to its curve's last, are
+    charged to the budget and not recorded twice (a training may checkpoint less often
+    than it reports)."""
+
+    step: int | None  # None: a checkpoint journalled before bojax kept its step
+    state: Any
+
+    def resumes_at(self, recorded: int) -> int:
+        """The step a training continued from this checkpoint reports after."""
+        return recorded if self.step is None else min(self.step, recorded)
+
+
 @dataclass
 class _Training:
     """One design's training in progress: its curve and the next milestone it meets."""
@@ -107,8 +121,13 @@ class _Training:
     rung: int  # next milestone index where a decision is due
     curve: list[list[float]] = field(default_factory=list)
     over: str | None = None  # why it was stopped ("scheduler", "budget")
-    checkpoint: Any = None  # the last one the training passed to report
+    checkpoint: Checkpoint | None = None  # the last one the training passed to report
     charged: int = 0  # steps trained so far, repeats included
+    reported: int = 0  # the last step this call of train reported
+
+    @property
+    def recorded(self) -> int:
+        return int(self.curve[-1][0]) if self.curve else 0
 
 
 class _Reporter:
@@ -121,17 +140,21 @@ class _Reporter:
         """Record ``value`` at ``step`` (and the training's ``checkpoint``, from which a
         resumed run continues it)."""
         run, training = self.run, self.training
-        last = training.curve[-1][0] if training.curve else 0
-        check_step(step, last)
+        step = check_step(step, training.reported)
         if step > run.max_step:
             training.over = "max_step"
             raise StopTraining(f"past max_step = {run.max_step}")
         value = checked_value(value)
-        run.spent += step - last
-        training.charged += step - last
-        training.curve.append([int(step), value])
+        run.spent += step - training.reported
+        training.charged += step - training.reported
+        training.reported = step
         if checkpoint is not None:
-            training.checkpoint = checkpoint
+            training.checkpoint = Checkpoint(step, checkpoint)
+        if step <= training.recorded:  # trained again from an earlier checkpoint
+            if checkpoint is not None:
+                run.save_progress(training.design)
+            return
+        training.curve.append([step, value])
         run.save_progress(training.design if checkpoint is not None else None)
         if not run.decide(training, step, value):
             training.over = "scheduler"
@@ -211,6 +234,7 @@ class StepRun:
                     )
                 training.checkpoint = checkpoint
                 training.curve.extend([int(s), float(v)] for s, v in curve)
+                training.reported = checkpoint.resumes_at(training.recorded)
                 training.charged = int(entry.get("charged", curve[-1][0]))
                 self.spent += training.charged
                 for step, value in training.curve:
@@ -272,7 +296,7 @@ class StepRun:
             opened = self.begin(design)
         self.in_flight[design] = opened
         training = opened.training
-        kwargs = {"checkpoint": training.checkpoint} if training.checkpoint is not None else {}
+        kwargs = {} if training.checkpoint is None else {"checkpoint": training.checkpoint.state}
         y, error = None, None
         try:
             returned = self.train(opened.point, _Reporter(self, training), **kwargs)
@@ -372,8 +396,8 @@ class Opened(NamedTuple):
 
 def outcome(returned: Any, curve: list) -> tuple[str, float | None, str | None]:
     """``(status, y, error)`` of a training that returned ``returned`` after ``curve``."""
-    if finite(returned):
-        return "ok", float(returned), None
+    if (y := finite_number(returned)) is not None:
+        return "ok", y, None
     if returned is not None:
         return "failed", None, f"train returned {returned!r}, not a finite number"
     if not curve:
@@ -517,8 +541,8 @@ class _FreezeThawRun:
         return record
 
 
-def save_checkpoint(journal: Journal, design: int, checkpoint: Any) -> None:
-    """Pickle design ``design``'s checkpoint to the run folder's ``checkpoints/``
+def save_checkpoint(journal: Journal, design: int, checkpoint: Checkpoint) -> None:
+    """Pickle design ``design``'s checkpoint (its step and state) to ``checkpoints/``
     (atomically: a run killed mid-write keeps the previous one)."""
     import cloudpickle
 
@@ -529,33 +553,40 @@ def save_checkpoint(journal: Journal, design: int, checkpoint: Any) -> None:
     partial.replace(folder / f"{design}.pkl")
 
 
-def load_checkpoint(journal: Journal, design: int) -> Any:
-    """Design ``design``'s saved checkpoint, or None."""
+def load_checkpoint(journal: Journal, design: int) -> Checkpoint | None:
+    """Design ``design``'s saved checkpoint, or None (a bare state, as journals before
+    checkpoints kept their step, resumes at the curve's last step)."""
     import cloudpickle
 
     path = Path(journal.folder) / "checkpoints" / f"{design}.pkl"
-    return cloudpickle.loads(path.read_bytes()) if path.exists() else None
+    if not path.exists():
+        return None
+    saved = cloudpickle.loads(path.read_bytes())
+    return saved if isinstance(saved, Checkpoint) else Checkpoint(None, saved)
 
 
-def check_step(step: Any, last: int) -> None:
-    """A reported step is a whole number above the training's ``last`` (ValueError:
-    the training fails, saying why)."""
+def check_step(step: Any, last: int) -> int:
+    """A reported step as an int: a whole number above the training's ``last``
+    (ValueError: the training fails, saying why)."""
+    step = unwrapped(step)
     if not (is_count(step) and step > last):
         raise ValueError(
             f"report(step, value): step must be a whole number above the last one "
             f"({last}), got {step!r}"
         )
+    return int(step)
 
 
 def checked_value(value: Any) -> float:
     """A reported value as a float; ValueError (the training fails) unless finite."""
-    if not finite(value):
+    y = finite_number(value)
+    if y is None:
         raise ValueError(f"report(step, value): value must be a finite number, got {value!r}")
-    return float(value)
+    return y
 
 
 def finite(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    return finite_number(value) is not None
 
 
 def check_stepwise(settings: Settings, executor: Any, batched: bool = False) -> None:
@@ -569,6 +600,12 @@ def check_stepwise(settings: Settings, executor: Any, batched: bool = False) -> 
         raise SettingsError(
             "a step-wise run minimises one reported value (report the error, or the negated "
             "score); maximize and objectives are for plain objectives"
+        )
+    if settings.cost_aware:
+        raise SettingsError(
+            "cost_aware weighs whole evaluations by their measured seconds; a step-wise run "
+            "already prices trainings in steps (its step_budget, freeze-thaw's improvement "
+            "per step): leave cost_aware off"
         )
     if executor is None and (settings.q or 1) > 1 and settings.early_stopping == "freeze-thaw":
         raise SettingsError(

@@ -129,6 +129,9 @@ def plot_hypervolume(run: Run, path: Path) -> None:
 
 
 def plot_front(run: Run, path: Path) -> None:
+    """The feasible evaluations and the Pareto set: against each other for two
+    objectives, in parallel coordinates for more, against the evaluation for one (with
+    constraints)."""
     plt = pyplot()
     metrics = run.metrics
     names = [name for name, _ in metrics.objectives]
@@ -138,7 +141,21 @@ def plot_front(run: Run, path: Path) -> None:
     on_front = {p["iteration"] for p in run.front()["pareto"]}
     front = np.array([r["iteration"] in on_front for r in ok], dtype=bool)
     objectives = values[:, : len(names)]
-    if len(names) == 2:
+    if len(names) == 1:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        n = np.array([r["iteration"] for r in ok], dtype=int)
+        ax.plot(n[feasible], objectives[feasible, 0], "o", ms=5, color="tab:blue",
+                label="feasible")  # fmt: skip
+        if (~feasible).any():
+            ax.plot(n[~feasible], objectives[~feasible, 0], "o", ms=5, mfc="none", color="0.5",
+                    label="infeasible")  # fmt: skip
+        if front.any():
+            ax.plot(n[front], objectives[front, 0], "*", ms=12, color="tab:orange",
+                    label="best feasible")  # fmt: skip
+        ax.set_xlabel("evaluation")
+        ax.set_ylabel(_text(f"{names[0]} ({metrics.objectives[0][1]})"))
+        ax.legend(loc="best", fontsize=8)
+    elif len(names) == 2:
         fig, ax = plt.subplots(figsize=(6, 5))
         ax.plot(*objectives[feasible & ~front].T, "o", ms=5, color="tab:blue", label="feasible")
         if (~feasible).any():
@@ -146,9 +163,10 @@ def plot_front(run: Run, path: Path) -> None:
                     label="infeasible")  # fmt: skip
         if front.any():
             order = np.argsort(objectives[front, 0])
-            signs = metrics.signs[:2]
-            ax.step(*objectives[front][order].T, where="post" if signs[1] > 0 else "pre",
-                    color="tab:orange", alpha=0.6)  # fmt: skip
+            # The dominated region lies right of a point whose first objective is minimised:
+            # the front's edge keeps each point's height until the next point (post).
+            where = "post" if metrics.signs[0] > 0 else "pre"
+            ax.step(*objectives[front][order].T, where=where, color="tab:orange", alpha=0.6)
             ax.plot(*objectives[front].T, "*", ms=11, color="tab:orange", label="Pareto set")
         labels = [f"{n} ({d})" for n, d in metrics.objectives]
         ax.set_xlabel(_text(labels[0]))
@@ -157,7 +175,8 @@ def plot_front(run: Run, path: Path) -> None:
     else:
         fig, ax = plt.subplots(figsize=(1.6 * len(names) + 3, 4.5))
         shown = objectives[feasible]
-        low, high = shown.min(axis=0, initial=0.0), shown.max(axis=0, initial=1.0)
+        low = shown.min(axis=0) if len(shown) else np.zeros(len(names))
+        high = shown.max(axis=0) if len(shown) else np.ones(len(names))
         scaled = (shown - low) / np.where(high > low, high - low, 1.0)
         axis = np.arange(len(names))
         for row, bold in zip(scaled, front[feasible], strict=True):
@@ -218,6 +237,42 @@ def plot_parameters(run: Run, path: Path) -> None:
     save(fig, path, dpi=110)
 
 
+def design_curves(records: list[dict]) -> list[tuple[list, str]]:
+    """Each design's whole curve and its last record's status: freeze-thaw journals one
+    record per segment (the design in its diagnostics), the other schedulers one per
+    design, so a paused segment is not drawn as a training stopped."""
+    designs: dict[object, tuple[list, str]] = {}
+    for k, record in enumerate(records):
+        key = (record.get("diagnostics") or {}).get("design", ("record", k))
+        curve = designs.get(key, ([], ""))[0] + list(record.get("curve") or [])
+        designs[key] = (curve, record["status"])
+    return list(designs.values())
+
+
+def best_against_steps(records: list[dict]) -> tuple[list, list, list]:
+    """``(steps spent, best value reported at any step, best of the trainings ended
+    complete)`` after each recorded step, from 0. A record's steps charged (repeats of a
+    training started again or continued from an older checkpoint included) end at its
+    last step."""
+    spent, best_any, best_done = 0, math.inf, math.inf
+    xs, any_values, done_values = [0], [math.nan], [math.nan]
+    for record in records:
+        curve = record.get("curve") or []
+        last = curve[-1][0] if curve else 0
+        diagnostics = record.get("diagnostics") or {}
+        charged = diagnostics.get("charged", last - diagnostics.get("from_step", 0))
+        for step, value in curve:
+            best_any = min(best_any, value)
+            xs.append(spent + charged - (last - step))
+            any_values.append(best_any)
+            done_values.append(best_done if math.isfinite(best_done) else math.nan)
+        spent += charged
+        if record["status"] == "ok":
+            best_done = min(best_done, record["y"])
+            done_values[-1] = best_done
+    return xs, any_values, done_values
+
+
 def plot_curves(run: Run, path: Path) -> None:
     """A step-wise run: every design's learning curve (trained to the end, stopped early
     with an x where it stopped, or failed), and the best value against the steps spent."""
@@ -228,13 +283,13 @@ def plot_curves(run: Run, path: Path) -> None:
         "stopped": ("0.55", 0.7, 0.5),
         "failed": ("tab:red", 0.7, 0.6),
     }
-    for record in run.records:
-        curve = np.array(record.get("curve") or [], float).reshape(-1, 2)
+    for curve, status in design_curves(run.records):
+        curve = np.array(curve, float).reshape(-1, 2)
         if not len(curve):
             continue
-        color, width, alpha = styles[record["status"]]
+        color, width, alpha = styles[status]
         left.plot(curve[:, 0], curve[:, 1], color=color, lw=width, alpha=alpha)
-        if record["status"] == "stopped":
+        if status == "stopped":
             left.plot(curve[-1, 0], curve[-1, 1], "x", ms=4, color=color)
     for status, (color, width, _) in styles.items():
         left.plot(
@@ -242,18 +297,7 @@ def plot_curves(run: Run, path: Path) -> None:
         )
     left.set(xlabel="step", ylabel="reported value (minimised)", title="learning curves")
     left.legend(loc="best", fontsize=8)
-    spent, best_any, best_done = 0, math.inf, math.inf
-    xs, any_values, done_values = [0], [math.nan], [math.nan]
-    for record in run.records:
-        previous = 0
-        for step, value in record.get("curve") or []:
-            spent, best_any, previous = spent + step - previous, min(best_any, value), step
-            xs.append(spent)
-            any_values.append(best_any)
-            done_values.append(best_done if math.isfinite(best_done) else math.nan)
-        if record["status"] == "ok":
-            best_done = min(best_done, record["y"])
-            done_values[-1] = best_done
+    xs, any_values, done_values = best_against_steps(run.records)
     right.step(xs, any_values, where="post", color="tab:orange", label="best reported at any step")
     right.step(xs, done_values, where="post", color="tab:blue", label="best trained to the end")
     right.set(xlabel="steps spent", ylabel="best so far", title="best against steps spent")
