@@ -137,6 +137,25 @@ def test_objective_trains_compiles_once_and_is_deterministic():
     assert all(0 <= r["test_accuracy"] <= 1 for r in results)
 
 
+def test_the_step_wise_training_is_evaluates_training_epoch_by_epoch():
+    data = moons(0, 120, 100, 100)
+    objective = ArchitectureObjective(data, max_layers=4, max_units=8, batch_size=10)
+    point = design(8, 0, 4, 0, 12, 2.0)
+    reports = []
+    with count_compilations() as counts:
+        final = objective.train(
+            point, lambda *report, checkpoint: reports.append((*report, checkpoint))
+        )
+    assert counts.of("train_epoch") == 1  # one program for every epoch
+    assert [step for step, _, _ in reports] == list(range(1, 13)) and final == reports[-1][1]
+    assert final == pytest.approx(1 - objective(point), abs=1e-9)  # evaluate's 12 epochs
+    assert reports[0][1] > final  # it learns
+    resumed = []
+    objective.train(point, lambda step, value, checkpoint: resumed.append((step, value)),
+                    checkpoint=reports[5][2])  # fmt: skip
+    assert resumed == [(step, value) for step, value, _ in reports[6:]]
+
+
 def test_training_lowers_the_cost():
     data = moons(0, 120, 100, 100)
     shape = shape_of((6,), 1, 6)

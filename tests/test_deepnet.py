@@ -87,6 +87,22 @@ def test_training_learns_and_all_architectures_share_one_compilation():
     assert other_seed != results[1]
 
 
+def test_the_step_wise_training_is_evaluates_training_epoch_by_epoch():
+    objective = deepnet.DeepNetObjective(training=SHORT, seed=0)
+    reports = []
+    with count_compilations() as counts:
+        final = objective.train(
+            point(2), lambda step, value, checkpoint: reports.append((step, value, checkpoint))
+        )
+    assert counts.of("_train_epoch") == 1  # one program for every epoch
+    assert [step for step, _, _ in reports] == [1, 2, 3] and final == reports[-1][1]
+    assert final == objective(point(2))  # evaluate's three epochs, bit for bit
+    resumed = []
+    objective.train(point(2), lambda step, value, checkpoint: resumed.append((step, value)),
+                    checkpoint=reports[0][2])  # fmt: skip
+    assert resumed == [(step, value) for step, value, _ in reports[1:]]
+
+
 def test_digits_split_is_disjoint_and_complete():
     data = deepnet.digits(seed=0)
     sizes = len(data.y_train), len(data.y_valid), len(data.y_test)

@@ -168,6 +168,14 @@ def train(key, net: Net, shape: Shape, data: Classes, epochs, learning_rate, bat
     return jax.lax.fori_loop(0, epochs, body, net)
 
 
+@partial(jit_quick_compile, static_argnums=(6,))
+def train_epoch(key, net: Net, shape: Shape, data: Classes, epoch, learning_rate, batch_size: int):
+    """Epoch number ``epoch`` (from 0) of :func:`train`, alone: the same batches."""
+    x, y = jnp.asarray(data.x_train, DTYPE), jnp.asarray(data.y_train, DTYPE)
+    rate = jnp.asarray(learning_rate, DTYPE)
+    return _epoch(net, shape, x, y, rate, batch_size, jax.random.fold_in(key, epoch))
+
+
 @partial(jax.jit, static_argnums=(4, 6))
 def train_recorded(
     key, net: Net, shape: Shape, data: Classes, epochs: int, learning_rate, batch_size: int
@@ -200,11 +208,33 @@ class ArchitectureObjective:
     batch_size: int = 10
     seed: int = 0
 
-    def evaluate(self, point: Mapping[str, Any]) -> dict[str, float]:
-        hidden = hidden_layers(point)
-        shape = shape_of(hidden, self.max_layers, self.max_units)
+    def _start(self, point: Mapping[str, Any]) -> tuple[Shape, jax.Array, Net]:
+        """The padded shape, the training key and the initial weights of ``point``."""
+        shape = shape_of(hidden_layers(point), self.max_layers, self.max_units)
         init_key, train_key = jax.random.split(point_key(self.seed, point))
-        net = init_net(init_key, self.max_layers, self.max_units)
+        return shape, train_key, init_net(init_key, self.max_layers, self.max_units)
+
+    def train(self, point: Mapping[str, Any], report, checkpoint=None) -> float:
+        """A step-wise training for early stopping (``minimize(objective.train, ...,
+        max_step=E)``): one epoch at a time, the epochs and batches of :meth:`evaluate`,
+        reporting the validation error ``1 - accuracy`` after each with the checkpoint
+        ``(epoch, weights)`` a paused training continues from. Trains until the run's
+        ``max_step`` stops it, or to the point's ``epochs`` where the space has them."""
+        shape, key, net = self._start(point)
+        epoch, error = 0, None
+        if checkpoint is not None:
+            epoch, net = checkpoint
+        last = int(point["epochs"]) if "epochs" in point else None
+        rate = float(point["learning_rate"])
+        while last is None or epoch < last:
+            net = train_epoch(key, net, shape, self.data, epoch, rate, self.batch_size)
+            epoch += 1
+            error = 1.0 - float(accuracy(net, shape, self.data.x_val, self.data.y_val))
+            report(epoch, error, checkpoint=(epoch, net))
+        return error
+
+    def evaluate(self, point: Mapping[str, Any]) -> dict[str, float]:
+        shape, train_key, net = self._start(point)
         net = train(
             train_key, net, shape, self.data, int(point["epochs"]),
             float(point["learning_rate"]), self.batch_size,

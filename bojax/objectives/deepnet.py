@@ -208,16 +208,26 @@ def _max_norm(weights: Weights, config: NetConfig) -> Weights:
     return weights._replace(hidden=weights.hidden * scale)
 
 
-def train(key, training: Training, config: NetConfig, x, y, classes: int) -> Weights:
-    """Minibatch SGD with momentum, dropout, L2 decay and max-norm; ``x`` padded to width H."""
-    width, n = training.max_units, x.shape[0]
-    init_key, loop_key = jax.random.split(key)
-    weights = init_weights(init_key, config, width, x.shape[1], classes)
-    x = jnp.pad(x, ((0, 0), (0, width - x.shape[1])))
-    layer_on = (jnp.arange(len(config.units)) < config.layers).astype(jnp.float32)
-    optimiser = optax.inject_hyperparams(optax.sgd)(
+def _optimiser(config: NetConfig):
+    return optax.inject_hyperparams(optax.sgd)(
         learning_rate=config.learning_rate, momentum=config.momentum
     )
+
+
+def start(key, training: Training, config: NetConfig, inputs: int, classes: int):
+    """``(carry, epoch_keys)``: the initial weights and optimiser state, and the key of
+    each of the ``training.epochs`` epochs."""
+    init_key, loop_key = jax.random.split(key)
+    weights = init_weights(init_key, config, training.max_units, inputs, classes)
+    return (weights, _optimiser(config).init(weights)), jax.random.split(loop_key, training.epochs)
+
+
+def _epoch(carry, k, training: Training, config: NetConfig, x, y):
+    """One epoch of minibatch SGD with momentum, dropout, L2 decay and max-norm from
+    ``carry`` (weights, optimiser state); ``x`` padded to width H."""
+    n = x.shape[0]
+    layer_on = (jnp.arange(len(config.units)) < config.layers).astype(jnp.float32)
+    optimiser = _optimiser(config)
     batches = n // training.batch_size
 
     def loss(w, xb, yb, k):
@@ -233,17 +243,35 @@ def train(key, training: Training, config: NetConfig, x, y, classes: int) -> Wei
         updates, state = optimiser.update(grads, state, w)
         return (_max_norm(optax.apply_updates(w, updates), config), state), None
 
-    def epoch(carry, k):
-        perm_key, drop_key = jax.random.split(k)
-        order = jax.random.permutation(perm_key, n)[: batches * training.batch_size]
-        xb = x[order].reshape(batches, training.batch_size, -1)
-        yb = y[order].reshape(batches, training.batch_size)
-        carry, _ = jax.lax.scan(step, carry, (xb, yb, jax.random.split(drop_key, batches)))
-        return carry, None
+    perm_key, drop_key = jax.random.split(k)
+    order = jax.random.permutation(perm_key, n)[: batches * training.batch_size]
+    xb = x[order].reshape(batches, training.batch_size, -1)
+    yb = y[order].reshape(batches, training.batch_size)
+    return jax.lax.scan(step, carry, (xb, yb, jax.random.split(drop_key, batches)))[0]
 
-    carry = (weights, optimiser.init(weights))
-    (weights, _), _ = jax.lax.scan(epoch, carry, jax.random.split(loop_key, training.epochs))
-    return weights
+
+def _padded(x, width: int):
+    return jnp.pad(x, ((0, 0), (0, width - x.shape[1])))
+
+
+def train(key, training: Training, config: NetConfig, x, y, classes: int) -> Weights:
+    """``training.epochs`` epochs of :func:`_epoch` from :func:`start`."""
+    carry, keys = start(key, training, config, x.shape[1], classes)
+    x = _padded(x, training.max_units)
+
+    def epoch(carry, k):
+        return _epoch(carry, k, training, config, x, y), None
+
+    return jax.lax.scan(epoch, carry, keys)[0][0]
+
+
+def _train_epoch(carry, k, training: Training, config: NetConfig, x, y, valid):
+    """One epoch, and the misclassified count on ``valid`` after it."""
+    carry = _epoch(carry, k, training, config, _padded(x, training.max_units), y)
+    return carry, misclassified(carry[0], config, *valid)
+
+
+train_epoch = jit_quick_compile(_train_epoch, static_argnums=(2,))
 
 
 def misclassified(weights: Weights, config: NetConfig, x, y) -> jax.Array:
@@ -288,6 +316,30 @@ class DeepNetObjective:
                 f"({self.data.x_train.shape[1]}): inputs are padded to the hidden width"
             )
 
+    def train(self, point: Mapping[str, Any], report, checkpoint=None) -> float:
+        """A step-wise training for early stopping (``minimize(objective.train, ...,
+        max_step=training.epochs)``): :meth:`evaluate`'s epochs one at a time, reporting
+        the log validation error after each with the checkpoint ``(epoch, weights and
+        optimiser state)`` a paused training continues from."""
+        point = self.space.validate(point)
+        d, config = self.data, net_config(point, self.training.max_layers)
+        carry, keys = start(point_key(self.seed, point), self.training, config,
+                            d.x_train.shape[1], d.classes)  # fmt: skip
+        epoch, value = 0, None
+        if checkpoint is not None:
+            epoch, carry = checkpoint
+        data = (jnp.asarray(d.x_train), jnp.asarray(d.y_train))
+        valid = (jnp.asarray(d.x_valid), jnp.asarray(d.y_valid))
+        while epoch < self.training.epochs:
+            carry, wrong = train_epoch(carry, keys[epoch], self.training, config, *data, valid)
+            epoch += 1
+            value = self._log_error(int(wrong) / len(d.y_valid))
+            report(epoch, value, checkpoint=(epoch, carry))
+        return value
+
+    def _log_error(self, error: float) -> float:
+        return math.log(max(error, 0.5 / len(self.data.y_valid)))
+
     def evaluate(self, point: Mapping[str, Any]) -> dict[str, float]:
         point = self.space.validate(point)
         d = self.data
@@ -304,7 +356,7 @@ class DeepNetObjective:
         )
         valid_error, test_error = int(valid) / len(d.y_valid), int(test) / len(d.y_test)
         return {
-            "log_error": math.log(max(valid_error, 0.5 / len(d.y_valid))),
+            "log_error": self._log_error(valid_error),
             "validation_error": valid_error,
             "test_error": test_error,
         }
