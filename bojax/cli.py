@@ -118,7 +118,8 @@ def optimize(**options: Any) -> None:
     """Run BO on a built-in problem or your own objective, journalling every evaluation to
     --out; with --workers or --scheduler, evaluations run in parallel on Dask, refilled as
     each finishes. Your objective takes a dict of the space's parameters and returns a
-    number; one that raises or returns NaN or inf is journalled as a failed evaluation.
+    number (a dict of metrics with --objective; a report parameter makes it a step-wise
+    training); one that raises or returns NaN or inf is journalled as a failed evaluation.
     Every run setting is an option (bojax.bo.settings.Settings); --plugin imports your
     module first, so the kernels, acquisitions or surrogates it registers can be named."""
     import contextlib

@@ -146,6 +146,7 @@ def test_parego_proposes_and_constraints_steer_before_anything_is_feasible():
 def test_bad_returns_fail_the_evaluation_with_a_reason():
     calls = iter(
         [{"left": 1.0}, 3.0, {"left": 1.0, "right": "big"}, {"left": math.inf, "right": 0.0}]
+        + [{"left": 1.0, "right": 2.0, "arch": "resnet", "curve": [0.5, 0.4], "aux": math.nan}]
         + [{"left": float(i), "right": -float(i)} for i in range(10)]
     )
     result = bojax.minimize(
@@ -158,6 +159,7 @@ def test_bad_returns_fail_the_evaluation_with_a_reason():
     assert "metric 'right'" in errors[2] and "expected a number" in errors[2]
     assert "metric 'left'" in errors[3] and "inf" in errors[3]
     assert errors[4] is None and result.failures == 4
+    assert result.history[4]["y"] == {"left": 1.0, "right": 2.0}  # what is no number: left out
     with pytest.raises(bojax.errors.ObjectiveError, match="declare objectives"):
         bojax.minimize(lambda point: {"loss": 1.0}, SPACE, iterations=0, initial=1, **QUIET)
 
@@ -176,6 +178,7 @@ def test_bad_returns_fail_the_evaluation_with_a_reason():
         (dict(objectives=["a:min"], maximize=True), "name:max"),
         (dict(objectives=["a:min"], policy="hybrid"), "policies"),
         (dict(objectives=["a:min", "a:max"]), "twice"),
+        (dict(objectives=["a:min", "b:min"], warping="rank"), "warping 'rank' is for one"),
         (dict(objectives=["bad name:min"]), "name must be"),
         (
             dict(objectives=["a:min", "b:min"], acquisition="log_nehvi", surrogate="bnn-hmc"),
@@ -347,3 +350,42 @@ def test_noisy_ehvi_proposes_batches_with_constraints_and_needs_a_gp():
     assert len(points) == 2 and all(np.isfinite(i["acquisition_value"]) for i in infos)
     with pytest.raises(SettingsError, match="log_nehvi"):  # refused before any fit
         settings.replace(surrogate="bnn-hmc")
+
+
+def _drawn_front(tmp_path, monkeypatch, objectives, rows, constraints=None):
+    """The axes ``bojax plot`` draws for a run of ``rows`` (dicts of metrics)."""
+    from bojax.bo.runs import Run
+    from bojax.reports import run_figures
+
+    settings = bojax.Settings(objectives=objectives, constraints=constraints)
+    records = [{"iteration": k, "status": "ok", "y": y, "x": {}} for k, y in enumerate(rows)]
+    run = Run(tmp_path, SPACE, {}, records, [], None, None, settings.metrics)
+    drawn = {}
+    monkeypatch.setattr(run_figures, "save", lambda fig, path, dpi: drawn.update(fig=fig))
+    run_figures.plot_front(run, tmp_path / "front.png")
+    return drawn["fig"].axes[0]
+
+
+@pytest.mark.parametrize("first, where", [("max", "steps-pre"), ("min", "steps-post")])
+def test_the_fronts_edge_bounds_the_region_it_dominates(tmp_path, monkeypatch, first, where):
+    sign = 1 if first == "min" else -1  # a front trading the first objective for size
+    rows = [{"a": sign * 1.0, "size": 100.0}, {"a": sign * 2.0, "size": 10.0}]
+    ax = _drawn_front(tmp_path, monkeypatch, {"a": first, "size": "min"}, rows)
+    (edge,) = [line for line in ax.lines if line.get_drawstyle().startswith("steps")]
+    assert edge.get_drawstyle() == where
+
+
+def test_parallel_coordinates_span_each_objectives_own_range(tmp_path, monkeypatch):
+    rng = np.random.default_rng(0)
+    rows = [{"a": a, "b": b, "c": c} for a, b, c in 0.2 + 0.1 * rng.random((12, 3))]
+    rows[0] = {"a": 2e6, "b": 0.2, "c": 0.2}  # one large value: no scale below it
+    ax = _drawn_front(tmp_path, monkeypatch, ["a:min", "b:min", "c:min"], rows)
+    drawn = np.array([line.get_ydata() for line in ax.lines])
+    assert np.allclose(drawn.min(axis=0), 0.0) and np.allclose(drawn.max(axis=0), 1.0)
+
+
+def test_one_objective_with_constraints_draws_its_evaluations(tmp_path, monkeypatch):
+    rows = [{"loss": float(k), "size": float(k % 3)} for k in range(6)]
+    ax = _drawn_front(tmp_path, monkeypatch, ["loss:min"], rows, constraints=["size<=1"])
+    shown = {line.get_label(): len(line.get_xdata()) for line in ax.lines}
+    assert shown == {"feasible": 4, "infeasible": 2, "best feasible": 1}

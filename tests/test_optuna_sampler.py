@@ -335,6 +335,35 @@ def test_constraints_func_is_stored_and_steers_the_sampler():
     assert sum(u <= 0.6 for u in proposed) >= 3  # mostly where the constraint holds
 
 
+def test_a_several_metric_acquisition_serves_multi_objective_studies_only():
+    from bojax.errors import SettingsError
+
+    sampler = BojaxSampler(acquisition="parego", seed=0, n_startup_trials=2, **FAST)
+    study = optuna.create_study(sampler=sampler)  # one objective
+    with pytest.raises(SettingsError, match="several objectives or with constraints"):
+        study.optimize(lambda t: t.suggest_float("x", 0.0, 1.0) ** 2, n_trials=3)
+
+
+@pytest.mark.slow  # a several-metric study of 7 trials
+def test_parego_with_a_constraint_key_that_is_no_metric_name():
+    sampler = BojaxSampler(acquisition="parego", seed=0, n_startup_trials=4, **FAST)
+    study = optuna.create_study(directions=["minimize", "minimize"], sampler=sampler)
+
+    def objective(trial):
+        u = [trial.suggest_float("u0", 0, 1), trial.suggest_float("u1", 0, 1)]
+        first, second, constraint = _two_objectives(u)
+        trial.set_constraint("latency (ms)", constraint)
+        trial.set_constraint("latency [ms]", constraint)  # the same letters, kept apart
+        return first, second
+
+    study.optimize(objective, n_trials=7)
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
+    settings, _ = sampler._study_settings(study, study.trials)
+    names = [c.split("<=")[0] for c in settings.constraints]
+    assert settings.acquisition == "parego" and len(set(names)) == 2
+    assert all(n.startswith("constraint_latency__ms_-") for n in names)
+
+
 # -- step-wise trials: BojaxPruner and the sampler on intermediate values ------------------
 def curved(trial):
     """A training of 9 epochs whose curve falls as 1/epoch to a quadratic's value."""

@@ -46,10 +46,12 @@ from bojax.bo import stepwise, trust
 from bojax.bo.evaluation import (
     Inline,
     Objective,
+    Unusable,
     as_executor,
     concurrency,
     evaluate,
     evaluate_batch,
+    short_repr,
 )
 from bojax.bo.isolation import evaluate_isolated
 from bojax.bo.journal import Journal
@@ -545,7 +547,8 @@ class _Run:
 
 def _declared(settings: Settings, y: Any, error: str | None) -> tuple[Any, str | None]:
     """An outcome as the run declared it: one number, or with ``objectives`` a dict
-    holding every declared metric; anything else fails the evaluation, saying why."""
+    holding every declared metric, each one finite number (other entries that are not
+    are left out of the record); anything else fails the evaluation, saying why."""
     metrics = settings.metrics
     if error is not None:
         return math.nan, error
@@ -554,12 +557,18 @@ def _declared(settings: Settings, y: Any, error: str | None) -> tuple[Any, str |
             f"objective returned a dict of metrics {sorted(y)[:10]}; declare objectives "
             "(objectives={'name': 'min'}, --objective name:min) to optimise several"
         )
-    if metrics is not None and not isinstance(y, dict):
+    if metrics is None:
+        return y, None
+    if not isinstance(y, dict):
         return (
             math.nan,
             f"objective returned {y!r}; this run expects a dict of metrics {list(metrics.columns)}",
         )
-    if metrics is not None and metrics.missing(y):
+    unusable = [n for n in metrics.columns if isinstance(y.get(n), Unusable)]
+    if unusable:
+        return math.nan, f"metric {short_repr(unusable[0], 80)}: {y[unusable[0]].reason}"
+    y = {name: v for name, v in y.items() if not isinstance(v, Unusable)}  # extras: left out
+    if metrics.missing(y):
         return (
             math.nan,
             f"objective returned metrics {sorted(y)[:10]}, lacking {metrics.missing(y)}",

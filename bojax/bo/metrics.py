@@ -3,7 +3,8 @@ outcome constraints (:class:`Metrics`).
 
 A run declares ``objectives={"error": "min", "latency": "min"}`` and, optionally,
 ``constraints={"params": ("<=", 1e6)}``; the objective then returns a dict of metrics
-holding at least those names (more are journalled and otherwise ignored). Settings keep
+holding at least those names (more are journalled and otherwise ignored, except those
+that are not one finite number, which are left out). Settings keep
 both as text, ``"error:min"`` and ``"params<=1000000.0"``, which is also how the CLI
 spells them (``--objective error:min --constraint 'params<=1e6'``).
 

@@ -312,7 +312,8 @@ class Settings:
     reference_point: tuple[float, ...] | None = setting(
         None,
         "hypervolume reference point, one value per objective in its units (default: the "
-        "front's worst values moved out by 10% of its range)",
+        "front's worst values moved out by 10% of its range for the reported hypervolume; "
+        "the acquisition searches against the wider worst-value rule)",
         omit_at_default=True,
     )
     # The driver's limits and concurrency: a resumed run may change them.
@@ -451,6 +452,11 @@ class Settings:
             raise SettingsError(
                 "exploration policies and stop_tolerance are for one objective; a run with "
                 "objectives uses its acquisition alone"
+            )
+        if self.warping not in (None, "standardise"):
+            raise SettingsError(
+                f"warping {self.warping!r} is for one objective; with objectives each metric "
+                "is standardised (the fronts and thresholds are read in its units)"
             )
 
     @property

@@ -45,7 +45,9 @@ new sampler on old storage) burns in once.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import re
 import warnings
 from typing import Any
 
@@ -129,18 +131,28 @@ class BojaxSampler(BaseSampler):
         constraints_func: Any = None,
         **settings: Any,
     ) -> None:
+        from bojax.bo.acquisition import ACQUISITIONS
         from bojax.bo.settings import Settings
 
         if not isinstance(n_startup_trials, int) or n_startup_trials < 1:
             raise ValueError(f"n_startup_trials must be a positive int, got {n_startup_trials!r}")
         # No seed: a fresh one, as Optuna's samplers do (bojax's own runs default to 0).
         self._seed = int(np.random.SeedSequence().entropy % 2**31) if seed is None else int(seed)
-        # Built now so that a bad name or option fails at construction, not mid-study.
+        # Built now so that a bad name or option fails at construction, not mid-study; an
+        # acquisition for several metrics (ParEGO, EHVI) is checked with two objectives and
+        # serves multi-objective or constrained studies only.
+        self._several_only = (
+            isinstance(acquisition, str)
+            and acquisition in ACQUISITIONS
+            and ACQUISITIONS.get(acquisition).outputs != 1
+        )
+        probe = {"objectives": ["objective_0:min", "objective_1:min"]} if self._several_only else {}
         self._settings = Settings(
             surrogate=surrogate,
             acquisition=acquisition,
             initial=n_startup_trials,
             seed=self._seed,
+            **probe,
             **settings,
         )
         self._constraints_func = constraints_func
@@ -211,6 +223,11 @@ class BojaxSampler(BaseSampler):
         directions = study.directions
         keys = sorted({k for t in trials for k in _constraints(t)})
         if len(directions) == 1 and not keys:
+            if self._several_only:
+                raise SettingsError(
+                    f"acquisition {self._settings.acquisition!r} is for studies with several "
+                    "objectives or with constraints; this one has one objective"
+                )
             maximize = directions[0] == StudyDirection.MAXIMIZE
             settings = self._settings.replace(maximize=maximize)
 
@@ -223,7 +240,7 @@ class BojaxSampler(BaseSampler):
             f"objective_{i}": "max" if d == StudyDirection.MAXIMIZE else "min"
             for i, d in enumerate(directions)
         }
-        constraints = {f"constraint_{k}": ("<=", 0.0) for k in keys}
+        constraints = {_constraint_name(k): ("<=", 0.0) for k in keys}
         settings = self._settings.replace(objectives=objectives, constraints=constraints or None)
 
         def metrics(t: FrozenTrial) -> Any:
@@ -231,7 +248,7 @@ class BojaxSampler(BaseSampler):
             if t.state != TrialState.COMPLETE or t.values is None or set(keys) - set(given):
                 return math.nan
             values = {f"objective_{i}": v for i, v in enumerate(t.values)}
-            return {**values, **{f"constraint_{k}": given[k] for k in keys}}
+            return {**values, **{_constraint_name(k): given[k] for k in keys}}
 
         return settings, metrics
 
@@ -329,6 +346,16 @@ def _at_highest_step(study: Study, space: Space, least: int, unit):
         return values.get(t.number, math.nan)
 
     return observed, outcome, since
+
+
+def _constraint_name(key: Any) -> str:
+    """The bojax metric of the constraint Optuna keeps under ``key`` (any text): the key
+    where it is a valid metric name, else its letters and a hash that keeps it distinct."""
+    text = str(key)
+    safe = re.sub(r"[^A-Za-z0-9_.\-]", "_", text)[:60]
+    if safe != text:
+        safe += "-" + hashlib.sha256(text.encode()).hexdigest()[:8]
+    return f"constraint_{safe}"
 
 
 def _constraints(trial: FrozenTrial) -> dict[str, float]:
