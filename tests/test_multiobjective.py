@@ -127,6 +127,8 @@ def test_ask_tell_and_batches_with_pending_points():
     assert np.all(np.isnan(failed.metrics[-1])) and np.isnan(failed.y[-1])
     with pytest.raises(bojax.errors.DataError, match="lack"):
         bojax.tell(state, points[0], {"left": 1.0})
+    with pytest.raises(bojax.errors.DataError, match="must be numbers"):
+        bojax.tell(state, points[0], {"left": 1.0, "right": "big"})
 
 
 def test_parego_proposes_and_constraints_steer_before_anything_is_feasible():
@@ -389,3 +391,14 @@ def test_one_objective_with_constraints_draws_its_evaluations(tmp_path, monkeypa
     ax = _drawn_front(tmp_path, monkeypatch, ["loss:min"], rows, constraints=["size<=1"])
     shown = {line.get_label(): len(line.get_xdata()) for line in ax.lines}
     assert shown == {"feasible": 4, "infeasible": 2, "best feasible": 1}
+
+
+def test_the_progress_line_shows_the_best_feasible_value():
+    from bojax.bo.driver import _Progress
+
+    state = bojax.init(SPACE, bojax.Settings(objectives=["loss:min"], constraints=["size<=1"]))
+    for k, (loss, size) in enumerate([(0.1, 5.0), (0.5, 0.5), (0.3, 2.0)]):
+        state = bojax.tell(state, np.full(SPACE.dim, 0.2 * k), {"loss": loss, "size": size})
+    with _Progress(True, 3, 0) as bar:
+        bar.update(state, {"seconds": 0.1, "diagnostics": {}})
+        assert bar.progress.tasks[0].fields["best"] == "0.5"  # 0.1 and 0.3 are infeasible

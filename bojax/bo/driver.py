@@ -663,8 +663,10 @@ class _Progress:
             return
         ok = state.y[np.isfinite(state.y)]
         maximize = state.settings.maximize
-        if state.settings.metrics is not None:  # the first objective's best
-            maximize = state.settings.metrics.objectives[0][1] == "max"
+        metrics = state.settings.metrics
+        if metrics is not None:  # the first objective's best among the feasible
+            maximize = metrics.objectives[0][1] == "max"
+            ok = ok[metrics.feasible(state.metrics[np.isfinite(state.y)])]
         best = "-" if ok.size == 0 else f"{(ok.max() if maximize else ok.min()):.6g}"
         failed = int(np.sum(~np.isfinite(state.y)))
         self.progress.update(self.task, advance=1, best=best, failed=failed, last=record["seconds"])

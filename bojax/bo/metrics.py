@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from bojax.errors import SettingsError
+from bojax.errors import DataError, SettingsError
 
 DIRECTIONS = ("min", "max")
 OPERATORS = ("<=", ">=")
@@ -154,8 +154,12 @@ class Metrics(NamedTuple):
         return np.array([-1.0 if directions.get(c) == "max" else 1.0 for c in self.columns])
 
     def row(self, metrics: Mapping[str, float]) -> np.ndarray:
-        """The columns of one evaluation's metrics, in the objectives' units."""
-        return np.array([float(metrics[name]) for name in self.columns])
+        """The columns of one evaluation's metrics, in the objectives' units (DataError
+        for a value that is not a number)."""
+        try:
+            return np.array([float(metrics[name]) for name in self.columns])
+        except (TypeError, ValueError) as error:
+            raise DataError(f"metrics must be numbers: {error}") from None
 
     def missing(self, metrics: Mapping[str, Any]) -> list[str]:
         """The declared metric names an evaluation's dict lacks."""
