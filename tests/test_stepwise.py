@@ -936,7 +936,17 @@ def test_a_killed_training_resumes_from_a_checkpoint_older_than_its_last_report(
     assert trained[died + 1] == (point, 4)  # from step 3's state: step 4 trained again
     record = next(r for r in resumed.history if r["proposal"] == in_flight["proposal"])
     assert [s for s, _ in record["curve"]] == list(range(1, len(record["curve"]) + 1))
+    assert record["diagnostics"]["charged"] == record["curve"][-1][0] + 1  # step 4 twice
     assert resumed.steps == len(trained) - 1 == 120  # every step trained is charged
+    # A checkpoint saved past the journalled curve (killed between the two writes) is not
+    # used: the steps between were never recorded.
+    from bojax.bo.journal import Journal
+    from bojax.bo.stepwise import load_checkpoint, save_checkpoint
+
+    journal = Journal(tmp_path)
+    save_checkpoint(journal, 99, Checkpoint(6, "state"))
+    assert load_checkpoint(journal, 99, 6) == Checkpoint(6, "state")
+    assert load_checkpoint(journal, 99, 5) is None
 
 
 def hangs_when_wide(point, report, checkpoint=None):

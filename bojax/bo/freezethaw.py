@@ -304,7 +304,7 @@ def replay(records: list[dict[str, Any]], space: Space, journal=None) -> list[De
     if journal is not None:
         for j, design in enumerate(designs):
             if not (design.complete or design.failed):
-                design.checkpoint = load_checkpoint(journal, j)
+                design.checkpoint = load_checkpoint(journal, j, design.step)
     return designs
 
 

@@ -348,7 +348,8 @@ class PooledFreezeThaw(_Pooled):
             decision = run.model.decide(run.designs, k, busy)
             decision.seconds = time.perf_counter() - tick
             args = freezethaw.open_segment(run, decision, run.designs, self.reserved)
-            base = args[2] if args[5] is not None else 0  # continues, or trains again
+            checkpoint = args[5]  # continues from it, or trains again from the first step
+            base = 0 if checkpoint is None else checkpoint.resumes_at(args[2])
             reserve = args[3] - base
             self.reserved += reserve
             self.running[self._segment(args, 1)] = (decision, k, reserve, args, 1, tick)

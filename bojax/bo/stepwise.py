@@ -109,7 +109,7 @@ class Checkpoint(NamedTuple):
 
     def resumes_at(self, recorded: int) -> int:
         """The step a training continued from this checkpoint reports after."""
-        return recorded if self.step is None else min(self.step, recorded)
+        return recorded if self.step is None else self.step
 
 
 @dataclass
@@ -153,12 +153,12 @@ class _Reporter:
         if step <= training.recorded:  # trained again from an earlier checkpoint
             if checkpoint is not None:
                 run.save_progress(training.design)
-            return
-        training.curve.append([step, value])
-        run.save_progress(training.design if checkpoint is not None else None)
-        if not run.decide(training, step, value):
-            training.over = "scheduler"
-            raise StopTraining(f"stopped at step {step} by the scheduler")
+        else:
+            training.curve.append([step, value])
+            run.save_progress(training.design if checkpoint is not None else None)
+            if not run.decide(training, step, value):
+                training.over = "scheduler"
+                raise StopTraining(f"stopped at step {step} by the scheduler")
         if run.spent >= run.budget and step < run.max_step:
             training.over = "budget"
             raise StopTraining("the step budget is spent")
@@ -225,13 +225,15 @@ class StepRun:
             opened = Opened(design, u, self.space.from_unit(u), dict(entry["info"]),
                             training, time.perf_counter())  # fmt: skip
             curve = entry.get("curve", [])
-            checkpoint = load_checkpoint(self.journal, design) if resumable and curve else None
+            if resumable and curve and not _curve_ok(curve, self.max_step):
+                raise JournalError(
+                    f"{self.journal.pending_path}: design {design}'s 'curve' must be a "
+                    "list of [step, value] pairs, steps rising within max_step"
+                )
+            checkpoint = None
+            if resumable and curve:
+                checkpoint = load_checkpoint(self.journal, design, int(curve[-1][0]))
             if checkpoint is not None:
-                if not _curve_ok(curve, self.max_step):
-                    raise JournalError(
-                        f"{self.journal.pending_path}: design {design}'s 'curve' must be a "
-                        "list of [step, value] pairs, steps rising within max_step"
-                    )
                 training.checkpoint = checkpoint
                 training.curve.extend([int(s), float(v)] for s, v in curve)
                 training.reported = checkpoint.resumes_at(training.recorded)
@@ -305,7 +307,8 @@ class StepRun:
             status = "ok" if opened.training.over == "max_step" else "stopped"
         except Exception as raised:
             status, error = "failed", f"{type(raised).__name__}: {raised}"
-        return self.end(opened, status, y, error)
+        repeated = training.charged > training.recorded  # continued from an older checkpoint
+        return self.end(opened, status, y, error, training.charged if repeated else None)
 
     def evaluate_batch(self, first: int, count: int, batch: Callable) -> list[dict[str, Any]]:
         """Designs ``first .. first + count - 1`` trained together by one
@@ -553,16 +556,19 @@ def save_checkpoint(journal: Journal, design: int, checkpoint: Checkpoint) -> No
     partial.replace(folder / f"{design}.pkl")
 
 
-def load_checkpoint(journal: Journal, design: int) -> Checkpoint | None:
-    """Design ``design``'s saved checkpoint, or None (a bare state, as journals before
-    checkpoints kept their step, resumes at the curve's last step)."""
+def load_checkpoint(journal: Journal, design: int, recorded: int) -> Checkpoint | None:
+    """Design ``design``'s saved checkpoint, or None: also for one past the ``recorded``
+    curve's last step (saved just before a kill, the steps between never journalled), so
+    the training starts again. A bare state, as journals before checkpoints kept their
+    step, resumes at the curve's last step."""
     import cloudpickle
 
     path = Path(journal.folder) / "checkpoints" / f"{design}.pkl"
     if not path.exists():
         return None
     saved = cloudpickle.loads(path.read_bytes())
-    return saved if isinstance(saved, Checkpoint) else Checkpoint(None, saved)
+    saved = saved if isinstance(saved, Checkpoint) else Checkpoint(None, saved)
+    return None if saved.step is not None and saved.step > recorded else saved
 
 
 def check_step(step: Any, last: int) -> int:
