@@ -148,8 +148,7 @@ class _Open:
 
     @property
     def step(self) -> int:
-        curve = self.opened.training.curve
-        return int(curve[-1][0]) if curve else 0
+        return self.opened.training.recorded
 
 
 def _lost(attempts: int, error: Exception) -> str:
