@@ -462,6 +462,25 @@ def test_freeze_thaw_on_workers_thaws_no_design_twice_at_once():
         assert steps == list(range(1, len(steps) + 1))
 
 
+@pytest.mark.slow  # a parallel freeze-thaw run
+def test_parallel_freeze_thaw_with_sparse_checkpoints_spends_its_budget_exactly():
+    def every_second(point, report, checkpoint=None):  # paused at 3, continued from 2
+        for step in range(1 + (checkpoint or 0), 10):
+            saved = step if step % 2 == 0 else None
+            report(step, final_value(point) + 2.0 / step, checkpoint=saved)
+        return final_value(point)
+
+    settings = {**FREEZE_THAW, "max_step": 9, "step_budget": 40}
+    with cf.ThreadPoolExecutor(2) as pool:
+        result = bojax.minimize(every_second, SPACE, progress=False, executor=pool, **settings)
+    charged = sum(r["diagnostics"]["charged"] for r in result.history)
+    assert charged == result.steps == 40
+    thawed = [r for r in result.history if r["diagnostics"].get("from_step") == 3]
+    assert thawed and all(r["diagnostics"]["charged"] == len(r["curve"]) + 1 for r in thawed)
+    for curve in designs_of(result.history).values():
+        assert [s for s, _ in curve] == list(range(1, len(curve) + 1))
+
+
 def test_a_thaw_without_checkpoints_retrains_and_charges_the_repeated_steps():
     from types import SimpleNamespace
 
