@@ -50,7 +50,13 @@ from scipy.stats import norm
 from bojax.bo import schedulers
 from bojax.bo.loop import ask_batch, fit_surrogate, init, tell
 from bojax.bo.settings import Settings
-from bojax.bo.stepwise import Checkpoint, load_checkpoint, save_checkpoint, takes
+from bojax.bo.stepwise import (
+    Checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+    starts_after,
+    takes,
+)
 from bojax.errors import SettingsError
 from bojax.parameters import Real
 from bojax.spaces import STEP, Space
@@ -221,10 +227,9 @@ def open_segment(run, decision: Decision, designs: list[Design], reserved: int =
     if decision.design == len(designs):
         designs.append(Design(decision.u, run.space.from_unit(decision.u)))
     design = designs[decision.design]
-    resumable = design.checkpoint is not None and takes(run.train, "checkpoint")
-    base = design.checkpoint.resumes_at(design.step) if resumable else 0  # where it starts
+    checkpoint = design.checkpoint if takes(run.train, "checkpoint") else None
+    base = starts_after(checkpoint, design.step)  # where the training starts from
     until = min(decision.until, base + run.budget - run.spent - reserved)
-    checkpoint = design.checkpoint if resumable else None
     return (run.train, design.point, design.step, until, run.settings.max_step, checkpoint)
 
 

@@ -43,6 +43,7 @@ from bojax.bo.stepwise import (
     check_step,
     checked_value,
     outcome,
+    starts_after,
     takes,
 )
 
@@ -266,7 +267,7 @@ class PooledSteps(_Pooled):
         steps = self.run.steps
         training = entry.opened.training
         checkpoint = training.checkpoint if self.resumable else None
-        base = 0 if checkpoint is None else checkpoint.resumes_at(entry.step)
+        base = starts_after(checkpoint, entry.step)
         left = self.budget - self.spent - self.reserved
         until = min(steps[training.rung], base + left)
         entry.reserved = until - base
@@ -347,9 +348,7 @@ class PooledFreezeThaw(_Pooled):
             decision = run.model.decide(run.designs, k, busy)
             decision.seconds = time.perf_counter() - tick
             args = freezethaw.open_segment(run, decision, run.designs, self.reserved)
-            checkpoint = args[5]  # continues from it, or trains again from the first step
-            base = 0 if checkpoint is None else checkpoint.resumes_at(args[2])
-            reserve = args[3] - base
+            reserve = args[3] - starts_after(args[5], args[2])
             self.reserved += reserve
             self.running[self._segment(args, 1)] = (decision, k, reserve, args, 1, tick)
 

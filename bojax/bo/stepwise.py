@@ -112,6 +112,12 @@ class Checkpoint(NamedTuple):
         return recorded if self.step is None else self.step
 
 
+def starts_after(checkpoint: Checkpoint | None, recorded: int) -> int:
+    """The step a training whose curve ends at ``recorded`` trains from: its
+    ``checkpoint``'s, or 0 without one (it starts again)."""
+    return 0 if checkpoint is None else checkpoint.resumes_at(recorded)
+
+
 @dataclass
 class _Training:
     """One design's training in progress: its curve and the next milestone it meets."""
