@@ -323,7 +323,7 @@ def show(
 ) -> None:
     """Print a run while it runs or after: settings, space, every evaluation with the best
     so far, failures, the best point and the sampler's diagnostics. Reads only."""
-    from bojax.bo.runs import load_run
+    from bojax.bo.runs import design_counts, load_run
     from bojax.errors import BojaxError
 
     console = terminal.console()  # a run folder is untrusted: no markup, escapes shown
@@ -348,7 +348,11 @@ def show(
 
     names = record.space.names
     wide = len(names) > 5  # many parameters: one column of name=value pairs
-    table = Table(title=f"{len(record.records)} evaluations ({len(record.failures)} failed)")
+    segments = design_counts(record.records)  # freeze-thaw: a record per segment of a training
+    title = f"{len(record.records)} evaluations ({len(record.failures)} failed)"
+    if segments is not None:
+        title = f"{len(record.records)} segments of {segments[0]} designs ({segments[1]} failed)"
+    table = Table(title=title)
     several = record.metrics is not None
     outcome = list(record.metrics.columns) if several else ["y"]
     progress = "hypervolume" if several else "best so far"

@@ -324,6 +324,12 @@ def test_the_curves_figure_joins_segments_and_counts_the_steps_charged():
     older = [{**r, "diagnostics": {"design": r["diagnostics"]["design"]}} for r in records[:2]]
     older.append({**records[2], "diagnostics": {"design": 0, "from_step": 1}})
     assert best_against_steps(older)[0] == [0, 1, 2, 3, 4, 5, 6]
+    # Three records, two designs: a result and `bojax show` count designs, not segments.
+    from bojax.bo.runs import design_counts
+
+    assert design_counts(records) == (2, 0)
+    assert design_counts([*records, segment(2, [], "failed", 0)]) == (3, 1)
+    assert design_counts([{"status": "ok", "diagnostics": {}}]) is None  # whole evaluations
 
 
 @pytest.mark.slow  # 10 s compiling the epoch program, which no other fast test needs
@@ -418,6 +424,7 @@ def test_freeze_thaw_pauses_and_thaws_trainings_from_their_checkpoints():
         assert steps == list(range(1, len(steps) + 1))
     # checkpoints: nothing trained twice, and the budget is exactly the steps trained
     assert len(trained) == sum(len(c) for c in curves.values()) == result.steps == 45
+    assert result.evaluations == len(curves) < len(result.history)  # designs, not segments
     thawed = [r for r in result.history if r["phase"] == "thaw"]
     for r in thawed:  # a thaw continues where its design paused, to its next milestone
         assert r["curve"][0][0] == r["diagnostics"]["from_step"] + 1
@@ -652,6 +659,15 @@ def test_a_killed_freeze_thaw_run_resumes_to_the_uninterrupted_runs_records(tmp_
     )
     keys = ("x", "y", "status", "curve", "phase", "diagnostics")
     assert all(r["decision_seconds"] >= 0 for r in resumed.history)
+    assert (resumed.evaluations, resumed.failures) == (whole.evaluations, whole.failures)
+    from typer.testing import CliRunner
+
+    from bojax.cli import app
+
+    shown = CliRunner().invoke(app, ["show", str(tmp_path / "b")], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    title = f"{len(whole.history)} segments of {whole.evaluations} designs (0 failed)"
+    assert title in " ".join(shown.output.split()), shown.output
     assert [{k: r[k] for k in keys} for r in resumed.history] == [
         {k: r[k] for k in keys} for r in whole.history
     ]

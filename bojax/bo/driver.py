@@ -83,7 +83,7 @@ class Result:
     best_point: dict[str, Any]
     best_value: float
     history: list[dict[str, Any]]
-    evaluations: int
+    evaluations: int  # designs evaluated (freeze-thaw: trainings, not their segments)
     failures: int
     seconds: float
     stopped: str | None = None  # why the run ended before its budget, if it did

@@ -119,3 +119,13 @@ def load_run(folder: str | Path) -> Run:
         summary=summary,
         metrics=metrics,
     )
+
+
+def design_counts(records: list[dict[str, Any]]) -> tuple[int, int] | None:
+    """``(designs, failed designs)`` of a freeze-thaw run's records, one record per
+    segment (a design's training is paused and thawed in several); None for a run whose
+    records are whole evaluations."""
+    if not records or "design" not in (records[0].get("diagnostics") or {}):
+        return None
+    failed = {int(r["diagnostics"]["design"]) for r in records if r["status"] == "failed"}
+    return len({int(r["diagnostics"]["design"]) for r in records}), len(failed)

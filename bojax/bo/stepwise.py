@@ -694,9 +694,15 @@ def minimize_steps(
             last = history[-1]["error"] if history else "none ran"
             raise ObjectiveError(f"every training failed ({len(history)}); last error: {last}")
         best = min(candidates, key=lambda r: r["y"])
-        failures = sum(r["status"] == "failed" for r in history)
+        from bojax.bo.runs import design_counts
+
+        # Designs trained, not freeze-thaw's segments (a record each).
+        evaluations, failures = design_counts(history) or (
+            len(history),
+            sum(r["status"] == "failed" for r in history),
+        )
         result = Result(
-            best["x"], best["y"], history, len(history), failures,
+            best["x"], best["y"], history, evaluations, failures,
             time.perf_counter() - started, None, steps=run.spent,
         )  # fmt: skip
         if journal is not None:
