@@ -683,11 +683,8 @@ def test_ask_and_tell_make_the_records_minimize_makes():
         final = final_value(point)
         for step in range(1, 28):
             if not trainings.tell(design, step, final + 2.0 / step):
-                break
-        else:
-            trainings.finish(design, final)
-            continue
-        trainings.finish(design)
+                break  # stopped, or complete at max_step (the loop's last step)
+        trainings.finish(design, final if step == 27 else None)  # train's return value
     keys = ("x", "y", "status", "curve", "phase", "diagnostics")
     assert [{k: r[k] for k in keys} for r in trainings.history] == [
         {k: r[k] for k in keys} for r in whole.history
@@ -710,6 +707,19 @@ def test_ask_and_tell_refuse_out_of_order_calls_and_fail_a_diverged_training():
     assert record["status"] == "failed" and "finite number" in record["error"]
     with pytest.raises(SettingsError, match="freeze-thaw"):
         bojax.Trainings(SPACE, max_step=9, early_stopping="freeze-thaw")
+
+
+def test_tell_says_a_training_complete_at_max_step_goes_no_further():
+    trainings = bojax.Trainings(
+        SPACE, max_step=3, early_stopping="none", proposer="random", step_budget=9
+    )
+    design, _ = trainings.ask()
+    assert [trainings.tell(design, s, 1.0 / s) for s in (1, 2, 3)] == [True, True, False]
+    with pytest.raises(SettingsError, match="stopped or complete"):
+        trainings.tell(design, 4, 0.1)
+    record = trainings.finish(design)
+    assert record["status"] == "ok" and record["y"] == pytest.approx(1 / 3)
+    assert trainings.spent == 3
 
 
 def test_ask_and_tell_keep_several_trainings_open_for_the_users_own_workers():

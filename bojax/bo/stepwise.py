@@ -474,14 +474,17 @@ class Trainings:
         return opened.design, opened.point
 
     def tell(self, design: int, step: int, value: float) -> bool:
-        """Record ``value`` at ``step``; whether the training goes on. A value that is
-        not a finite number fails the training (False); a step not above the last is a
-        :class:`DataError`."""
+        """Record ``value`` at ``step``; whether the training goes on (False once it is
+        stopped, or complete at ``max_step``). A value that is not a finite number fails
+        the training (False); a step not above the last is a :class:`DataError`."""
         opened = self._opened(design)
         if design in self._stopped:
-            raise SettingsError(f"design {design} was stopped: finish it, then ask again")
+            raise SettingsError(
+                f"design {design} is stopped or complete: finish it, then ask again"
+            )
+        training = opened.training
         try:
-            _Reporter(self._run, opened.training)(step, value)
+            _Reporter(self._run, training)(step, value)
         except StopTraining:
             self._stopped.add(design)
             return False
@@ -490,6 +493,10 @@ class Trainings:
                 raise DataError(str(error)) from None
             self._stopped.add(design)
             self._failed[design] = str(error)
+            return False
+        if training.recorded >= self._run.max_step:  # complete: no step left to train
+            training.over = "max_step"
+            self._stopped.add(design)
             return False
         return True
 
