@@ -4,6 +4,7 @@ inline, on executors and in isolated processes (issue 40)."""
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import json
 import math
 import threading
@@ -707,6 +708,26 @@ def test_ask_and_tell_refuse_out_of_order_calls_and_fail_a_diverged_training():
     assert record["status"] == "failed" and "finite number" in record["error"]
     with pytest.raises(SettingsError, match="freeze-thaw"):
         bojax.Trainings(SPACE, max_step=9, early_stopping="freeze-thaw")
+
+
+@pytest.mark.parametrize("on_pool", [False, True])
+def test_report_says_a_training_is_complete_at_max_step(on_pool):
+    trained = []
+
+    def endless(point, report):  # no end of its own: it stops when report says so
+        step = 0
+        while True:
+            step += 1
+            trained.append(step)
+            if not report(step, final_value(point) + 1.0 / step):
+                return final_value(point)
+
+    settings = dict(max_step=4, early_stopping="none", proposer="random", step_budget=12)
+    with cf.ThreadPoolExecutor(1) if on_pool else contextlib.nullcontext() as pool:
+        result = bojax.minimize(endless, SPACE, progress=False, executor=pool, **settings)
+    assert trained == [1, 2, 3, 4] * 3 and result.steps == 12  # no step past max_step
+    assert [r["status"] for r in result.history] == ["ok"] * 3
+    assert [r["y"] for r in result.history] == [final_value(r["x"]) for r in result.history]
 
 
 def test_tell_says_a_training_complete_at_max_step_goes_no_further():

@@ -75,7 +75,7 @@ class SegmentReport:
         self.checkpoint: Checkpoint | None = None
         self.complete = False
 
-    def __call__(self, step: Any, value: Any, checkpoint: Any = None) -> None:
+    def __call__(self, step: Any, value: Any, checkpoint: Any = None) -> bool:
         step = check_step(step, self.last)
         if step > self.max_step:
             self.complete = True
@@ -91,6 +91,7 @@ class SegmentReport:
             self.complete = True  # the training returns by itself
         elif step >= self.until:  # (below `after` only when the budget cut the segment)
             raise StopTraining(f"paused at step {step}")
+        return not self.complete
 
     def ended(self, status: str, y: float | None = None, error: str | None = None) -> Segment:
         return Segment(self.curve, self.charged, status, y, error, self.checkpoint)

@@ -5,8 +5,11 @@ returns its final value. At each report the run's scheduler (:mod:`bojax.bo.sche
 Hyperband, ASHA, or ``none``) decides whether the training goes on; if not, ``report``
 raises :class:`StopTraining`, which ends ``train`` where it stands with no code in the
 objective (it derives from ``BaseException``, so an objective's ``except Exception`` does
-not swallow it). A run spends ``step_budget`` steps in all (default: what ``initial +
-iterations`` full trainings of ``max_step`` steps cost).
+not swallow it). ``report`` returns whether the training goes on: False once it has
+reported ``max_step``, so a loop with no end of its own can stop there (``if not
+report(...): break``) rather than train a step that is never recorded. A run spends
+``step_budget`` steps in all (default: what ``initial + iterations`` full trainings of
+``max_step`` steps cost).
 
 New designs come from the Sobol design until some milestone holds ``max(initial, d + 2)``
 values; then (``proposer="model"``, after BOHB, Falkner et al. 2018) from the run's
@@ -142,9 +145,9 @@ class _Reporter:
     def __init__(self, run: StepRun, training: _Training):
         self.run, self.training = run, training
 
-    def __call__(self, step: Any, value: Any, checkpoint: Any = None) -> None:
+    def __call__(self, step: Any, value: Any, checkpoint: Any = None) -> bool:
         """Record ``value`` at ``step`` (and the training's ``checkpoint``, from which a
-        resumed run continues it)."""
+        resumed run continues it); whether the training goes on (False at ``max_step``)."""
         run, training = self.run, self.training
         step = check_step(step, training.reported)
         if step > run.max_step:
@@ -168,6 +171,7 @@ class _Reporter:
         if run.spent >= run.budget and step < run.max_step:
             training.over = "budget"
             raise StopTraining("the step budget is spent")
+        return step < run.max_step
 
 
 class StepRun:
@@ -330,9 +334,9 @@ class StepRun:
         def reporter(o: Opened):
             inner = _Reporter(self, o.training)
 
-            def report(step: Any, value: Any, checkpoint: Any = None) -> None:
+            def report(step: Any, value: Any, checkpoint: Any = None) -> bool:
                 try:
-                    inner(step, value)
+                    return inner(step, value)
                 except ValueError as error:  # this design fails; the others go on
                     failed[o.design] = str(error)
                     raise StopTraining(str(error)) from None
@@ -484,7 +488,7 @@ class Trainings:
             )
         training = opened.training
         try:
-            _Reporter(self._run, training)(step, value)
+            going = _Reporter(self._run, training)(step, value)
         except StopTraining:
             self._stopped.add(design)
             return False
@@ -494,7 +498,7 @@ class Trainings:
             self._stopped.add(design)
             self._failed[design] = str(error)
             return False
-        if training.recorded >= self._run.max_step:  # complete: no step left to train
+        if not going:  # complete at max_step: no step left to train
             training.over = "max_step"
             self._stopped.add(design)
             return False

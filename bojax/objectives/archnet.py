@@ -230,7 +230,8 @@ class ArchitectureObjective:
             net = train_epoch(key, net, shape, self.data, epoch, rate, self.batch_size)
             epoch += 1
             error = 1.0 - float(accuracy(net, shape, self.data.x_val, self.data.y_val))
-            report(epoch, error, checkpoint=(epoch, net))
+            if report(epoch, error, checkpoint=(epoch, net)) is False:
+                break  # complete at the run's max_step
         return error
 
     def evaluate(self, point: Mapping[str, Any]) -> dict[str, float]:

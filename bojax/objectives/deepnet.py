@@ -334,7 +334,8 @@ class DeepNetObjective:
             carry, wrong = train_epoch(carry, keys[epoch], self.training, config, *data, valid)
             epoch += 1
             value = self._log_error(int(wrong) / len(d.y_valid))
-            report(epoch, value, checkpoint=(epoch, carry))
+            if report(epoch, value, checkpoint=(epoch, carry)) is False:
+                break  # complete at the run's max_step
         return value
 
     def _log_error(self, error: float) -> float:

@@ -253,7 +253,8 @@ class MixedNetObjective:
         learning rate 0.9)."""
         error = 1.0
         for epoch, error in enumerate(self.curve(point), start=1):
-            report(epoch, error)
+            if report(epoch, error) is False:
+                break  # complete at the run's max_step
         return error
 
     def train_batch(self, points: list[Mapping[str, Any]], reports: list) -> list[float]:
@@ -293,8 +294,8 @@ class MixedNetObjective:
             for row, i in enumerate(live):
                 errors[i] = float(wrong[row]) / len(d.y_valid)
                 try:
-                    reports[i](epoch + 1, errors[i])
-                    going.append(i)
+                    if reports[i](epoch + 1, errors[i]) is not False:  # False: complete
+                        going.append(i)
                 except StopTraining:
                     pass
             live = going
