@@ -176,6 +176,24 @@ def test_programs_are_dropped_only_past_the_share_of_the_map_limit():
     assert dropped.total == 1 and compilation.releases == before + 1
 
 
+@needs_proc
+def test_the_maps_are_read_again_only_after_a_compilation(monkeypatch):
+    import time
+
+    reads = []
+    read = compilation._count_lines
+    monkeypatch.setattr(compilation, "_count_lines", lambda path: reads.append(1) or read(path))
+    unique = float(time.time_ns() % 1000003)  # a program no cache holds: it compiles
+    jax.jit(lambda x: x + unique)(1.0)
+    assert not compilation.release_if_crowded(share=1.0)
+    assert not compilation.release_if_crowded(share=1.0)  # nothing compiled since: no look
+    assert len(reads) == 1
+    jax.jit(lambda x: x * unique)(1.0)
+    assert not compilation.release_if_crowded(share=1.0)
+    assert compilation.release_if_crowded(share=0.0)  # a look past the share always reads
+    assert len(reads) == 3
+
+
 @pytest.mark.slow  # 21 s: a whole run under a tight program budget
 @needs_proc
 def test_a_crowded_run_drops_its_programs_and_proposes_the_same_points(monkeypatch):
