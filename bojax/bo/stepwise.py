@@ -51,6 +51,7 @@ from bojax.bo import schedulers
 from bojax.bo.evaluation import finite_number, unwrapped
 from bojax.bo.journal import Journal
 from bojax.bo.loop import ask_batch, init, tell
+from bojax.bo.runs import design_counts
 from bojax.bo.settings import Settings
 from bojax.errors import DataError, JournalError, ObjectiveError, SettingsError, is_count
 from bojax.spaces import Space
@@ -705,8 +706,6 @@ def minimize_steps(
             last = history[-1]["error"] if history else "none ran"
             raise ObjectiveError(f"every training failed ({len(history)}); last error: {last}")
         best = min(candidates, key=lambda r: r["y"])
-        from bojax.bo.runs import design_counts
-
         # Designs trained, not freeze-thaw's segments (a record each).
         evaluations, failures = design_counts(history) or (
             len(history),
