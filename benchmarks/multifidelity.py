@@ -397,29 +397,52 @@ def decision_speed(task: str = "3945", observations: int = 2000, seed: int = 0, 
             "steady": float(np.median(seconds[2:])), "max_steady": max(seconds[2:])}  # fmt: skip
 
 
-def batched_speed(sizes=(1, 2, 4, 8, 16), epochs: int = 5, seed: int = 0) -> list[dict]:
-    """(design x epoch) per second of MNIST-1D trainings, ``size`` random designs one
-    at a time (``MixedNetObjective.train``) against one vmapped batch (``train_batch``),
-    each timed after a warm-up call that compiles it."""
-    from bojax.objectives.mixednet import MixedNetObjective, Training
+def _trainer(name: str, epochs: int):
+    """``(objective, steps, epochs per step)`` of a step-wise trainer to time: MNIST-1D's
+    MLPs (an epoch a step) or the ensemble-design report's ensembles on its Experiment 1
+    data (30 members of up to 5 x 15 units; ``epochs`` in steps of 100, every member
+    training all of them)."""
+    if name == "mnist1d":
+        from bojax.objectives.mixednet import MixedNetObjective, Training
 
-    objective = MixedNetObjective(training=Training(epochs=epochs))
+        return MixedNetObjective(training=Training(epochs=epochs)), epochs, 1
+    from bojax.objectives import datasets, ensemble
+
+    space = ensemble.design_space(max_layers=5, max_width=15, max_members=30)
+    training = ensemble.Training(min_epochs=epochs, max_epochs=epochs)
+    objective = ensemble.EnsembleObjective(
+        space, datasets.experiment1(seed=0).arrays, training, epochs_per_step=100
+    )
+    return objective, objective.max_step, 100
+
+
+def batched_speed(sizes=(1, 2, 4, 8, 16), trainer: str = "mnist1d", seed: int = 0) -> list[dict]:
+    """(design x epoch) per second of step-wise trainings, ``size`` random designs one at
+    a time (``objective.train``) against one vmapped batch (``train_batch``), each timed
+    after a warm-up call that compiles it. ``trainer``: ``mnist1d`` (5 epochs) or
+    ``ensemble`` (500 epochs)."""
+    objective, steps, per_step = _trainer(trainer, 5 if trainer == "mnist1d" else 500)
     rng = np.random.default_rng(seed)
     rows = []
+
+    def quiet(step, value, checkpoint=None):
+        return None
+
     for size in sizes:
         points = [objective.space.from_unit(u) for u in rng.random((size, objective.space.dim))]
-        objective.train_batch(points, [lambda step, value: None] * size)  # compile
-        objective.train(points[0], lambda step, value: None)
+        objective.train_batch(points, [quiet] * size)  # compile
+        objective.train(points[0], quiet)
         tick = time.perf_counter()
         for point in points:
-            objective.train(point, lambda step, value: None)
+            objective.train(point, quiet)
         alone = time.perf_counter() - tick
         tick = time.perf_counter()
-        objective.train_batch(points, [lambda step, value: None] * size)
+        objective.train_batch(points, [quiet] * size)
         together = time.perf_counter() - tick
-        work = size * epochs
-        rows.append({"designs": size, "epochs": epochs, "alone_per_s": work / alone,
-                     "batched_per_s": work / together, "speedup": alone / together,
+        work = size * steps * per_step
+        rows.append({"trainer": trainer, "designs": size, "epochs": steps * per_step,
+                     "alone_per_s": work / alone, "batched_per_s": work / together,
+                     "speedup": alone / together,
                      "device": jax.devices()[0].device_kind})  # fmt: skip
     return rows
 
@@ -619,7 +642,13 @@ def main(argv: list[str] | None = None) -> dict:
         "--decision", action="store_true", help="time a freeze-thaw decision at 2,000 values"
     )
     parser.add_argument(
-        "--batched", action="store_true", help="MNIST-1D design-epochs/s: vmapped batch vs alone"
+        "--batched", action="store_true", help="design-epochs/s: vmapped batch vs alone"
+    )
+    parser.add_argument(
+        "--trainer",
+        choices=("mnist1d", "ensemble"),
+        default="mnist1d",
+        help="with --batched: MNIST-1D MLPs or the ensemble-design report's ensembles",
     )
     parser.add_argument(
         "--sizes", type=int, nargs="+", default=[1, 2, 4, 8, 16], help="designs per batch"
@@ -641,9 +670,11 @@ def main(argv: list[str] | None = None) -> dict:
         (args.out / "multifidelity_decision.json").write_text(json.dumps(row, indent=1))
         return row
     if args.batched:
-        rows = batched_speed(tuple(args.sizes))
-        device = rows[0]["device"]
-        speeds = Table(title=f"MNIST-1D trainings: (design x epoch) per second ({device})")
+        rows = batched_speed(tuple(args.sizes), args.trainer)
+        device, label = rows[0]["device"], {"mnist1d": "MNIST-1D", "ensemble": "ensemble"}
+        speeds = Table(
+            title=f"{label[args.trainer]} trainings: (design x epoch) per second ({device})"
+        )
         for column in ("designs", "alone /s", "batched /s", "batched / alone"):
             speeds.add_column(column, justify="right")
         for row in rows:
@@ -651,7 +682,8 @@ def main(argv: list[str] | None = None) -> dict:
                           f"{row['batched_per_s']:.1f}", f"{row['speedup']:.2f}x")  # fmt: skip
         console.print(speeds)
         args.out.mkdir(parents=True, exist_ok=True)
-        name = "multifidelity_batched" + ("_gpu" if jax.default_backend() == "gpu" else "")
+        name = "multifidelity_batched" + ("_ensemble" if args.trainer == "ensemble" else "")
+        name += "_gpu" if jax.default_backend() == "gpu" else ""
         (args.out / f"{name}.json").write_text(json.dumps(rows, indent=1))
         return {"batched": rows}
     seeds = args.seeds or (1 if args.quick else 10)

@@ -231,6 +231,18 @@ def test_multifidelity_benchmark_tabulates_mnist1d_runs_without_lcbench(tmp_path
     assert again["mnist1d"]["arms"]["random"] == summary["mnist1d"]["arms"]["random"]
 
 
+@pytest.mark.slow  # compiles the report-sized ensemble trainer, alone and batched
+def test_the_batched_speed_benchmark_times_the_ensemble_trainer(tmp_path):
+    bench = load("multifidelity")
+    argv = ["--batched", "--trainer", "ensemble", "--sizes", "1", "2", "--out", str(tmp_path)]
+    rows = bench.main(argv)["batched"]
+    assert [row["designs"] for row in rows] == [1, 2]
+    assert all(row["trainer"] == "ensemble" and row["epochs"] == 500 for row in rows)
+    assert all(row["alone_per_s"] > 0 and row["batched_per_s"] > 0 for row in rows)
+    saved = json.loads((tmp_path / "multifidelity_batched_ensemble.json").read_text())
+    assert saved == rows
+
+
 def test_multifidelity_tables_share_seeds_unless_every_seed_is_asked_for(tmp_path):
     bench = load("multifidelity")
     kept = {"bojax-full": [0, 1, 2], "random": [0, 2]}

@@ -258,6 +258,81 @@ def test_first_evaluation_compiles_once_and_designs_are_reproducible():
     assert other({"layers": 2, "width": 4, "members": 3, "keep": 0.8}) != a
 
 
+STEPPED = [
+    {"layers": 1, "width": 2, "members": 1, "keep": 0.9},
+    {"layers": 3, "width": 6, "members": 4, "keep": 0.7},
+    {"layers": 2, "width": 4, "members": 2, "keep": 0.5},
+]
+
+
+def stepped_objective(**kwargs):
+    x, y = toy_data()
+    return E.EnsembleObjective(E.design_space(3, 6, 4), (x, y, x[:15], y[:15]),
+                               E.Training(30, 120, tolerance=1e-3), seed=4, **kwargs)  # fmt: skip
+
+
+def recorded(objective, point, checkpoint=None):
+    """``(final value, [(step, value, checkpoint), ...])`` of one step-wise training."""
+    reports = []
+    final = objective.train(
+        point, lambda step, value, checkpoint: reports.append((step, value, checkpoint)),
+        checkpoint=checkpoint,
+    )  # fmt: skip
+    return final, reports
+
+
+def test_the_step_wise_training_is_evaluates_training_in_steps_of_epochs():
+    objective = stepped_objective(epochs_per_step=20)
+    assert objective.max_step == 6  # 120 epochs
+    lengths = []
+    for number, point in enumerate(STEPPED):
+        with count_compilations() as counts:
+            final, reports = recorded(objective, point)
+        if number:  # one program for every step of every design
+            assert counts.of("advance_and_score") == 0, counts
+        full = objective.evaluate(point)
+        assert final == full["test_loss"] == reports[-1][1]  # bit for bit
+        # It ends by itself at the step where its last member stopped.
+        assert [s for s, _, _ in reports] == list(range(1, -(-max(full["epochs"]) // 20) + 1))
+        _, continued = recorded(objective, point, checkpoint=reports[0][2])
+        assert [r[:2] for r in continued] == [r[:2] for r in reports[1:]]
+        lengths.append(len(reports))
+    # It continues from the state handed back, not from a fresh start (which a
+    # deterministic full-batch training would reach again): from zeroed weights the
+    # members barely move and stop at min_epochs, with another loss.
+    step, progress = reports[0][2]
+    zeroed = progress._replace(params=jax.tree.map(jnp.zeros_like, progress.params))
+    _, continued = recorded(objective, STEPPED[-1], checkpoint=(step, zeroed))
+    assert continued[0][1] != reports[1][1]
+    assert min(lengths) < objective.max_step  # a design whose members all stopped early
+    with pytest.raises(SettingsError, match="epochs_per_step"):
+        stepped_objective(epochs_per_step=0)
+
+
+@pytest.mark.slow  # compiles the vmapped step programs
+def test_a_batch_of_step_wise_trainings_is_one_program_per_step_and_asha_stops_them():
+    import bojax
+    from bojax.bo.stepwise import batch_of
+
+    objective = stepped_objective(epochs_per_step=20)
+    curves = [[] for _ in STEPPED]
+    finals = objective.train_batch(
+        STEPPED, [lambda step, value, c=c: c.append((step, value)) for c in curves]
+    )
+    for point, curve, final in zip(STEPPED, curves, finals, strict=True):
+        _, alone = recorded(objective, point)
+        assert [s for s, _ in curve] == [s for s, _, _ in alone] and final == curve[-1][1]
+        assert np.allclose([v for _, v in curve], [v for _, v, _ in alone], rtol=1e-4)
+    assert batch_of(objective.train) == objective.train_batch  # what q > 1 trains with
+    result = bojax.minimize(
+        objective.train, objective.space, max_step=objective.max_step, early_stopping="asha",
+        proposer="random", step_budget=40, q=4, progress=False, seed=1,
+    )  # fmt: skip
+    assert result.steps <= 40 + 4 * objective.max_step
+    assert "stopped" in {r["status"] for r in result.history}
+    assert {r["status"] for r in result.history} <= {"ok", "stopped"}
+
+
 @pytest.mark.slow  # compiles the vmapped trainer, a program no other fast test uses
 def test_a_batch_of_designs_in_one_call_matches_one_at_a_time():
     x, y = toy_data()

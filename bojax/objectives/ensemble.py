@@ -48,6 +48,7 @@ from jaxtyping import Array, Float
 
 from bojax.compilation import jit_quick_compile
 from bojax.errors import DataError, SettingsError, is_count
+from bojax.objectives.batching import stacked, train_live_rows
 from bojax.spaces import Integer, Real, Space
 
 Params = dict[str, jax.Array]
@@ -205,51 +206,87 @@ def init_ensemble(key: jax.Array, arch: Architecture, design: Design) -> tuple[P
     return params, masks
 
 
-def train_ensemble(
-    key: jax.Array, arch: Architecture, training: Training, design: Design, x, y
-) -> Ensemble:
-    """Train all members of ``design`` at once (one ``vmap`` inside one ``while_loop``).
+class Progress(NamedTuple):
+    """A training part-way: what :func:`advance` carries from one call to the next (and a
+    step-wise training's checkpoint)."""
 
-    The loop runs until every real member has stopped (see the module docstring) or
-    ``max_epochs``; a stopped member's parameters no longer change.
-    """
-    x, y = jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32)
+    epoch: jax.Array  # epochs trained
+    params: Params
+    masks: Params
+    opt_state: Any
+    previous: jax.Array  # (N_max,) each member's last training loss (inf before any)
+    epochs: jax.Array  # (N_max,) epochs each member trained
+    active: jax.Array  # (N_max,) bool: members still training
+
+
+_OPTIMISER = optax.adadelta(learning_rate=1.0, rho=0.9, eps=1e-6)
+
+
+def start_training(key: jax.Array, arch: Architecture, design: Design) -> Progress:
+    """A fresh ensemble of ``design``: initial members, no epoch trained."""
     params, masks = init_ensemble(key, arch, design)
-    members = jnp.arange(arch.max_members) < design.members
-    optimiser = optax.adadelta(learning_rate=1.0, rho=0.9, eps=1e-6)
-    loss_and_grad = jax.vmap(jax.value_and_grad(_mse), in_axes=(0, 0, None, None, None))
-    update = jax.vmap(optimiser.update)
+    return Progress(
+        jnp.asarray(0),
+        params,
+        masks,
+        jax.vmap(_OPTIMISER.init)(params),
+        jnp.full(arch.max_members, jnp.inf, jnp.float32),
+        jnp.zeros(arch.max_members, jnp.int32),
+        jnp.arange(arch.max_members) < design.members,
+    )
 
-    def body(carry):
-        epoch, params, opt_state, previous, epochs, active = carry
-        loss, grads = loss_and_grad(params, masks, design.layers, x, y)
+
+def advance(training: Training, progress: Progress, design: Design, x, y, until) -> Progress:
+    """Train every still-active member on (one ``vmap`` inside one ``while_loop``) until
+    epoch ``min(until, max_epochs)`` or until every member has stopped (see the module
+    docstring); a stopped member's parameters no longer change. Training in several
+    calls takes the same steps as in one."""
+    x, y = jnp.asarray(x, jnp.float32), jnp.asarray(y, jnp.float32)
+    loss_and_grad = jax.vmap(jax.value_and_grad(_mse), in_axes=(0, 0, None, None, None))
+    update = jax.vmap(_OPTIMISER.update)
+    masks = progress.masks
+
+    def body(p: Progress) -> Progress:
+        loss, grads = loss_and_grad(p.params, masks, design.layers, x, y)
         # A stopped member gets zero gradients, and Adadelta then moves it by exactly 0
         # (its step is proportional to the gradient): cheaper than freezing the state.
         grads = jax.tree.map(
-            lambda g: jnp.where(active.reshape((-1,) + (1,) * (g.ndim - 1)), g, 0.0), grads
+            lambda g: jnp.where(p.active.reshape((-1,) + (1,) * (g.ndim - 1)), g, 0.0), grads
         )
-        updates, opt_state = update(grads, opt_state, params)
-        params = optax.apply_updates(params, updates)
-        epoch = epoch + 1
-        converged = (epoch >= training.min_epochs) & (jnp.abs(loss - previous) < training.tolerance)
-        epochs = jnp.where(active, epoch, epochs)
-        previous = jnp.where(active, loss, previous)
-        return epoch, params, opt_state, previous, epochs, active & ~converged
+        updates, opt_state = update(grads, p.opt_state, p.params)
+        params = optax.apply_updates(p.params, updates)
+        epoch = p.epoch + 1
+        settled = jnp.abs(loss - p.previous) < training.tolerance
+        converged = (epoch >= training.min_epochs) & settled
+        return Progress(
+            epoch, params, masks, opt_state,
+            jnp.where(p.active, loss, p.previous),
+            jnp.where(p.active, epoch, p.epochs),
+            p.active & ~converged,
+        )  # fmt: skip
 
-    def running(carry):
-        epoch, *_, active = carry
-        return (epoch < training.max_epochs) & jnp.any(active)
+    def running(p: Progress):
+        return (p.epoch < jnp.minimum(until, training.max_epochs)) & jnp.any(p.active)
 
-    start = (
-        jnp.asarray(0),
-        params,
-        jax.vmap(optimiser.init)(params),
-        jnp.full(arch.max_members, jnp.inf, jnp.float32),
-        jnp.zeros(arch.max_members, jnp.int32),
-        members,
-    )
-    _, params, _, last_loss, epochs, _ = jax.lax.while_loop(running, body, start)
-    return Ensemble(params, masks, members, epochs, jnp.where(members, last_loss, jnp.nan))
+    return jax.lax.while_loop(running, body, progress)
+
+
+def finished(progress: Progress, design: Design) -> Ensemble:
+    """The :class:`Ensemble` a training so far amounts to."""
+    members = progress.epochs.shape[0]
+    real = jnp.arange(members) < design.members
+    return Ensemble(progress.params, progress.masks, real, progress.epochs,
+                    jnp.where(real, progress.previous, jnp.nan))  # fmt: skip
+
+
+def train_ensemble(
+    key: jax.Array, arch: Architecture, training: Training, design: Design, x, y
+) -> Ensemble:
+    """Train all members of ``design`` at once, until every real member has stopped (see
+    the module docstring) or ``max_epochs``."""
+    progress = advance(training, start_training(key, arch, design), design, x, y,
+                       training.max_epochs)  # fmt: skip
+    return finished(progress, design)
 
 
 def member_predictions(ensemble: Ensemble, layers, x) -> Float[Array, "N_max B"]:
@@ -303,11 +340,10 @@ class Evaluation(NamedTuple):
 jit_train_ensemble = jit_quick_compile(train_ensemble, static_argnums=(1, 2))
 
 
-def evaluate_design(arch: Architecture, training: Training, key, design: Design, data, grid):
-    """Train, prune and test one design; ``data = (x, y, x_test, y_test)``. Jitted once per
-    (architecture, training settings, data shapes): designs are traced numbers."""
+def tested(training: Training, ensemble: Ensemble, design: Design, data, grid) -> Evaluation:
+    """Prune ``ensemble`` by the exclusion rule and score it on ``data = (x, y, x_test,
+    y_test)``."""
     x, y, x_test, y_test = data
-    ensemble = train_ensemble(key, arch, training, design, x, y)
     alive = passes_spread_rule(ensemble, design.layers, x, y, training.min_spread)
     kept = jnp.where(jnp.any(alive), alive, ensemble.members)
     test_prediction = ensemble_predict(ensemble, kept, design.layers, x_test)
@@ -323,6 +359,23 @@ def evaluate_design(arch: Architecture, training: Training, key, design: Design,
     )
 
 
+def evaluate_design(arch: Architecture, training: Training, key, design: Design, data, grid):
+    """Train, prune and test one design; ``data = (x, y, x_test, y_test)``. Jitted once per
+    (architecture, training settings, data shapes): designs are traced numbers."""
+    ensemble = train_ensemble(key, arch, training, design, data[0], data[1])
+    return tested(training, ensemble, design, data, grid)
+
+
+def advance_and_score(training: Training, progress: Progress, design: Design, data, until):
+    """A step of a step-wise training: :func:`advance` to epoch ``until``, then the test
+    loss the ensemble has there and whether its training is over (every member stopped,
+    or ``max_epochs``)."""
+    progress = advance(training, progress, design, data[0], data[1], until)
+    score = tested(training, finished(progress, design), design, data, data[2][:1])
+    over = ~jnp.any(progress.active) | (progress.epoch >= training.max_epochs)
+    return progress, score.test_loss, over
+
+
 def evaluate_designs(arch: Architecture, training: Training, keys, designs: Design, data, grid):
     """:func:`evaluate_design` for a batch of designs (leading axis of ``keys`` and of each
     field of ``designs``) in one program. Every design is already padded to ``arch``, so
@@ -336,6 +389,13 @@ def evaluate_designs(arch: Architecture, training: Training, keys, designs: Desi
 _evaluate_one = evaluate_design  # the traced function, before it is jitted on its own
 evaluate_design = jit_quick_compile(evaluate_design, static_argnums=(0, 1))
 evaluate_designs = jit_quick_compile(evaluate_designs, static_argnums=(0, 1))
+# A step-wise training's programs: one design, a batch of designs (axis 0), a fresh batch.
+_advance_one = jit_quick_compile(advance_and_score, static_argnums=(0,))
+_advance_many = jit_quick_compile(
+    jax.vmap(advance_and_score, in_axes=(None, 0, 0, None, None)), static_argnums=(0,)
+)
+_start_one = jit_quick_compile(start_training, static_argnums=(1,))
+_start_many = jit_quick_compile(jax.vmap(start_training, in_axes=(0, None, 0)), static_argnums=(1,))
 
 
 def batch_size(count: int, devices: int) -> int:
@@ -377,6 +437,7 @@ class EnsembleObjective:
         training: Training = Training(),
         seed: int = 0,
         grid=None,
+        epochs_per_step: int = 100,
     ):
         names = [p.name for p in space.parameters]
         if names != ["layers", "width", "members", "keep"]:
@@ -391,7 +452,12 @@ class EnsembleObjective:
             raise DataError("training or test data contain NaN or inf")
         if np.std(y) == 0:
             raise DataError("constant training responses: there is nothing to learn")
+        if not is_count(epochs_per_step) or epochs_per_step < 1:
+            raise SettingsError(
+                f"epochs_per_step must be a positive integer, got {epochs_per_step!r}"
+            )
         self.space, self.training, self.seed = space, training, seed
+        self.epochs_per_step = int(epochs_per_step)
         bounds = {p.name: p.high for p in space.parameters}
         self.architecture = Architecture(
             int(bounds["layers"]), int(bounds["width"]), int(bounds["members"]), x.shape[1]
@@ -447,6 +513,58 @@ class EnsembleObjective:
 
     def __call__(self, point: Mapping[str, Any]) -> float:
         return self.evaluate(point)["test_loss"]
+
+    @property
+    def max_step(self) -> int:
+        """The steps of a full training (``max_epochs`` in steps of ``epochs_per_step``):
+        the ``max_step`` of a step-wise run of :meth:`train`."""
+        return -(-self.training.max_epochs // self.epochs_per_step)
+
+    def _until(self, step: int) -> jax.Array:
+        return jnp.asarray(min(step * self.epochs_per_step, self.training.max_epochs))
+
+    def train(self, point: Mapping[str, Any], report, checkpoint=None) -> float:
+        """A step-wise training for early stopping (``minimize(objective.train, ...,
+        max_step=objective.max_step)``): :meth:`evaluate`'s training in steps of
+        ``epochs_per_step`` epochs, reporting the test loss after each with the
+        checkpoint ``(step, training so far)`` a paused training continues from. It ends
+        by itself once every member has stopped (the module docstring's rule); its last
+        value is :meth:`evaluate`'s test loss."""
+        point = self.space.validate(point)
+        design = self._design(point)
+        if checkpoint is None:
+            step, progress = 0, _start_one(design_key(self.seed, point), self.architecture, design)
+        else:
+            step, progress = checkpoint
+        value = float("nan")
+        while step < self.max_step:
+            step += 1
+            progress, loss, over = _advance_one(
+                self.training, progress, design, self.data, self._until(step)
+            )
+            value = float(loss)
+            if report(step, value, checkpoint=(step, progress)) is False or bool(over):
+                break
+        return value
+
+    def train_batch(self, points: Sequence[Mapping[str, Any]], reports: Sequence) -> list[float]:
+        """:meth:`train` for several designs at once (``q > 1`` without an executor):
+        each step of every design still training is one vmapped program
+        (:func:`bojax.objectives.batching.train_live_rows`). Same keys and, up to float32
+        rounding, the same losses as :meth:`train`."""
+        points = [self.space.validate(p) for p in points]
+        keys = jnp.stack([design_key(self.seed, p) for p in points])
+        designs = stacked([self._design(p) for p in points])
+        progress = _start_many(keys, self.architecture, designs)
+
+        def step_rows(rows, step: int):
+            progress, design = rows
+            progress, loss, over = _advance_many(
+                self.training, progress, design, self.data, self._until(step + 1)
+            )
+            return (progress, design), loss, over
+
+        return train_live_rows((progress, designs), reports, step_rows, self.max_step)
 
     def batch(self, points: Sequence[Mapping[str, Any]]) -> list[float]:
         """Test losses of ``points`` from one :meth:`evaluate_batch`; :func:`bojax.minimize`

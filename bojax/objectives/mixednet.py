@@ -30,7 +30,9 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from bojax.objectives.batching import stacked, train_live_rows
 from bojax.objectives.deepnet import Classification, mnist1d, point_key
 from bojax.parameters import Categorical, Ordinal
 from bojax.spaces import Integer, Real, Space
@@ -182,33 +184,6 @@ _epochs_and_scores = jax.jit(
 )
 
 
-def _stacked(trees: list) -> Any:
-    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *trees)
-
-
-def _rows(tree: Any, rows: jax.Array) -> Any:
-    return jax.tree.map(lambda leaf: leaf[rows], tree)
-
-
-# The live rows of the stacked state, and the trained rows written back, as one small
-# program each: on a GPU the eager gathers and scatters of every leaf cost more than a
-# small batch's epoch (at one design, 88 ms against 13 ms per epoch on an H100). Kept
-# apart from the epoch's program, which then compiles once per padded size alone.
-_gather = jax.jit(_rows)
-
-
-@jax.jit
-def _scatter(tree: Any, targets: jax.Array, new: Any) -> Any:
-    """``tree`` with rows ``targets`` set to ``new``'s; out-of-range targets dropped."""
-    return jax.tree.map(lambda leaf, value: leaf.at[targets].set(value, mode="drop"), tree, new)
-
-
-def _padded(items: list) -> list:
-    """``items`` repeated up to a power of two: one batched program per size."""
-    size = 1 << max(0, len(items) - 1).bit_length()
-    return items + [items[-1]] * (size - len(items))
-
-
 class MixedNetObjective:
     """``point -> validation error`` of the design's MLP on MNIST-1D; deterministic per
     (seed, point). A diverged training scores as every example wrong."""
@@ -264,8 +239,6 @@ class MixedNetObjective:
         as :meth:`train` calls it; a design whose report raises
         :class:`~bojax.bo.stepwise.StopTraining` leaves the batch and the others go on.
         Same keys, minibatches and (where stable) errors as :meth:`train`."""
-        from bojax.bo.stepwise import StopTraining
-
         d = self.data
         points = [self.space.validate(p) for p in points]
         data = (jnp.asarray(d.x_train), jnp.asarray(d.y_train))
@@ -274,32 +247,16 @@ class MixedNetObjective:
             jnp.stack([point_key(self.seed, p) for p in points]), self.training,
             d.x_train.shape[1], d.classes,
         )  # fmt: skip
-        # Every design's state stacked on axis 0; each epoch trains the live rows.
-        designs = _stacked([self.design(p) for p in points])
-        errors = [1.0] * len(points)
-        live = list(range(len(points)))
-        for epoch in range(self.training.epochs):
-            if not live:
-                break
-            # A power of two of rows (the last repeated; its copies are written nowhere).
-            rows = _padded(live)
-            targets = jnp.asarray(live + [len(points)] * (len(rows) - len(live)))
-            design, key, carry = _gather((designs, keys, carries), jnp.asarray(rows))
+
+        def advance(rows, epoch: int):
+            design, key, carry = rows
             carry, wrong = _epochs_and_scores(
-                self.training, design, data, valid, key, jnp.full(len(rows), epoch), carry
+                self.training, design, data, valid, key, jnp.full(len(key), epoch), carry
             )
-            carries = _scatter(carries, targets, carry)
-            wrong = jax.device_get(wrong)
-            going = []
-            for row, i in enumerate(live):
-                errors[i] = float(wrong[row]) / len(d.y_valid)
-                try:
-                    if reports[i](epoch + 1, errors[i]) is not False:  # False: complete
-                        going.append(i)
-                except StopTraining:
-                    pass
-            live = going
-        return errors
+            return (design, key, carry), np.asarray(jax.device_get(wrong)) / len(d.y_valid), None
+
+        designs = stacked([self.design(p) for p in points])
+        return train_live_rows((designs, keys, carries), reports, advance, self.training.epochs)
 
     def curve(self, point: Mapping[str, Any]):
         """The validation error after each epoch, computed as it is iterated."""
