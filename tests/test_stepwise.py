@@ -641,23 +641,41 @@ def test_freeze_thaw_expected_improvement_matches_the_closed_form():
 def test_a_killed_freeze_thaw_run_resumes_to_the_uninterrupted_runs_records(tmp_path):
     settings = dict(step_budget=150, **FREEZE_THAW)
     whole = bojax.minimize(resumable(), SPACE, progress=False, out=tmp_path / "a", **settings)
-    reports = []
+    reports, before, after = [], [], []
 
     def dies(point, report, checkpoint=None):
         def dying(step, value, checkpoint=None):
             reports.append(step)
-            if len(reports) > 90:
+            if len(reports) > 90 and step not in (1, 2, 4, 10):  # a segment's later step
                 raise KeyboardInterrupt
             report(step, value, checkpoint=checkpoint)
 
-        return resumable()(point, dying, checkpoint)
+        return resumable(before)(point, dying, checkpoint)
 
     with pytest.raises(KeyboardInterrupt):
         bojax.minimize(dies, SPACE, progress=False, out=tmp_path / "b", **settings)
     assert (tmp_path / "b" / "checkpoints").is_dir()
-    resumed = bojax.minimize(
-        resumable(), SPACE, progress=False, out=tmp_path / "b", resume=True, **settings
+    # The segment in flight was journalled step by step, and is finished on resume from
+    # its last checkpoint: not one step is trained twice, beyond the one the kill cut.
+    (in_flight,) = json.loads((tmp_path / "b" / "pending.json").read_text())
+    records = (tmp_path / "b" / "journal.jsonl").read_text().splitlines()
+    assert in_flight["proposal"] == len(records) and in_flight["curve"]
+    import shutil
+
+    from bojax.errors import JournalError
+
+    shutil.copytree(tmp_path / "b", tmp_path / "c")
+    (tmp_path / "c" / "pending.json").write_text(
+        json.dumps([{**in_flight, "info": {**in_flight["info"], "design": 999}}])
     )
+    with pytest.raises(JournalError, match="'design' \\(at most"):
+        bojax.minimize(resumable(), SPACE, progress=False, out=tmp_path / "c", resume=True,
+                       **settings)  # fmt: skip
+    resumed = bojax.minimize(
+        resumable(after), SPACE, progress=False, out=tmp_path / "b", resume=True, **settings
+    )
+    assert len(before) - 1 + len(after) == whole.steps == 150
+    assert json.loads((tmp_path / "b" / "pending.json").read_text()) == []
     keys = ("x", "y", "status", "curve", "phase", "diagnostics")
     assert all(r["decision_seconds"] >= 0 for r in resumed.history)
     assert (resumed.evaluations, resumed.failures) == (whole.evaluations, whole.failures)
@@ -672,6 +690,56 @@ def test_a_killed_freeze_thaw_run_resumes_to_the_uninterrupted_runs_records(tmp_
     assert [{k: r[k] for k in keys} for r in resumed.history] == [
         {k: r[k] for k in keys} for r in whole.history
     ]
+
+
+@pytest.mark.slow  # whole freeze-thaw runs
+@pytest.mark.parametrize("checkpoints", [True, False], ids=["checkpoints", "none"])
+def test_a_freeze_thaw_segment_killed_at_its_end_is_journalled_without_training(
+    tmp_path, monkeypatch, checkpoints
+):
+    """Killed between a segment's last report and its record: the resumed run journals
+    the segment as it stood, training nothing more for it, with or without checkpoints."""
+    from bojax.bo.journal import Journal
+
+    settings = dict(step_budget=80, **FREEZE_THAW)
+    train = resumable() if checkpoints else make_train()
+    whole = bojax.minimize(train, SPACE, progress=False, **settings)
+    append, records = Journal.append, []
+
+    def dies_at_the_tenth_record(self, record):
+        records.append(record)
+        if len(records) == 10:
+            raise KeyboardInterrupt  # after the segment's last report, before its record
+        append(self, record)
+
+    with monkeypatch.context() as patched, pytest.raises(KeyboardInterrupt):
+        patched.setattr(Journal, "append", dies_at_the_tenth_record)
+        bojax.minimize(train, SPACE, progress=False, out=tmp_path, **settings)
+    (in_flight,) = json.loads((tmp_path / "pending.json").read_text())
+    assert in_flight["curve"] == records[9]["curve"] and in_flight["proposal"] == 9
+    trained = []
+
+    def logged_train(point, report, checkpoint=None):
+        def logging(step, value, checkpoint=None):
+            trained.append(step)
+            return report(step, value, checkpoint=checkpoint)
+
+        kwargs = {"checkpoint": checkpoint} if checkpoints else {}
+        return train(point, logging, **kwargs)
+
+    run = logged_train if checkpoints else (lambda point, report: logged_train(point, report))
+    resumed = bojax.minimize(run, SPACE, progress=False, out=tmp_path, resume=True, **settings)
+    # A segment killed after its training returned keeps its last reported value: the
+    # returned one was never journalled (the same whenever the training ends below
+    # max_step or returns its last report).
+    killed, kept = resumed.history[9], whole.history[9]
+    if killed["status"] == "ok":
+        assert killed["y"] == killed["curve"][-1][1]
+        killed["y"] = kept["y"]
+    assert same_records(resumed.history, whole.history) and resumed.steps == whole.steps
+    assert killed["diagnostics"] == kept["diagnostics"]
+    before = sum(record["diagnostics"]["charged"] for record in whole.history[:10])
+    assert len(trained) == whole.steps - before  # every step after the tenth record's
 
 
 # -- ask and tell ---------------------------------------------------------------------

@@ -267,9 +267,10 @@ def close_segment(run, decision: Decision, designs: list[Design], segment, secon
     }
 
 
-def train_segment(run, decision: Decision, designs: list[Design]) -> dict[str, Any]:
+def train_segment(run, decision: Decision, designs: list[Design], on_report=None) -> dict:
     """Run one decision's segment of training here (:func:`bojax.bo.segments.run_segment`,
-    in a process of its own with ``isolate``); the journal record of it."""
+    with ``on_report``; in a process of its own with ``isolate``); the journal record of
+    it."""
     from bojax.bo.segments import run_segment, run_segment_isolated
 
     args = open_segment(run, decision, designs)
@@ -277,7 +278,7 @@ def train_segment(run, decision: Decision, designs: list[Design]) -> dict[str, A
     if run.settings.isolated:
         segment = run_segment_isolated(run.settings.timeout, *args)
     else:
-        segment = run_segment(*args)
+        segment = run_segment(*args, on_report=on_report)
     return close_segment(run, decision, designs, segment, time.perf_counter() - started)
 
 

@@ -67,8 +67,9 @@ class SegmentReport:
     """``report(step, value, checkpoint=None)`` for one segment: records the steps past
     ``after``, pauses the training once ``until`` is reached."""
 
-    def __init__(self, after: int, until: int, max_step: int):
+    def __init__(self, after: int, until: int, max_step: int, on_report=None):
         self.after, self.until, self.max_step = after, until, max_step
+        self.on_report = on_report  # called after each recorded step (journals it)
         self.last = 0  # the last step this call of train reported
         self.curve: list[list[float]] = []
         self.charged = 0
@@ -87,6 +88,8 @@ class SegmentReport:
             self.checkpoint = Checkpoint(step, checkpoint)
         if step > self.after:  # a repeated step is charged, not recorded
             self.curve.append([int(step), value])
+        if self.on_report is not None:
+            self.on_report(self)
         if step == self.max_step:
             self.complete = True  # the training returns by itself
         elif step >= self.until:  # (below `after` only when the budget cut the segment)
@@ -105,13 +108,16 @@ def run_segment(
     max_step: int,
     checkpoint: Checkpoint | None = None,
     attempt: int = 0,
+    *,
+    on_report=None,
 ) -> Segment:
     """Train ``point`` past step ``after`` (from ``checkpoint`` when the objective takes
     one, else from its first step; steps up to ``after`` are charged, not recorded)
-    until step ``until``. Never raises for what the
-    objective does; ``attempt`` only keeps retried tasks distinct."""
+    until step ``until``. Never raises for what the objective does; ``attempt`` only
+    keeps retried tasks distinct; ``on_report(report)`` (in the driver's process only)
+    sees the :class:`SegmentReport` after each step it records or charges."""
     del attempt
-    report = SegmentReport(after, until, max_step)
+    report = SegmentReport(after, until, max_step, on_report)
     kwargs = {}
     if checkpoint is not None and takes(train, "checkpoint"):
         kwargs, report.last = {"checkpoint": checkpoint.state}, checkpoint.resumes_at(after)

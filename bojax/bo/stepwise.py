@@ -529,7 +529,10 @@ class Trainings:
 class _FreezeThawRun:
     """A freeze-thaw run (:mod:`bojax.bo.freezethaw`): one segment of training per
     record; a resume replays the decisions' fits, so their chains are those of the
-    uninterrupted run."""
+    uninterrupted run. A segment trained here (not on an executor or in a process of its
+    own) is journalled as it reports (``pending.json`` and the design's checkpoint), so
+    a resumed run finishes the segment a killed one was training, from its last
+    checkpoint (or its first step), and journals it as the uninterrupted run would."""
 
     def __init__(self, train, space: Space, settings: Settings, journal, history):
         from bojax.bo import freezethaw
@@ -545,20 +548,106 @@ class _FreezeThawRun:
             freezethaw.add_record(self.designs, record, space)
         self.designs = freezethaw.replay(history, space, journal)
         self.spent = sum(int(r["diagnostics"].get("charged", 0)) for r in history)
+        self.in_flight = self._in_flight()
+
+    def _in_flight(self) -> dict[str, Any] | None:
+        """The ``pending.json`` entry of the segment a killed run was training (the next
+        record's), or None."""
+        if self.journal is None:
+            return None
+        for entry in self.journal.load_pending(self.space):
+            info = entry["info"]
+            if int(entry["proposal"]) != len(self.history):
+                continue  # killed between the record and the pending file's update
+            design, curve = info.get("design"), entry.get("curve", [])
+            if not (
+                is_count(design) and design <= len(self.designs) and is_count(info.get("until"))
+                and _curve_ok(curve, self.settings.max_step) and is_count(entry.get("charged"))
+            ):  # fmt: skip
+                raise JournalError(
+                    f"{self.journal.pending_path}: a freeze-thaw segment needs 'design' (at "
+                    f"most {len(self.designs)}) and 'until' in its info, a 'curve' of [step, "
+                    f"value] pairs within max_step and a whole number 'charged'"
+                )
+            return entry
+        return None
+
+    def _continued(self, entry: dict[str, Any]):
+        """The killed run's decision, its steps so far applied to the design (curve,
+        charged steps, the checkpoint saved with them): ``(decision, curve, charged)``."""
+        from bojax.bo import freezethaw
+
+        info = dict(entry["info"])
+        j, until, phase = int(info.pop("design")), int(info.pop("until")), info.pop("phase")
+        u = np.asarray(entry["u"], np.float64)
+        if j == len(self.designs):
+            self.designs.append(freezethaw.Design(u, self.space.from_unit(u)))
+        design = self.designs[j]
+        curve = [[int(step), float(value)] for step, value in entry["curve"]]
+        if curve and curve[0][0] <= design.step:
+            raise JournalError(
+                f"{self.journal.pending_path}: the segment's curve starts at step "
+                f"{curve[0][0]}, not past design {j}'s step {design.step}"
+            )
+        design.curve.extend(curve)
+        if takes(self.train, "checkpoint"):
+            design.checkpoint = load_checkpoint(self.journal, j, design.step)
+        self.spent += int(entry["charged"])
+        return freezethaw.Decision(j, u, until, phase, info), curve, int(entry["charged"])
+
+    def _journalled(self, k: int, decision, before: list, charged: int):
+        """``on_report`` for decision ``k``'s segment: its steps so far to
+        ``pending.json``, then its newest checkpoint to the design's file."""
+        if self.journal is None:
+            return None
+        saved = []
+
+        def save(report) -> None:
+            design = self.designs[decision.design]
+            # The segment's end as the budget cut it (report.until), so a resumed run
+            # trains to where this one would have.
+            info = {"phase": decision.phase, "design": decision.design,
+                    "until": report.until, **decision.diagnostics}  # fmt: skip
+            self.journal.save_pending([{
+                "proposal": k, "u": np.asarray(decision.u).tolist(), "x": design.point,
+                "info": info, "curve": before + report.curve,
+                "charged": charged + report.charged,
+            }])  # fmt: skip
+            if report.checkpoint is not None and report.checkpoint not in saved:
+                save_checkpoint(self.journal, decision.design, report.checkpoint)
+                saved[:] = [report.checkpoint]
+
+        return save
 
     def evaluate(self, k: int) -> dict[str, Any]:
         from bojax.bo import freezethaw
 
         tick = time.perf_counter()
-        decision = self.model.decide(self.designs, k)
+        decision = self.model.decide(self.designs, k)  # on resume, the fit it made
+        before, charged = [], 0
+        if self.in_flight is not None:
+            decision, before, charged = self._continued(self.in_flight)
+            self.in_flight = None
+        hook = self._journalled(k, decision, before, charged)
         record = {"iteration": k, "proposal": k}
-        record.update(freezethaw.train_segment(self, decision, self.designs))
+        step = self.designs[decision.design].step if before else 0
+        if step >= min(decision.until, self.settings.max_step):  # killed at its end
+            from bojax.bo.segments import Segment
+
+            ended = Segment([], 0, "complete" if step >= self.settings.max_step else "paused")
+            record.update(freezethaw.close_segment(self, decision, self.designs, ended, 0.0))
+        else:
+            record.update(freezethaw.train_segment(self, decision, self.designs, hook))
+        record["curve"] = before + record["curve"]
+        record["diagnostics"]["charged"] += charged
         record["decision_seconds"] = decision.seconds = (
             time.perf_counter() - tick - record["seconds"]
         )
         self.history.append(record)
         if self.journal is not None:
             self.journal.append(record)
+            if hook is not None:
+                self.journal.save_pending([])
         return record
 
 
