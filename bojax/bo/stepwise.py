@@ -18,9 +18,11 @@ proposed since that milestone's data last grew (all stopped below it, or failed)
 pending Kriging believers, so a design is not proposed twice because the data did not
 change, while the believers stay few (about eta^k designs at the k-th milestone under
 ASHA; every stopped design as a believer made an ASHA run on LCBench 7x slower, 648 s
-against 87 s). ``proposer="random"`` keeps to the Sobol design (random search with
-ASHA or Hyperband). Each proposal fits afresh from the records, so a resumed run proposes what
-the uninterrupted one did without any saved chain state.
+against 87 s). At the last milestone, which few designs reach, they are not bounded: 388
+on one LCBench run, a proposal's cost growing with them (benchmarks/README.md).
+``proposer="random"`` keeps to the Sobol design (random search with ASHA or Hyperband).
+Each proposal fits afresh from the records, so a resumed run proposes what the
+uninterrupted one did without any saved chain state.
 
 Every design's whole curve is journalled when its training ends: status ``ok`` (it ended
 by itself or reached ``max_step``; ``y`` is its returned value), ``stopped`` (the scheduler
