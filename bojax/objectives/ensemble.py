@@ -22,6 +22,11 @@ takes one Adadelta step (PyTorch's defaults: ``rho = 0.9``, ``eps = 1e-6``, lear
 rate 1). Member ``i`` stops after epoch ``e`` once ``e >= min_epochs`` and
 ``|l_e - l_{e-1}| < tolerance``, or at ``max_epochs``; the others keep training.
 
+**Step by step.** :meth:`EnsembleObjective.train` is the same training for early
+stopping: the test loss reported every ``epochs_per_step`` epochs, the training so far
+(:class:`Progress`) its checkpoint; :meth:`EnsembleObjective.train_batch` steps several
+designs as one vmapped program (:mod:`bojax.objectives.batching`).
+
 **Excluding degenerate members.** The report drops members "on the basis of
 variability in predictions": when too many weights are cut, a ReLU network collapses
 to (nearly) a constant and under-fits. bojax's rule: member ``i`` is excluded when the
