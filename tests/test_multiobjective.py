@@ -112,6 +112,47 @@ def test_resume_is_bit_identical_and_steady_steps_do_not_recompile(tmp_path):
                        **{**run, "acquisition": "log_ehvi"})  # fmt: skip
 
 
+@pytest.mark.slow  # six ParEGO runs
+@pytest.mark.parametrize("pooled", [False, True], ids=["inline", "pool"])
+def test_a_killed_parego_run_keeps_what_was_in_flight_and_resumes_it(tmp_path, pooled):
+    """Ctrl-C raised in an evaluation (inline, or in a pool's worker thread) leaves it in
+    ``pending.json`` with its start given back; the resume evaluates it again. Inline the
+    resumed run is the uninterrupted one bit for bit; a pool's proposals depend on the
+    order its evaluations end (under load the uninterrupted runs differ too)."""
+    import concurrent.futures as cf
+
+    run = dict(objectives={"left": "min", "right": "min"}, acquisition="parego", initial=3,
+               seed=1, surrogate="gp-map", iterations=6, **QUIET)  # fmt: skip
+
+    def minimize(objective, **kwargs):
+        if not pooled:
+            return bojax.minimize(objective, SPACE, **run, **kwargs)
+        with cf.ThreadPoolExecutor(2) as pool:
+            return bojax.minimize(objective, SPACE, executor=pool, q=2, **run, **kwargs)
+
+    whole, calls = minimize(two_bowls), []
+
+    def interrupted(point):
+        calls.append(point)
+        if len(calls) == 6:
+            raise KeyboardInterrupt
+        return two_bowls(point)
+
+    with pytest.raises(KeyboardInterrupt):
+        minimize(interrupted, out=tmp_path)
+    pending = {p["proposal"]: p for p in json.loads((tmp_path / "pending.json").read_text())}
+    assert 5 in pending and {p["attempts"] for p in pending.values()} == {0}
+    assert pending[5]["x"] == calls[5]  # the interrupted evaluation (on a pool, maybe 6 too)
+    resumed = minimize(two_bowls, out=tmp_path, resume=True)
+    assert len(resumed.history) == len(whole.history)
+    again = {r["proposal"]: r for r in resumed.history}
+    assert all(again[k]["u"] == p["u"] and again[k]["status"] == "ok" for k, p in pending.items())
+    if not pooled:
+        assert [(r["u"], r["y"]) for r in resumed.history] == [
+            (r["u"], r["y"]) for r in whole.history
+        ]
+
+
 def test_ask_tell_and_batches_with_pending_points():
     settings = bojax.Settings(objectives=["left:min", "right:min"], initial=3, seed=0,
                               surrogate="gp-map", num_candidates=256)  # fmt: skip

@@ -482,12 +482,18 @@ class _Run:
             self.began[future] = self.submitted[future] - share
 
     def _finish(self, state: BOState, future: cf.Future) -> BOState:
+        try:
+            outcome, lost = future.result(), None
+        except Exception as error:  # the executor lost it (killed worker, broken pool)
+            outcome, lost = None, error
+        # (A KeyboardInterrupt raised in the evaluation ends the run here, its flight still
+        # listed as running, so forgive_interrupted keeps it pending for the resume.)
         flight = self.running.pop(future)
         self.submitted.pop(future)
         evaluated = time.perf_counter() - self.began.pop(future)
-        try:
-            y, error = future.result()
-        except Exception as lost:  # the executor lost it (killed worker, broken pool)
+        if lost is None:
+            y, error = outcome
+        else:
             y, error = math.nan, self._retry(flight, lost)
             if error is None:
                 return state
