@@ -602,7 +602,7 @@ class _FreezeThawRun:
         ``pending.json``, then its newest checkpoint to the design's file."""
         if self.journal is None:
             return None
-        saved = []
+        saved: list = [None]  # the checkpoint last written (compared by identity)
 
         def save(report) -> None:
             design = self.designs[decision.design]
@@ -615,9 +615,9 @@ class _FreezeThawRun:
                 "info": info, "curve": before + report.curve,
                 "charged": charged + report.charged,
             }])  # fmt: skip
-            if report.checkpoint is not None and report.checkpoint not in saved:
+            if report.checkpoint is not None and report.checkpoint is not saved[0]:
                 save_checkpoint(self.journal, decision.design, report.checkpoint)
-                saved[:] = [report.checkpoint]
+                saved[0] = report.checkpoint
 
         return save
 
@@ -648,8 +648,7 @@ class _FreezeThawRun:
         self.history.append(record)
         if self.journal is not None:
             self.journal.append(record)
-            if hook is not None:
-                self.journal.save_pending([])
+            self.journal.save_pending([])  # the segment is journalled: none in flight
         return record
 
 
