@@ -778,6 +778,32 @@ def test_ask_and_tell_refuse_out_of_order_calls_and_fail_a_diverged_training():
         bojax.Trainings(SPACE, max_step=9, early_stopping="freeze-thaw")
 
 
+
+def test_believers_at_a_milestone_no_design_reaches_any_more_stay_bounded():
+    """Four designs complete, then every later one is stopped at the first milestone: the
+    top milestone's data no longer grows, so each proposal's believers (designs proposed
+    since) would grow with the run; only the latest max(least, eta^(K - 1)) are kept."""
+    trainings = bojax.Trainings(
+        SPACE, max_step=8, eta=2, early_stopping="asha", surrogate="gp-map", initial=2,
+        step_budget=1000,
+    )  # fmt: skip
+    cap = max(2, SPACE.dim + 2, 2 ** (len(schedulers.milestones(1, 8, 2)) - 1))
+    assert cap == 8
+    believers = []
+    for k in range(4 + 12):
+        design, _ = trainings.ask()
+        if k < 4:  # each better than all before it: kept to max_step
+            for step in range(1, 9):
+                going = trainings.tell(design, step, 10.0 - k)
+            assert going is False
+        else:  # worse than all before it: stopped at step 1
+            assert trainings.tell(design, 1, 100.0 + k) is False
+        record = trainings.finish(design)
+        believers.append(record["diagnostics"].get("believers"))
+    assert [r["curve"][-1][0] for r in trainings.history] == [8] * 4 + [1] * 12
+    assert believers[:4] == [None] * 4  # the Sobol design while no milestone has 4 values
+    assert believers[4:] == [min(j, cap) for j in range(12)]
+
 @pytest.mark.parametrize("on_pool", [False, True])
 def test_report_says_a_training_is_complete_at_max_step(on_pool):
     trained = []

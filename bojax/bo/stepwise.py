@@ -18,8 +18,11 @@ proposed since that milestone's data last grew (all stopped below it, or failed)
 pending Kriging believers, so a design is not proposed twice because the data did not
 change, while the believers stay few (about eta^k designs at the k-th milestone under
 ASHA; every stopped design as a believer made an ASHA run on LCBench 7x slower, 648 s
-against 87 s). At the last milestone, which few designs reach, they are not bounded: 388
-on one LCBench run, a proposal's cost growing with them (benchmarks/README.md).
+against 87 s). At the last milestone, which few designs reach, their count would grow
+without bound (564 on one LCBench run, a proposal's cost growing with them), so only the
+latest ``max(least, eta^(K - 1))`` of them are kept, K the number of milestones: a
+proposal's model holds at most that many believers beside its milestone's values and the
+designs in training (benchmarks/README.md).
 ``proposer="random"`` keeps to the Sobol design (random search with ASHA or Hyperband).
 Each proposal fits afresh from the records, so a resumed run proposes what the
 uninterrupted one did without any saved chain state.
@@ -193,6 +196,9 @@ class StepRun:
         self.budget = step_budget(settings)
         self.spent = 0
         self.least = max(settings.initial, space.dim + 2)  # values a milestone's model needs
+        # the most believers a proposal conditions on: about what ASHA proposes between
+        # two promotions to its top rung, eta^(K - 1) for K milestones
+        self.most_believers = max(self.least, settings.eta ** (len(self.steps) - 1))
         self.progress = progress
         self.in_flight: dict[int, Opened] = {}  # trainings begun and not ended
         for number, record in enumerate(history):  # replay the scheduler's decisions
@@ -287,11 +293,16 @@ class StepRun:
         state = init(self.space, self.settings.replace(fantasy="believer"))
         for j in observed:
             state = tell(state, started[j], rung_values(self.steps, self.history[j]["curve"])[rung])
-        # proposed since the milestone's data last grew, or in training now
-        pending = np.concatenate([started[max(observed) + 1 :], training])
+        # proposed since the milestone's data last grew (the latest `most_believers`), or
+        # in training now
+        stale = started[max(observed) + 1 :][-self.most_believers :]
+        pending = np.concatenate([stale, training])
         points, _, infos = ask_batch(state, 1, pending)
         info = {k: v for k, v in infos[0].items() if k == "phase" or math.isfinite(float(v))}
-        return points[0], {**info, "model_step": self.steps[rung], "model_points": len(observed)}
+        return points[0], {
+            **info, "model_step": self.steps[rung], "model_points": len(observed),
+            "believers": len(pending),
+        }  # fmt: skip
 
     def _model_milestone(self) -> tuple[int, list[int]] | None:
         """The highest milestone with at least ``least`` values, and the designs that have
