@@ -778,7 +778,6 @@ def test_ask_and_tell_refuse_out_of_order_calls_and_fail_a_diverged_training():
         bojax.Trainings(SPACE, max_step=9, early_stopping="freeze-thaw")
 
 
-
 def test_believers_at_a_milestone_no_design_reaches_any_more_stay_bounded():
     """Four designs complete, then every later one is stopped at the first milestone: the
     top milestone's data no longer grows, so each proposal's believers (designs proposed
@@ -803,6 +802,7 @@ def test_believers_at_a_milestone_no_design_reaches_any_more_stay_bounded():
     assert [r["curve"][-1][0] for r in trainings.history] == [8] * 4 + [1] * 12
     assert believers[:4] == [None] * 4  # the Sobol design while no milestone has 4 values
     assert believers[4:] == [min(j, cap) for j in range(12)]
+
 
 @pytest.mark.parametrize("on_pool", [False, True])
 def test_report_says_a_training_is_complete_at_max_step(on_pool):
