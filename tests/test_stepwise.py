@@ -692,6 +692,53 @@ def test_a_killed_freeze_thaw_run_resumes_to_the_uninterrupted_runs_records(tmp_
     ]
 
 
+@pytest.mark.slow  # 25-40 s: three freeze-thaw runs and two resumes of each
+@pytest.mark.parametrize("surrogate", ["gp-map", "gp-slice"])
+def test_a_resumed_freeze_thaw_run_fits_only_the_decisions_its_saved_chains_lack(
+    tmp_path, monkeypatch, surrogate
+):
+    """Each decision keeps the chains it starts from (``sampler.json``), so a resume
+    replays no fit; with the file corrupt it replays every one. Either way the resumed
+    run's records are the uninterrupted run's."""
+    import shutil
+
+    from bojax.bo import freezethaw
+
+    settings = dict(FREEZE_THAW, surrogate=surrogate, step_budget=100)
+    whole = bojax.minimize(resumable(), SPACE, progress=False, **settings)
+    reports = []
+
+    def dies(point, report, checkpoint=None):
+        def dying(step, value, checkpoint=None):
+            reports.append(step)
+            if len(reports) > 90 and step not in (1, 3, 9, 27):  # inside a segment
+                raise KeyboardInterrupt
+            report(step, value, checkpoint=checkpoint)
+
+        return resumable()(point, dying, checkpoint)
+
+    with pytest.raises(KeyboardInterrupt):
+        bojax.minimize(dies, SPACE, progress=False, out=tmp_path / "a", **settings)
+    killed = len((tmp_path / "a" / "journal.jsonl").read_text().splitlines())
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    (tmp_path / "b" / "sampler.json").write_text('{"iteration": 1, "position": "torn')
+    fits, worth = [], freezethaw.FreezeThaw.worth
+    monkeypatch.setattr(
+        freezethaw.FreezeThaw, "worth", lambda self, *a, **k: fits.append(1) or worth(self, *a, **k)
+    )
+    fitted = [r["phase"] != "initial" for r in whole.history]
+    keys = ("x", "y", "status", "curve", "phase", "diagnostics")
+    for folder, replayed in (("a", 0), ("b", sum(fitted[:killed]))):
+        fits.clear()
+        resumed = bojax.minimize(
+            resumable(), SPACE, progress=False, out=tmp_path / folder, resume=True, **settings
+        )
+        assert [{k: r[k] for k in keys} for r in resumed.history] == [
+            {k: r[k] for k in keys} for r in whole.history
+        ]
+        assert sum(fitted[:killed]) > 5 and len(fits) == replayed + sum(fitted[killed:])
+
+
 @pytest.mark.slow  # whole freeze-thaw runs
 @pytest.mark.parametrize("checkpoints", [True, False], ids=["checkpoints", "none"])
 def test_a_freeze_thaw_segment_killed_at_its_end_is_journalled_without_training(

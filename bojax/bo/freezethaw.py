@@ -43,6 +43,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy.stats import norm
@@ -154,6 +155,22 @@ class FreezeThaw:
         )
         self.least = max(settings.initial, space.dim + 2)
         self.chains = None  # the surrogate's state, carried from decision to decision
+
+    def packed_chains(self) -> dict[str, Any] | None:
+        """The carried chains as JSON (the surrogate's ``pack``), None before a fit."""
+        if self.chains is None:
+            return None
+        return self.model.make_surrogate(self.augmented).pack(self.chains)
+
+    def unpack_chains(self, saved: dict[str, Any]) -> None:
+        """Carry :meth:`packed_chains`'s output into the next decision's fit
+        (ValueError if it does not fit this run's surrogate)."""
+        surrogate = self.model.make_surrogate(self.augmented)
+        chains = surrogate.unpack(self.augmented.dim, saved)
+        leaves = jax.tree_util.tree_leaves(chains)
+        if not all(np.all(np.isfinite(np.asarray(leaf))) for leaf in leaves):
+            raise ValueError("the saved chains hold a value that is not finite")
+        self.chains = chains
 
     def _next_milestone(self, step: int) -> int:
         return next(s for s in self.steps if s > step)

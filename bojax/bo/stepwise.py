@@ -541,11 +541,13 @@ class Trainings:
 
 class _FreezeThawRun:
     """A freeze-thaw run (:mod:`bojax.bo.freezethaw`): one segment of training per
-    record; a resume replays the decisions' fits, so their chains are those of the
-    uninterrupted run. A segment trained here (not on an executor or in a process of its
-    own) is journalled as it reports (``pending.json`` and the design's checkpoint), so
-    a resumed run finishes the segment a killed one was training, from its last
-    checkpoint (or its first step), and journals it as the uninterrupted run would."""
+    record. Each decision here first keeps the chains it starts from in ``sampler.json``,
+    so a resume fits at most the one decision journalled since, and its chains are those
+    of the uninterrupted run (without the file it replays every decision's fit). A
+    segment trained here (not on an executor or in a process of its own) is journalled
+    as it reports (``pending.json`` and the design's checkpoint), so a resumed run
+    finishes the segment a killed one was training, from its last checkpoint (or its
+    first step), and journals it as the uninterrupted run would."""
 
     def __init__(self, train, space: Space, settings: Settings, journal, history):
         from bojax.bo import freezethaw
@@ -555,13 +557,29 @@ class _FreezeThawRun:
         self.budget = step_budget(settings)
         self.model = freezethaw.FreezeThaw(space, settings)
         self.designs = []
+        start = self._saved_chains(len(history))
         for k, record in enumerate(history):
-            if record["phase"] != "initial":
+            if k >= start and record["phase"] != "initial":
                 self.model.decide(self.designs, k)  # the fit this decision made
             freezethaw.add_record(self.designs, record, space)
         self.designs = freezethaw.replay(history, space, journal)
         self.spent = sum(int(r["diagnostics"].get("charged", 0)) for r in history)
         self.in_flight = self._in_flight()
+
+    def _saved_chains(self, done: int) -> int:
+        """Load the chains ``sampler.json`` kept for decision ``k <= done`` (what replaying
+        records ``0 .. k - 1`` fits); ``k``, where the replay of the fits starts. 0 when it
+        is missing, from the future or not this run's: it is a cache, and replaying every
+        fit reaches the same chains."""
+        saved = None if self.journal is None else self.journal.load_sampler()
+        k = None if saved is None else saved.get("iteration")
+        if not (is_count(k) and k <= done):
+            return 0
+        try:
+            self.model.unpack_chains(saved)
+        except Exception:  # a tampered or foreign file: any failure to unpack means replay
+            return 0
+        return k
 
     def _in_flight(self) -> dict[str, Any] | None:
         """The ``pending.json`` entry of the segment a killed run was training (the next
@@ -636,6 +654,9 @@ class _FreezeThawRun:
         from bojax.bo import freezethaw
 
         tick = time.perf_counter()
+        packed = self.model.packed_chains()
+        if self.journal is not None and packed is not None:  # so a resume need not replay
+            self.journal.save_sampler(k, packed)
         decision = self.model.decide(self.designs, k)  # on resume, the fit it made
         before, charged = [], 0
         if self.in_flight is not None:
