@@ -397,6 +397,42 @@ def decision_speed(task: str = "3945", observations: int = 2000, seed: int = 0, 
             "steady": float(np.median(seconds[2:])), "max_steady": max(seconds[2:])}  # fmt: skip
 
 
+def resume_speed(task: str = "3945", budget: int = EPOCHS * FULL, seed: int = 0) -> dict:
+    """Seconds to resume a finished freeze-thaw run of ``budget`` epochs (journal in a
+    temporary folder): with the chains each decision keeps in ``sampler.json``, and with
+    the file removed (every decision's fit replayed, as before it was kept)."""
+    import shutil
+    import tempfile
+
+    bench = LCBench(task)
+
+    def train(point, report, checkpoint=None):
+        curve = bench.curve(point)
+        for epoch in range(1 + (checkpoint or 0), EPOCHS + 1):
+            report(epoch, curve[epoch - 1], checkpoint=epoch)
+        return curve[-1]
+
+    settings = dict(max_step=EPOCHS, step_budget=budget, early_stopping="freeze-thaw",
+                    seed=seed, progress=False)  # fmt: skip
+    row = {"task": task, "budget": budget}
+    with tempfile.TemporaryDirectory() as folder:
+        tick = time.perf_counter()
+        run = bojax.minimize(train, SPACE, out=Path(folder) / "kept", **settings)
+        row["run_s"], row["decisions"] = time.perf_counter() - tick, len(run.history)
+        shutil.copytree(Path(folder) / "kept", Path(folder) / "replayed")
+        (Path(folder) / "replayed" / "sampler.json").unlink()
+        for name in ("kept", "replayed"):
+            tick = time.perf_counter()
+            resumed = bojax.minimize(train, SPACE, out=Path(folder) / name, resume=True,
+                                     **settings)  # fmt: skip
+            row[f"resume_{name}_s"] = time.perf_counter() - tick
+            keys = ("x", "y", "status", "curve", "phase")  # the same records either way
+            assert [[r[k] for k in keys] for r in resumed.history] == [
+                [r[k] for k in keys] for r in run.history
+            ]
+    return row
+
+
 def _trainer(name: str, epochs: int):
     """``(objective, steps, epochs per step)`` of a step-wise trainer to time: MNIST-1D's
     MLPs (an epoch a step) or the ensemble-design report's ensembles on its Experiment 1
@@ -642,6 +678,9 @@ def main(argv: list[str] | None = None) -> dict:
         "--decision", action="store_true", help="time a freeze-thaw decision at 2,000 values"
     )
     parser.add_argument(
+        "--resume", action="store_true", help="time resuming a finished freeze-thaw run"
+    )
+    parser.add_argument(
         "--batched", action="store_true", help="design-epochs/s: vmapped batch vs alone"
     )
     parser.add_argument(
@@ -668,6 +707,12 @@ def main(argv: list[str] | None = None) -> dict:
         console.print(row)
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "multifidelity_decision.json").write_text(json.dumps(row, indent=1))
+        return row
+    if args.resume:
+        row = resume_speed(budget=args.budget or EPOCHS * FULL)
+        console.print(row)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "multifidelity_resume.json").write_text(json.dumps(row, indent=1))
         return row
     if args.batched:
         rows = batched_speed(tuple(args.sizes), args.trainer)

@@ -212,6 +212,18 @@ def test_multifidelity_benchmark_runs_its_arms_on_lcbench_curves(tmp_path):
 
 
 @pytest.mark.slow
+def test_the_resume_benchmark_resumes_a_freeze_thaw_run_with_and_without_its_chains(tmp_path):
+    pytest.importorskip("onnxruntime")
+    bench = load("multifidelity")
+    if not (bench.LCBENCH / "model.onnx").exists():
+        pytest.skip(f"no LCBench surrogate at {bench.LCBENCH}")
+    row = bench.main(["--resume", "--budget", "160", "--out", str(tmp_path)])
+    assert row["budget"] == 160 and row["decisions"] > 10  # records compared inside
+    assert all(row[k] > 0 for k in ("run_s", "resume_kept_s", "resume_replayed_s"))
+    assert json.loads((tmp_path / "multifidelity_resume.json").read_text()) == row
+
+
+@pytest.mark.slow
 def test_multifidelity_benchmark_tabulates_mnist1d_runs_without_lcbench(tmp_path):
     """The whole default path (runs, reuse, table, figure) on bojax's own training task,
     which needs no ONNX runtime, so CI exercises it."""
