@@ -39,7 +39,7 @@ if os.environ.get("BOJAX_COMPILATION_CACHE", "on").strip().lower() not in (
 
 from bojax import errors, parameters, spaces
 from bojax.errors import BojaxError
-from bojax.parameters import PARAMETER_KINDS, Parameter
+from bojax.parameters import PARAMETER_KINDS, Categorical, Ordinal, Parameter
 from bojax.spaces import Condition, Integer, Real, Space
 
 # Loaded on first access, so that ``import bojax`` (and ``bojax --help``, ``bojax
@@ -102,8 +102,10 @@ def __dir__() -> list[str]:
 __all__ = [
     "PARAMETER_KINDS",
     "BojaxError",
+    "Categorical",
     "Condition",
     "Integer",
+    "Ordinal",
     "Parameter",
     "Real",
     "Result",

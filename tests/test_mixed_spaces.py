@@ -354,3 +354,11 @@ def test_the_additive_part_learns_each_choice_from_points_that_differ_elsewhere(
             correlations[additive].append(np.corrcoef(np.mean(mean, 0), target(test))[0, 1])
     with_part, without = np.mean(correlations[True]), np.mean(correlations[False])
     assert with_part > 0.35 and with_part > without + 0.15, correlations
+
+
+def test_every_parameter_kind_is_importable_from_bojax_itself():
+    import bojax
+
+    kinds = {bojax.Real, bojax.Integer, bojax.Categorical, bojax.Ordinal}
+    assert kinds == set(bojax.PARAMETER_KINDS.values())
+    assert {"Categorical", "Ordinal"} <= set(bojax.__all__)
