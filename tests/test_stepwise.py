@@ -849,6 +849,11 @@ def test_believers_at_a_milestone_no_design_reaches_any_more_stay_bounded():
     assert [r["curve"][-1][0] for r in trainings.history] == [8] * 4 + [1] * 12
     assert believers[:4] == [None] * 4  # the Sobol design while no milestone has 4 values
     assert believers[4:] == [min(j, cap) for j in range(12)]
+    # eta = 2 up to step 1000 (11 milestones) would allow 1,024: the ceiling holds
+    from bojax.bo.stepwise import MOST_BELIEVERS
+
+    deep = bojax.Trainings(SPACE, max_step=1000, eta=2, early_stopping="asha")
+    assert deep._run.most_believers == MOST_BELIEVERS == 128
 
 
 @pytest.mark.parametrize("on_pool", [False, True])

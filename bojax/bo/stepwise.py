@@ -20,9 +20,9 @@ change, while the believers stay few (about eta^k designs at the k-th milestone 
 ASHA; every stopped design as a believer made an ASHA run on LCBench 7x slower, 648 s
 against 87 s). At the last milestone, which few designs reach, their count would grow
 without bound (564 on one LCBench run, a proposal's cost growing with them), so only the
-latest ``max(least, eta^(K - 1))`` of them are kept, K the number of milestones: a
-proposal's model holds at most that many believers beside its milestone's values and the
-designs in training (benchmarks/README.md).
+latest ``max(least, min(eta^(K - 1), 128))`` of them are kept, K the number of
+milestones: a proposal's model holds at most that many believers beside its milestone's
+values and the designs in training (benchmarks/README.md).
 ``proposer="random"`` keeps to the Sobol design (random search with ASHA or Hyperband).
 Each proposal fits afresh from the records, so a resumed run proposes what the
 uninterrupted one did without any saved chain state.
@@ -60,6 +60,11 @@ from bojax.bo.runs import design_counts
 from bojax.bo.settings import Settings
 from bojax.errors import DataError, JournalError, ObjectiveError, SettingsError, is_count
 from bojax.spaces import Space
+
+# The most pending believers a model proposal conditions on, whatever eta and the
+# milestones: its GP holds at most this many beside its milestone's values (a proposal
+# took 0.25 s at 81 on LCBench, 0.96 s at 388; benchmarks/README.md).
+MOST_BELIEVERS = 128
 
 
 class StopTraining(BaseException):
@@ -197,8 +202,10 @@ class StepRun:
         self.spent = 0
         self.least = max(settings.initial, space.dim + 2)  # values a milestone's model needs
         # the most believers a proposal conditions on: about what ASHA proposes between
-        # two promotions to its top rung, eta^(K - 1) for K milestones
-        self.most_believers = max(self.least, settings.eta ** (len(self.steps) - 1))
+        # two promotions to its top rung, eta^(K - 1) for K milestones, and never more
+        # than MOST_BELIEVERS (eta = 2 to max_step = 1000 would allow 1,024)
+        top_rung = settings.eta ** (len(self.steps) - 1)
+        self.most_believers = max(self.least, min(top_rung, MOST_BELIEVERS))
         self.progress = progress
         self.in_flight: dict[int, Opened] = {}  # trainings begun and not ended
         for number, record in enumerate(history):  # replay the scheduler's decisions
