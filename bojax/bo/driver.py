@@ -39,7 +39,6 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import jax
 import numpy as np
 
 from bojax.bo import stepwise, trust
@@ -63,7 +62,6 @@ from bojax.errors import (
     ObjectiveError,
     SettingsError,
     SpaceExhaustedError,
-    is_count,
 )
 from bojax.spaces import Space
 
@@ -203,18 +201,14 @@ def _saved_chains(state: BOState, journal: Journal, done: int) -> tuple[int, Any
     ``(0, None, None)`` (replay every fit) if it is missing, from the future, or does not
     unpack into finite chains of this run's shapes: it is a cache, and a replay from the
     records proposes exactly what the saved chains would have."""
-    saved = journal.load_sampler()
-    iteration = None if saved is None else saved.get("iteration")
-    if not (is_count(iteration) and iteration <= done):
+    saved = journal.load_sampler(done)
+    if saved is None:
         return 0, None, None
     try:
         surrogate, classifier = _unpack(state.settings, state.space, saved)
-        leaves = jax.tree_util.tree_leaves((surrogate, classifier))
-        if all(np.all(np.isfinite(np.asarray(leaf))) for leaf in leaves):
-            return iteration, surrogate, classifier
     except Exception:  # a tampered or foreign file: any failure to unpack means replay
-        pass
-    return 0, None, None
+        return 0, None, None
+    return saved["iteration"], surrogate, classifier
 
 
 def _resumed_flights(journal: Journal, history: list[dict], space: Space) -> list[Flight]:

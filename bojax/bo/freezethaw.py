@@ -43,7 +43,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy.stats import norm
@@ -163,14 +162,9 @@ class FreezeThaw:
         return self.model.make_surrogate(self.augmented).pack(self.chains)
 
     def unpack_chains(self, saved: dict[str, Any]) -> None:
-        """Carry :meth:`packed_chains`'s output into the next decision's fit
-        (ValueError if it does not fit this run's surrogate)."""
-        surrogate = self.model.make_surrogate(self.augmented)
-        chains = surrogate.unpack(self.augmented.dim, saved)
-        leaves = jax.tree_util.tree_leaves(chains)
-        if not all(np.all(np.isfinite(np.asarray(leaf))) for leaf in leaves):
-            raise ValueError("the saved chains hold a value that is not finite")
-        self.chains = chains
+        """Carry :meth:`packed_chains`'s output (checked by ``Journal.load_sampler``) into
+        the next decision's fit; ValueError if it does not fit this run's surrogate."""
+        self.chains = self.model.make_surrogate(self.augmented).unpack(self.augmented.dim, saved)
 
     def _next_milestone(self, step: int) -> int:
         return next(s for s in self.steps if s > step)

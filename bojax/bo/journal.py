@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import socket
 import time
@@ -36,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bojax.bo.records import pending_problem, record_problem
-from bojax.errors import BojaxError, JournalError, RunFolderError, RunLockedError
+from bojax.errors import BojaxError, JournalError, RunFolderError, RunLockedError, is_count
 
 if TYPE_CHECKING:
     from bojax.bo.metrics import Metrics
@@ -56,6 +57,15 @@ def load_json(text: str | bytes) -> Any:
     from bojax.spaces import unique_keys  # its SpaceDefinitionError is a ValueError
 
     return json.loads(text, object_pairs_hook=unique_keys)
+
+
+def _all_finite(value: Any) -> bool:
+    """Whether every number in a JSON value is finite (JSON may spell NaN and Infinity)."""
+    if isinstance(value, dict):
+        return all(_all_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_all_finite(v) for v in value)
+    return not isinstance(value, float) or math.isfinite(value)
 
 
 def _write_atomic(path: Path, payload: Any) -> None:
@@ -304,13 +314,21 @@ class Journal:
     def save_sampler(self, iteration: int, state: Mapping[str, Any]) -> None:
         _write_atomic(self.sampler_path, {"iteration": iteration, **state})
 
-    def load_sampler(self) -> dict[str, Any] | None:
-        """The saved chain state, or None if absent or unreadable (then it is replayed)."""
+    def load_sampler(self, done: int | None = None) -> dict[str, Any] | None:
+        """The saved chain state, or None (then the fits are replayed): absent,
+        unreadable, holding a number that is not finite, or, with ``done``, kept for an
+        iteration that is not a whole number up to ``done`` (from the future)."""
         try:
             saved = load_json(self.sampler_path.read_text())
         except (OSError, ValueError, RecursionError):
             return None
-        return saved if isinstance(saved, dict) else None
+        if not (isinstance(saved, dict) and _all_finite(saved)):
+            return None
+        if done is not None and not (
+            is_count(saved.get("iteration")) and saved["iteration"] <= done
+        ):
+            return None
+        return saved
 
     def save_pending(self, pending: list[Mapping[str, Any]]) -> None:
         _write_atomic(self.pending_path, pending)

@@ -578,15 +578,14 @@ class _FreezeThawRun:
         records ``0 .. k - 1`` fits); ``k``, where the replay of the fits starts. 0 when it
         is missing, from the future or not this run's: it is a cache, and replaying every
         fit reaches the same chains."""
-        saved = None if self.journal is None else self.journal.load_sampler()
-        k = None if saved is None else saved.get("iteration")
-        if not (is_count(k) and k <= done):
+        saved = None if self.journal is None else self.journal.load_sampler(done)
+        if saved is None:
             return 0
         try:
             self.model.unpack_chains(saved)
         except Exception:  # a tampered or foreign file: any failure to unpack means replay
             return 0
-        return k
+        return saved["iteration"]
 
     def _in_flight(self) -> dict[str, Any] | None:
         """The ``pending.json`` entry of the segment a killed run was training (the next
