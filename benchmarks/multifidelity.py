@@ -192,19 +192,26 @@ class Log:
         return True
 
 
-def _bojax(bench, seed: int, budget: int, log: Log, **settings) -> dict:
+def stepwise_train(bench, log: Log | None = None):
+    """``bench``'s curves as ``train(point, report, checkpoint=None)``: a training that can
+    continue from a checkpoint (the surrogate's curve is free to continue; freeze-thaw
+    thaws from it, the other schedulers never pause); ``log`` gets every epoch trained."""
+
     def train(point, report, checkpoint=None):
-        """A training that can continue from a checkpoint (the surrogate's curve is free
-        to continue; freeze-thaw thaws from it, the other schedulers never pause)."""
         curve = bench.curve(point)
         for epoch in range(1 + (checkpoint or 0), bench.epochs + 1):
-            log.spend(curve[epoch - 1])
+            if log is not None:
+                log.spend(curve[epoch - 1])
             report(epoch, curve[epoch - 1], checkpoint=epoch)
         return curve[-1]
 
+    return train
+
+
+def _bojax(bench, seed: int, budget: int, log: Log, **settings) -> dict:
     result = bojax.minimize(
-        train, bench.space, seed=seed, max_step=bench.epochs, step_budget=budget,
-        progress=False, **settings,
+        stepwise_train(bench, log), bench.space, seed=seed, max_step=bench.epochs,
+        step_budget=budget, progress=False, **settings,
     )  # fmt: skip
     observed, decisions = 0, []
     for record in result.history:  # freeze-thaw: each decision's cost against the data
@@ -404,14 +411,7 @@ def resume_speed(task: str = "3945", budget: int = EPOCHS * FULL, seed: int = 0)
     import shutil
     import tempfile
 
-    bench = LCBench(task)
-
-    def train(point, report, checkpoint=None):
-        curve = bench.curve(point)
-        for epoch in range(1 + (checkpoint or 0), EPOCHS + 1):
-            report(epoch, curve[epoch - 1], checkpoint=epoch)
-        return curve[-1]
-
+    train = stepwise_train(LCBench(task))
     settings = dict(max_step=EPOCHS, step_budget=budget, early_stopping="freeze-thaw",
                     seed=seed, progress=False)  # fmt: skip
     row = {"task": task, "budget": budget}
