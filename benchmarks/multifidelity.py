@@ -42,7 +42,12 @@ sample's curves and every arm's reports). Arms:
 * ``random``: random designs trained to the end.
 
 Printed: per task the median regret (quartiles) at 10, 25, 50 and 100 % of the budget,
-and the epochs each arm needed to reach ``bojax-full``'s final median regret. Each
+and the epochs each arm needed to reach ``bojax-full``'s final median regret. Then the
+same against seconds: each run keeps a clock, epoch by epoch, of its training seconds
+(the LCBench surrogate predicts each epoch's; MNIST-1D's are real) plus the arm's own
+(its decisions: fits, acquisitions, samplers), read at 10-100 % of ``bojax-full``'s
+median seconds, over the seeds every arm ran with a clock (runs kept before the clock
+have none; delete such a run to run it again with one). Each
 (task, arm, seed) run is kept in ``<out>/multifidelity_runs/`` (gzipped JSON, small enough
 to commit, so seeds run in different sessions add up) and reused.
 
@@ -104,8 +109,35 @@ SPACE = bojax.Space(
 COLUMNS = ("batch_size", "learning_rate", "momentum", "weight_decay", "num_layers", "max_units")
 
 
+class Curve:
+    """A training's validation errors, trained as far as they are read (``curve[e]``, 0-based
+    epochs); ``cost(e)``: the seconds epoch ``e`` took where they are simulated (the
+    LCBench surrogate's), 0 where the training really runs (its seconds are on the clock)."""
+
+    def __init__(self, errors, epochs: int, seconds=None):
+        self.errors, self.epochs, self.values, self.seconds = errors, epochs, [], seconds
+
+    def __len__(self) -> int:
+        return self.epochs
+
+    def __getitem__(self, epoch):
+        if isinstance(epoch, slice):
+            return [self[e] for e in range(*epoch.indices(self.epochs))]
+        epoch = epoch % self.epochs
+        while len(self.values) <= epoch:
+            self.values.append(next(self.errors))
+        return self.values[epoch]
+
+    def __iter__(self):
+        return (self[e] for e in range(self.epochs))
+
+    def cost(self, epoch: int) -> float:
+        return 0.0 if self.seconds is None else float(self.seconds[epoch % self.epochs])
+
+
 class LCBench:
-    """One task's learning curves from the surrogate: ``curves(points) -> (B, 52)``."""
+    """One task's learning curves from the surrogate: ``curves(points)``, each a
+    :class:`Curve` of validation errors that also knows each epoch's training seconds."""
 
     epochs, space, trainings = EPOCHS, SPACE, FULL
 
@@ -118,7 +150,9 @@ class LCBench:
         codes = json.loads((folder / "encoding.json").read_text())["OpenML_task_id"]
         self.code = codes[task]
 
-    def curves(self, points: list[dict]) -> np.ndarray:
+    def _predict(self, points: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+        """``(errors, seconds)``, each ``(B, 52)``: the validation error after each epoch and
+        the seconds each epoch took (the surrogate's cumulative time, made non-decreasing)."""
         rows = np.array([[p[c] for c in COLUMNS] + [p["max_dropout"]] for p in points], np.float32)
         b = len(points)
         x = np.concatenate(
@@ -128,29 +162,20 @@ class LCBench:
         )  # fmt: skip
         codes = np.full((b * EPOCHS, 1), self.code, np.int32)
         out = self.session.run(None, {"x_cat": codes, "x_cont": x})[0]
-        return (1.0 - out[:, 1].reshape(b, EPOCHS) / 100.0).astype(np.float64)
+        errors = (1.0 - out[:, 1].reshape(b, EPOCHS) / 100.0).astype(np.float64)
+        elapsed = np.maximum.accumulate(np.maximum(out[:, 0].reshape(b, EPOCHS), 0.0), axis=1)
+        return errors, np.diff(elapsed.astype(np.float64), axis=1, prepend=0.0)
 
-    def curve(self, point: dict) -> np.ndarray:
+    def errors(self, points: list[dict]) -> np.ndarray:
+        """The validation errors of ``points``' whole curves, ``(B, 52)``."""
+        return self._predict(points)[0]
+
+    def curves(self, points: list[dict]) -> list[Curve]:
+        errors, seconds = self._predict(points)
+        return [Curve(iter(e), EPOCHS, s) for e, s in zip(errors, seconds, strict=True)]
+
+    def curve(self, point: dict) -> Curve:
         return self.curves([point])[0]
-
-
-class Curve:
-    """A real training's validation errors, trained as far as they are read."""
-
-    def __init__(self, errors, epochs: int):
-        self.errors, self.epochs, self.values = errors, epochs, []
-
-    def __len__(self) -> int:
-        return self.epochs
-
-    def __getitem__(self, epoch: int) -> float:
-        epoch = epoch % self.epochs
-        while len(self.values) <= epoch:
-            self.values.append(next(self.errors))
-        return self.values[epoch]
-
-    def __iter__(self):
-        return (self[e] for e in range(self.epochs))
 
 
 class MNIST1D:
@@ -178,17 +203,24 @@ def make_bench(task: str):
 
 
 class Log:
-    """Every reported epoch of a run, in order: its validation error."""
+    """Every reported epoch of a run, in order: its validation error, and the run's clock
+    then: the arm's own seconds since it began (its decisions and, for a real training,
+    the training itself) plus the simulated seconds of every epoch trained so far."""
 
     def __init__(self, budget: int):
         self.values: list[float] = []
+        self.clock: list[float] = []
         self.budget = budget
+        self.started, self.simulated = time.perf_counter(), 0.0
 
-    def spend(self, value: float) -> bool:
-        """Record one epoch; False once the budget is spent (the epoch is not recorded)."""
+    def spend(self, value: float, seconds: float = 0.0) -> bool:
+        """Record one epoch that took ``seconds`` of simulated training; False once the
+        budget is spent (the epoch is not recorded)."""
         if len(self.values) >= self.budget:
             return False
+        self.simulated += seconds
         self.values.append(float(value))
+        self.clock.append(round(time.perf_counter() - self.started + self.simulated, 2))
         return True
 
 
@@ -201,7 +233,7 @@ def stepwise_train(bench, log: Log | None = None):
         curve = bench.curve(point)
         for epoch in range(1 + (checkpoint or 0), bench.epochs + 1):
             if log is not None:
-                log.spend(curve[epoch - 1])
+                log.spend(curve[epoch - 1], curve.cost(epoch - 1))
             report(epoch, curve[epoch - 1], checkpoint=epoch)
         return curve[-1]
 
@@ -224,8 +256,8 @@ def _bojax(bench, seed: int, budget: int, log: Log, **settings) -> dict:
 def run_bojax_full(bench, seed, budget, log):
     def full(point):
         curve = bench.curve(point)
-        for value in curve:
-            log.spend(value)
+        for epoch, value in enumerate(curve):
+            log.spend(value, curve.cost(epoch))
         return curve[-1]
 
     trainings = budget // bench.epochs
@@ -240,18 +272,19 @@ def run_top_k(bench, seed, budget, log):
     points = [bench.space.from_unit(u) for u in rng.random((first, bench.space.dim))]
     curves = bench.curves(points)
     for curve in curves:
-        log.spend(curve[0])
+        log.spend(curve[0], curve.cost(0))
     for j in np.argsort([curve[0] for curve in curves], kind="stable"):
         for epoch in range(1, bench.epochs):
-            if not log.spend(curves[j][epoch]):
+            if not log.spend(curves[j][epoch], curves[j].cost(epoch)):
                 return
 
 
 def run_random(bench, seed, budget, log):
     rng = np.random.default_rng(seed)
     while len(log.values) < budget:
-        for value in bench.curve(bench.space.from_unit(rng.random(bench.space.dim))):
-            if not log.spend(value):
+        curve = bench.curve(bench.space.from_unit(rng.random(bench.space.dim)))
+        for epoch, value in enumerate(curve):
+            if not log.spend(value, curve.cost(epoch)):
                 return
 
 
@@ -290,7 +323,7 @@ def run_tpe(bench, seed, budget, log, pruner: str):
         curve = bench.curve(_optuna_point(trial, bench.space))
         pruned = False
         for epoch in range(1, bench.epochs + 1):
-            if not log.spend(curve[epoch - 1]):
+            if not log.spend(curve[epoch - 1], curve.cost(epoch - 1)):
                 return
             trial.report(float(curve[epoch - 1]), epoch)
             if trial.should_prune():
@@ -332,8 +365,8 @@ def run_smac(bench, seed, budget, log):
         info = smac.ask()
         epochs = max(1, min(bench.epochs, round(info.budget)))
         curve = bench.curve(dict(info.config))
-        for value in curve[:epochs]:
-            if not log.spend(value):
+        for epoch in range(epochs):  # from the first epoch again: every one is charged
+            if not log.spend(curve[epoch], curve.cost(epoch)):
                 return
         smac.tell(info, TrialValue(cost=float(curve[epochs - 1])))
 
@@ -356,9 +389,9 @@ RUNNERS = {
 
 def run_one(task: str, arm: str, seed: int, budget: int) -> dict:
     bench, log = make_bench(task), Log(budget)
-    started = time.perf_counter()
     extra = RUNNERS[arm](bench, seed, budget, log) or {}
-    return {"values": log.values, "seconds": time.perf_counter() - started, **extra}
+    seconds = time.perf_counter() - log.started
+    return {"values": log.values, "clock": log.clock, "seconds": seconds, **extra}
 
 
 def reference(task: str, count: int = 20000) -> float:
@@ -371,7 +404,7 @@ def reference(task: str, count: int = 20000) -> float:
     best = math.inf
     for start in range(0, count, 1000):
         points = [SPACE.from_unit(u) for u in rng.random((min(1000, count - start), SPACE.dim))]
-        best = min(best, float(bench.curves(points).min()))
+        best = min(best, float(bench.errors(points).min()))
     return best
 
 
@@ -563,6 +596,24 @@ def collect(tasks, arms, seeds, quick: bool, runs: Path, console) -> dict:
     return results
 
 
+def _median_and_quartiles(at: dict) -> dict:
+    """``{fraction: [median, q1, q3]}`` of the regrets ``at[fraction]`` across seeds; inf
+    (a run with no value yet) where the quantile falls on or beside such a run."""
+    with np.errstate(invalid="ignore"):  # inf - inf between two such runs: nan, read as inf
+        quantiles = {f: np.quantile(v, [0.5, 0.25, 0.75]) for f, v in at.items()}
+    return {str(f): np.where(np.isnan(q), np.inf, q).tolist() for f, q in quantiles.items()}
+
+
+def _reach(rows: dict, key: str, xs: np.ndarray) -> None:
+    """``row[key]``: the first of ``xs`` (epochs or seconds) where the arm's median regret
+    is at most bojax-full's final median (None if never; nothing without bojax-full)."""
+    if "bojax-full" in rows:
+        target = rows["bojax-full"]["regret"]["1.0"][0]
+        for row in rows.values():
+            reached = np.nonzero(np.array(row["median_curve"]) <= target)[0]
+            row[key] = xs[reached[0]].item() if reached.size else None
+
+
 def summarise(results: dict, references: dict, quick: bool) -> dict:
     summary = {}
     for task, arms in results.items():
@@ -575,10 +626,7 @@ def summarise(results: dict, references: dict, quick: bool) -> dict:
             )
             at = {f: curves[:, int(f * budget) - 1] for f in FRACTIONS}
             rows[arm] = {
-                "regret": {
-                    str(f): [float(np.quantile(at[f], q)) for q in (0.5, 0.25, 0.75)]
-                    for f in FRACTIONS
-                },
+                "regret": _median_and_quartiles(at),
                 "median_curve": np.median(curves, axis=0).tolist(),
                 "seconds": float(np.median([r["seconds"] for r in runs])),
                 "seeds": len(runs),
@@ -587,17 +635,69 @@ def summarise(results: dict, references: dict, quick: bool) -> dict:
             if late:  # freeze-thaw: a decision's seconds once ~90 % of the epochs are data
                 rows[arm]["decision_seconds_late"] = float(np.median(late))
                 rows[arm]["decision_seconds_max"] = float(np.max(late))
-        if "bojax-full" in rows:
-            target = rows["bojax-full"]["regret"]["1.0"][0]
-            for row in rows.values():
-                reached = np.nonzero(np.array(row["median_curve"]) <= target)[0]
-                row["epochs_to_full"] = int(reached[0]) + 1 if reached.size else None
-        summary[task] = {"known_best": known, "budget": budget, "arms": rows}
+        _reach(rows, "epochs_to_full", np.arange(1, budget + 1))
+        summary[task] = {"known_best": known, "budget": budget, "arms": rows,
+                         **against_seconds(arms, known)}  # fmt: skip
     return summary
+
+
+def _regret_at(run: dict, known: float, times: np.ndarray) -> np.ndarray:
+    """A run's regret at each of ``times`` on its clock (inf before its first epoch ends)."""
+    best = np.minimum.accumulate(np.asarray(run["values"], np.float64)) - known
+    ended = np.searchsorted(np.asarray(run["clock"]), times, side="right")  # epochs done by t
+    return np.where(ended > 0, best[np.maximum(ended - 1, 0)], np.inf)
+
+
+def against_seconds(arms: dict, known: float, points: int = 400) -> dict:
+    """Regret against the seconds on each run's clock (simulated training plus the arm's own
+    seconds), over the seeds every arm ran with its clock kept; the budget is bojax-full's
+    median seconds for its epochs (every clocked run's median without it). An arm that spent
+    its epochs sooner keeps its last incumbent after. ``{}`` when no seed has clocks."""
+    clocked = [
+        i for i in range(min(len(runs) for runs in arms.values()))
+        if all("clock" in runs[i] for runs in arms.values())
+    ]  # fmt: skip
+    if not clocked:
+        return {}
+    ends = [arms[a][i]["clock"][-1] for a in (["bojax-full"] if "bojax-full" in arms else arms)
+            for i in clocked]  # fmt: skip
+    budget = float(np.median(ends))
+    times = budget * np.arange(1, points + 1) / points
+    rows = {}
+    for arm, runs in arms.items():
+        curves = np.array([_regret_at(runs[i], known, times) for i in clocked])
+        at = {f: curves[:, round(f * points) - 1] for f in FRACTIONS}
+        rows[arm] = {
+            "regret": _median_and_quartiles(at),
+            "median_curve": np.median(curves, axis=0).tolist(),
+            "spent": float(np.median([runs[i]["clock"][-1] for i in clocked])),
+        }
+    _reach(rows, "seconds_to_full", times)
+    return {"seconds": {"budget": budget, "seeds": len(clocked), "points": points, "arms": rows}}
 
 
 def _without_curve(row: dict) -> dict:
     return {k: v for k, v in row.items() if k != "median_curve"}
+
+
+def _slim(entry: dict) -> dict:
+    """A task's summary without its median curves (the JSON keeps the tables)."""
+    slim = {**entry, "arms": {arm: _without_curve(row) for arm, row in entry["arms"].items()}}
+    if "seconds" in entry:
+        arms = {arm: _without_curve(row) for arm, row in entry["seconds"]["arms"].items()}
+        slim["seconds"] = {**entry["seconds"], "arms": arms}
+    return slim
+
+
+def _quartiles(rows: dict, row: dict, f: float) -> str:
+    """``median [q1, q3]``, bold where the median is the lowest of ``rows``; ``-`` before
+    a run has any value."""
+    best = min(other["regret"][str(f)][0] for other in rows.values())
+    m, lo, hi = row["regret"][str(f)]
+    if math.isinf(m):
+        return "-"
+    text = f"{m:.3g} [{lo:.3g}, {hi:.3g}]".replace("inf", "-")
+    return f"[bold]{text}[/bold]" if m == best else text
 
 
 def _padded(values: list[float], budget: int) -> np.ndarray:
@@ -616,44 +716,71 @@ def table(summary: dict) -> Table:
     out.add_column("to full", justify="right")
     out.add_column("s/run", justify="right")
     for task, entry in summary.items():
-        arms = list(entry["arms"])
-        for arm in arms:
-            row = entry["arms"][arm]
-            cells = []
-            for f in FRACTIONS:
-                regrets = entry["arms"]
-                best = min(regrets[a]["regret"][str(f)][0] for a in arms)
-                m, lo, hi = row["regret"][str(f)]
-                text = f"{m:.3g} [{lo:.3g}, {hi:.3g}]"
-                cells.append(f"[bold]{text}[/bold]" if m == best else text)
+        rows = entry["arms"]
+        for arm, row in rows.items():
             to_full = row.get("epochs_to_full")
             out.add_row(
-                f"{task} ({entry['budget']}) {arm} ({row['seeds']})", *cells,
+                f"{task} ({entry['budget']}) {arm} ({row['seeds']})",
+                *(_quartiles(rows, row, f) for f in FRACTIONS),
                 "-" if to_full is None else str(to_full), f"{row['seconds']:.0f}",
             )  # fmt: skip
         out.add_section()
     return out
 
 
-def plot(summary: dict, path: Path) -> None:
+def seconds_table(summary: dict) -> Table | None:
+    """The regret against seconds (simulated training plus each arm's own), at % of
+    bojax-full's median seconds; ``None`` when no kept run has its clock."""
+    timed = {task: entry["seconds"] for task, entry in summary.items() if "seconds" in entry}
+    if not timed:
+        return None
+    out = Table(title="median regret (quartiles) at % of bojax-full's median seconds (LCBench: "
+                "the surrogate's training seconds plus the arm's own); seconds to bojax-full's "
+                "final median; median seconds each run took for its epochs")  # fmt: skip
+    out.add_column("task (seconds) / arm (seeds)")
+    for f in FRACTIONS:
+        out.add_column(f"{f:.0%}", justify="right")
+    out.add_column("to full", justify="right")
+    out.add_column("spent", justify="right")
+    for task, entry in timed.items():
+        rows = entry["arms"]
+        for arm, row in rows.items():
+            to_full = row.get("seconds_to_full")
+            out.add_row(
+                f"{task} ({entry['budget']:.0f} s) {arm} ({entry['seeds']})",
+                *(_quartiles(rows, row, f) for f in FRACTIONS),
+                "-" if to_full is None else f"{to_full:.0f}", f"{row['spent']:.0f}",
+            )  # fmt: skip
+        out.add_section()
+    return out
+
+
+def plot(summary: dict, path: Path, seconds: bool = False) -> None:
+    """The median regret against epochs spent (``seconds``: against the seconds on the
+    runs' clocks, for the tasks that have them)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    tasks = list(summary)
+    tasks = [task for task in summary if not seconds or "seconds" in summary[task]]
     fig, axes = plt.subplots(2, math.ceil(len(tasks) / 2), figsize=(15, 8), squeeze=False)
     colours = {arm: f"C{k}" for k, arm in enumerate(ARMS)}  # one colour per arm everywhere
     for ax in axes.flat[len(tasks) :]:
         ax.set_visible(False)
     for ax, task in zip(axes.flat, tasks, strict=False):
-        budget = summary[task]["budget"]
-        for arm, row in summary[task]["arms"].items():
+        entry = summary[task]["seconds"] if seconds else summary[task]
+        span = entry["budget"]
+        for arm, row in entry["arms"].items():
             curve = np.maximum(np.array(row["median_curve"]), 1e-5)  # regret 0 drawn at 1e-5
-            ax.plot(np.arange(1, budget + 1), curve, label=arm, lw=1.4, color=colours[arm])
+            x = span * np.arange(1, len(curve) + 1) / len(curve)
+            ax.plot(x, curve, label=arm, lw=1.4, color=colours[arm])
         title = "MNIST-1D (bojax's trainer)" if task == "mnist1d" else f"LCBench task {task}"
-        ax.set(title=title, xlabel="epochs spent", ylabel="median regret", yscale="log")
-        ax.axvline(budget / 3, color="grey", ls=":", lw=0.8)
+        if seconds:
+            title += f" ({entry['seeds']} seeds)"
+        xlabel = "seconds (training + the arm's own)" if seconds else "epochs spent"
+        ax.set(title=title, xlabel=xlabel, ylabel="median regret", yscale="log")
+        ax.axvline(span / 3, color="grey", ls=":", lw=0.8)
     axes.flat[0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -755,6 +882,9 @@ def main(argv: list[str] | None = None) -> dict:
     cache.write_text(json.dumps(references, indent=1))
     summary = summarise(results, references, args.quick)
     console.print(table(summary))
+    timed = seconds_table(summary)
+    if timed is not None:
+        console.print(timed)
     for task, entry in summary.items():
         for arm, row in entry["arms"].items():
             if "decision_seconds_late" in row:
@@ -764,12 +894,11 @@ def main(argv: list[str] | None = None) -> dict:
                     f"{row['decision_seconds_max']:.3f} s)"
                 )
     args.out.mkdir(parents=True, exist_ok=True)
-    slim = {
-        task: {**entry, "arms": {arm: _without_curve(row) for arm, row in entry["arms"].items()}}
-        for task, entry in summary.items()
-    }
+    slim = {task: _slim(entry) for task, entry in summary.items()}
     (args.out / f"{name}.json").write_text(json.dumps(slim, indent=1))
     plot(summary, args.out / f"{name}.png")
+    if timed is not None:
+        plot(summary, args.out / f"{name}_seconds.png", seconds=True)
     return summary
 
 

@@ -3,6 +3,7 @@
 import importlib.util
 import itertools
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -209,6 +210,12 @@ def test_multifidelity_benchmark_runs_its_arms_on_lcbench_curves(tmp_path):
     decisions = bench.read_run(runs_folder / "3945_bojax-freeze-thaw_0.json.gz")["decisions"]
     assert decisions and all(seconds > 0 for _, seconds in decisions)
     assert (tmp_path / "multifidelity_quick.png").exists()
+    for path in runs:  # the clock: the surrogate's training seconds plus the arm's own
+        run = bench.read_run(path)
+        assert len(run["clock"]) == budget and np.all(np.diff(run["clock"]) >= 0)
+        assert run["clock"][0] > 0 and run["clock"][-1] > 10 * run["seconds"]
+    assert summary["3945"]["seconds"]["seeds"] == 1
+    assert (tmp_path / "multifidelity_quick_seconds.png").exists()
 
 
 @pytest.mark.slow
@@ -237,6 +244,13 @@ def test_multifidelity_benchmark_tabulates_mnist1d_runs_without_lcbench(tmp_path
     assert all(len(bench.read_run(p)["values"]) == budget for p in runs)
     assert set(summary["mnist1d"]["arms"]) == {"top-k", "random"}
     assert (tmp_path / "multifidelity_quick.png").stat().st_size > 10_000
+    for path in runs:  # a real training's clock: the run's own seconds, epoch by epoch
+        run = bench.read_run(path)
+        assert len(run["clock"]) == budget and np.all(np.diff(run["clock"]) >= 0)
+        assert run["clock"][-1] <= run["seconds"] + 0.01
+    timed = summary["mnist1d"]["seconds"]
+    assert timed["seeds"] == 1 and set(timed["arms"]) == {"top-k", "random"}
+    assert (tmp_path / "multifidelity_quick_seconds.png").stat().st_size > 10_000
     kept = [p.stat().st_mtime_ns for p in runs]
     again = bench.main(argv)  # reused, not run again
     assert [p.stat().st_mtime_ns for p in runs] == kept
@@ -267,3 +281,29 @@ def test_multifidelity_tables_share_seeds_unless_every_seed_is_asked_for(tmp_pat
     every = bench.existing(["3945"], list(kept), 3, tmp_path, every=True)["3945"]
     assert {arm: len(runs) for arm, runs in every.items()} == {"bojax-full": 3, "random": 2}
     assert [r["values"][-1] for r in every["random"]] == pytest.approx([0.4, 0.2])
+
+
+def test_multifidelity_regret_against_seconds_reads_each_run_on_its_own_clock():
+    bench = load("multifidelity")
+    arms = {
+        "bojax-full": [
+            {"values": [0.5, 0.3, 0.2], "clock": [10.0, 20.0, 30.0]},
+            {"values": [0.4, 0.1, 0.1], "clock": [5.0, 50.0, 60.0]},
+            {"values": [0.9, 0.9, 0.9], "clock": [1.0, 2.0, 3.0]},
+        ],
+        "random": [
+            {"values": [0.6, 0.25], "clock": [1.0, 2.0]},  # spent its epochs sooner
+            {"values": [0.3, 0.3], "clock": [4.0, 44.0]},
+            {"values": [0.0, 0.0]},  # no clock kept: this seed is left out for every arm
+        ],
+    }
+    timed = bench.against_seconds(arms, known=0.0, points=45)["seconds"]
+    assert timed["seeds"] == 2 and timed["budget"] == 45.0  # bojax-full's median seconds
+    full, random = timed["arms"]["bojax-full"], timed["arms"]["random"]
+    assert full["regret"]["1.0"][0] == pytest.approx(0.3)  # 0.2 by 30 s; 0.4 until 50 s
+    assert random["regret"]["1.0"][0] == pytest.approx(0.275)  # 0.25 kept after 2 s; 0.3
+    assert full["regret"]["0.1"][0] == math.inf  # at 4.5 s one run has no value yet
+    assert random["regret"]["0.1"][0] == pytest.approx(0.275)
+    assert full["spent"] == 45.0 and random["spent"] == 23.0
+    assert random["seconds_to_full"] == 4.0 and full["seconds_to_full"] == 30.0
+    assert bench.against_seconds({"random": arms["random"][2:]}, known=0.0) == {}
