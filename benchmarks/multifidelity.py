@@ -650,30 +650,35 @@ def _regret_at(run: dict, known: float, times: np.ndarray) -> np.ndarray:
 
 def against_seconds(arms: dict, known: float, points: int = 400) -> dict:
     """Regret against the seconds on each run's clock (simulated training plus the arm's own
-    seconds), over the seeds every arm ran with its clock kept; the budget is bojax-full's
-    median seconds for its epochs (every clocked run's median without it). An arm that spent
-    its epochs sooner keeps its last incumbent after. ``{}`` when no seed has clocks."""
+    seconds), over the seeds every arm ran with its clock kept. The table reads it at
+    fractions of a budget, bojax-full's median seconds for its epochs (every clocked run's
+    median without it); the curves run on ``points`` times up to the slowest arm's median
+    seconds. An arm that spent its epochs sooner keeps its last incumbent after. ``{}``
+    when no seed has clocks."""
     clocked = [
         i for i in range(min(len(runs) for runs in arms.values()))
         if all("clock" in runs[i] for runs in arms.values())
     ]  # fmt: skip
     if not clocked:
         return {}
-    ends = [arms[a][i]["clock"][-1] for a in (["bojax-full"] if "bojax-full" in arms else arms)
-            for i in clocked]  # fmt: skip
-    budget = float(np.median(ends))
-    times = budget * np.arange(1, points + 1) / points
+    ends = {arm: [runs[i]["clock"][-1] for i in clocked] for arm, runs in arms.items()}
+    spent = {arm: float(np.median(seconds)) for arm, seconds in ends.items()}
+    budget = spent.get("bojax-full", float(np.median(list(ends.values()))))
+    horizon = max(budget, *spent.values())
+    times = horizon * np.arange(1, points + 1) / points
     rows = {}
     for arm, runs in arms.items():
         curves = np.array([_regret_at(runs[i], known, times) for i in clocked])
-        at = {f: curves[:, round(f * points) - 1] for f in FRACTIONS}
+        table = np.array(
+            [_regret_at(runs[i], known, budget * np.array(FRACTIONS)) for i in clocked]
+        )
         rows[arm] = {
-            "regret": _median_and_quartiles(at),
+            "regret": _median_and_quartiles(dict(zip(FRACTIONS, table.T, strict=True))),
             "median_curve": np.median(curves, axis=0).tolist(),
-            "spent": float(np.median([runs[i]["clock"][-1] for i in clocked])),
+            "spent": spent[arm],
         }
     _reach(rows, "seconds_to_full", times)
-    return {"seconds": {"budget": budget, "seeds": len(clocked), "points": points, "arms": rows}}
+    return {"seconds": {"budget": budget, "horizon": horizon, "seeds": len(clocked), "arms": rows}}
 
 
 def _without_curve(row: dict) -> dict:
@@ -770,7 +775,7 @@ def plot(summary: dict, path: Path, seconds: bool = False) -> None:
         ax.set_visible(False)
     for ax, task in zip(axes.flat, tasks, strict=False):
         entry = summary[task]["seconds"] if seconds else summary[task]
-        span = entry["budget"]
+        span = entry["horizon"] if seconds else entry["budget"]
         for arm, row in entry["arms"].items():
             curve = np.maximum(np.array(row["median_curve"]), 1e-5)  # regret 0 drawn at 1e-5
             x = span * np.arange(1, len(curve) + 1) / len(curve)
@@ -780,7 +785,7 @@ def plot(summary: dict, path: Path, seconds: bool = False) -> None:
             title += f" ({entry['seeds']} seeds)"
         xlabel = "seconds (training + the arm's own)" if seconds else "epochs spent"
         ax.set(title=title, xlabel=xlabel, ylabel="median regret", yscale="log")
-        ax.axvline(span / 3, color="grey", ls=":", lw=0.8)
+        ax.axvline(entry["budget"] / (1 if seconds else 3), color="grey", ls=":", lw=0.8)
     axes.flat[0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
