@@ -315,8 +315,10 @@ def run_tpe(bench, seed, budget, log, pruner: str):
         "hyperband": lambda: optuna.pruners.HyperbandPruner(1, bench.epochs, 3),
         "median": lambda: optuna.pruners.MedianPruner(),
     }
-    study = optuna.create_study(
-        sampler=optuna.samplers.TPESampler(seed=seed), pruner=pruners[pruner]()
+    study = optuna.create_study(  # named: Hyperband's brackets hash the study's name
+        study_name=f"tpe-{pruner}-{seed}",
+        sampler=optuna.samplers.TPESampler(seed=seed),
+        pruner=pruners[pruner](),
     )
     while len(log.values) < budget:
         trial = study.ask()
