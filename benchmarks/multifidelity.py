@@ -714,50 +714,40 @@ def _padded(values: list[float], budget: int) -> np.ndarray:
     return values[:budget]
 
 
-def table(summary: dict) -> Table:
-    out = Table(title="median regret (quartiles) at % of each task's epochs; epochs to "
-                "bojax-full's final median; seconds per run")  # fmt: skip
-    out.add_column("task (epochs) / arm (seeds)")
-    for f in FRACTIONS:
-        out.add_column(f"{f:.0%}", justify="right")
-    out.add_column("to full", justify="right")
-    out.add_column("s/run", justify="right")
-    for task, entry in summary.items():
-        rows = entry["arms"]
-        for arm, row in rows.items():
-            to_full = row.get("epochs_to_full")
-            out.add_row(
-                f"{task} ({entry['budget']}) {arm} ({row['seeds']})",
-                *(_quartiles(rows, row, f) for f in FRACTIONS),
-                "-" if to_full is None else str(to_full), f"{row['seconds']:.0f}",
-            )  # fmt: skip
-        out.add_section()
-    return out
+TITLES = {
+    False: "median regret (quartiles) at % of each task's epochs; epochs to bojax-full's final "
+    "median; seconds per run",
+    True: "median regret (quartiles) at % of bojax-full's median seconds (LCBench: the "
+    "surrogate's training seconds plus the arm's own); seconds to bojax-full's final median; "
+    "median seconds each run took for its epochs",
+}
 
 
-def seconds_table(summary: dict) -> Table | None:
-    """The regret against seconds (simulated training plus each arm's own), at % of
-    bojax-full's median seconds; ``None`` when no kept run has its clock."""
-    timed = {task: entry["seconds"] for task, entry in summary.items() if "seconds" in entry}
-    if not timed:
+def table(summary: dict, seconds: bool = False) -> Table | None:
+    """Median regret (quartiles) at each fraction of the epochs (``seconds``: of bojax-full's
+    median seconds, for the tasks with clocks; None if none has), the lowest in bold; then
+    ``to full`` and the seconds per run (``seconds``: each arm's median seconds spent)."""
+    entries = {task: entry["seconds"] if seconds else entry for task, entry in summary.items()
+               if not seconds or "seconds" in entry}  # fmt: skip
+    if not entries:
         return None
-    out = Table(title="median regret (quartiles) at % of bojax-full's median seconds (LCBench: "
-                "the surrogate's training seconds plus the arm's own); seconds to bojax-full's "
-                "final median; median seconds each run took for its epochs")  # fmt: skip
-    out.add_column("task (seconds) / arm (seeds)")
+    out = Table(title=TITLES[seconds])
+    out.add_column(f"task ({'seconds' if seconds else 'epochs'}) / arm (seeds)")
     for f in FRACTIONS:
         out.add_column(f"{f:.0%}", justify="right")
     out.add_column("to full", justify="right")
-    out.add_column("spent", justify="right")
-    for task, entry in timed.items():
+    out.add_column("spent" if seconds else "s/run", justify="right")
+    for task, entry in entries.items():
         rows = entry["arms"]
+        span = f"{entry['budget']:.0f} s" if seconds else str(entry["budget"])
         for arm, row in rows.items():
-            to_full = row.get("seconds_to_full")
+            to_full = row.get("seconds_to_full" if seconds else "epochs_to_full")
             out.add_row(
-                f"{task} ({entry['budget']:.0f} s) {arm} ({entry['seeds']})",
+                f"{task} ({span}) {arm} ({entry['seeds'] if seconds else row['seeds']})",
                 *(_quartiles(rows, row, f) for f in FRACTIONS),
-                "-" if to_full is None else f"{to_full:.0f}", f"{row['spent']:.0f}",
-            )  # fmt: skip
+                "-" if to_full is None else f"{to_full:.0f}",
+                f"{row['spent'] if seconds else row['seconds']:.0f}",
+            )
         out.add_section()
     return out
 
@@ -889,7 +879,7 @@ def main(argv: list[str] | None = None) -> dict:
     cache.write_text(json.dumps(references, indent=1))
     summary = summarise(results, references, args.quick)
     console.print(table(summary))
-    timed = seconds_table(summary)
+    timed = table(summary, seconds=True)
     if timed is not None:
         console.print(timed)
     for task, entry in summary.items():
