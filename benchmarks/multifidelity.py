@@ -684,7 +684,10 @@ def against_seconds(arms: dict, known: float, points: int = 400) -> dict:
 
 
 def _without_curve(row: dict) -> dict:
-    return {k: v for k, v in row.items() if k != "median_curve"}
+    """``row`` for the JSON: no median curve, and null for a regret before any value
+    (JSON has no infinity)."""
+    regret = {f: [None if math.isinf(q) else q for q in qs] for f, qs in row["regret"].items()}
+    return {**{k: v for k, v in row.items() if k != "median_curve"}, "regret": regret}
 
 
 def _slim(entry: dict) -> dict:
