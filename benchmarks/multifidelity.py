@@ -213,13 +213,13 @@ class Log:
         self.budget = budget
         self.started, self.simulated = time.perf_counter(), 0.0
 
-    def spend(self, value: float, seconds: float = 0.0) -> bool:
-        """Record one epoch that took ``seconds`` of simulated training; False once the
-        budget is spent (the epoch is not recorded)."""
+    def spend(self, curve: Curve, epoch: int) -> bool:
+        """Record ``curve``'s epoch ``epoch`` (0-based) and its simulated seconds; False once
+        the budget is spent (the epoch is not recorded)."""
         if len(self.values) >= self.budget:
             return False
-        self.simulated += seconds
-        self.values.append(float(value))
+        self.simulated += curve.cost(epoch)
+        self.values.append(float(curve[epoch]))
         self.clock.append(round(time.perf_counter() - self.started + self.simulated, 2))
         return True
 
@@ -233,7 +233,7 @@ def stepwise_train(bench, log: Log | None = None):
         curve = bench.curve(point)
         for epoch in range(1 + (checkpoint or 0), bench.epochs + 1):
             if log is not None:
-                log.spend(curve[epoch - 1], curve.cost(epoch - 1))
+                log.spend(curve, epoch - 1)
             report(epoch, curve[epoch - 1], checkpoint=epoch)
         return curve[-1]
 
@@ -256,8 +256,8 @@ def _bojax(bench, seed: int, budget: int, log: Log, **settings) -> dict:
 def run_bojax_full(bench, seed, budget, log):
     def full(point):
         curve = bench.curve(point)
-        for epoch, value in enumerate(curve):
-            log.spend(value, curve.cost(epoch))
+        for epoch in range(len(curve)):
+            log.spend(curve, epoch)
         return curve[-1]
 
     trainings = budget // bench.epochs
@@ -272,10 +272,10 @@ def run_top_k(bench, seed, budget, log):
     points = [bench.space.from_unit(u) for u in rng.random((first, bench.space.dim))]
     curves = bench.curves(points)
     for curve in curves:
-        log.spend(curve[0], curve.cost(0))
+        log.spend(curve, 0)
     for j in np.argsort([curve[0] for curve in curves], kind="stable"):
         for epoch in range(1, bench.epochs):
-            if not log.spend(curves[j][epoch], curves[j].cost(epoch)):
+            if not log.spend(curves[j], epoch):
                 return
 
 
@@ -283,8 +283,8 @@ def run_random(bench, seed, budget, log):
     rng = np.random.default_rng(seed)
     while len(log.values) < budget:
         curve = bench.curve(bench.space.from_unit(rng.random(bench.space.dim)))
-        for epoch, value in enumerate(curve):
-            if not log.spend(value, curve.cost(epoch)):
+        for epoch in range(len(curve)):
+            if not log.spend(curve, epoch):
                 return
 
 
@@ -325,7 +325,7 @@ def run_tpe(bench, seed, budget, log, pruner: str):
         curve = bench.curve(_optuna_point(trial, bench.space))
         pruned = False
         for epoch in range(1, bench.epochs + 1):
-            if not log.spend(curve[epoch - 1], curve.cost(epoch - 1)):
+            if not log.spend(curve, epoch - 1):
                 return
             trial.report(float(curve[epoch - 1]), epoch)
             if trial.should_prune():
@@ -368,7 +368,7 @@ def run_smac(bench, seed, budget, log):
         epochs = max(1, min(bench.epochs, round(info.budget)))
         curve = bench.curve(dict(info.config))
         for epoch in range(epochs):  # from the first epoch again: every one is charged
-            if not log.spend(curve[epoch], curve.cost(epoch)):
+            if not log.spend(curve, epoch):
                 return
         smac.tell(info, TrialValue(cost=float(curve[epochs - 1])))
 
