@@ -344,6 +344,17 @@ def test_a_several_metric_acquisition_serves_multi_objective_studies_only():
         study.optimize(lambda t: t.suggest_float("x", 0.0, 1.0) ** 2, n_trials=3)
 
 
+def test_a_setting_for_one_objective_is_refused_at_a_multi_objective_studys_first_trial():
+    from bojax.errors import SettingsError
+
+    calls = []
+    sampler = BojaxSampler(warping="rank", seed=0, n_startup_trials=5, **FAST)
+    study = optuna.create_study(directions=["minimize", "minimize"], sampler=sampler)
+    with pytest.raises(SettingsError, match="warping 'rank' is for one objective"):
+        study.optimize(lambda t: calls.append(t.suggest_float("x", 0, 1)) or (1.0, 2.0), 3)
+    assert calls == []  # before any training, not after the startup trials
+
+
 @pytest.mark.slow  # a several-metric study of 7 trials
 def test_parego_with_a_constraint_key_that_is_no_metric_name():
     sampler = BojaxSampler(acquisition="parego", seed=0, n_startup_trials=4, **FAST)

@@ -281,6 +281,15 @@ class BojaxSampler(BaseSampler):
     ) -> Any:
         return self._independent.sample_independent(study, trial, param_name, param_distribution)
 
+    def before_trial(self, study: Study, trial: FrozenTrial) -> None:
+        """Check a multi-objective study's settings as each trial begins (a setting for
+        one objective, such as a warping, would otherwise fail only once the model starts,
+        after the startup trials); a constrained study's constraints are known only from
+        its trials, so it is checked then."""
+        if len(study.directions) > 1:
+            self._study_settings(study, [])
+        self._independent.before_trial(study, trial)
+
     def after_trial(
         self,
         study: Study,
