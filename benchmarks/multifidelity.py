@@ -30,6 +30,11 @@ sample's curves and every arm's reports). Arms:
   epoch 52 per epoch still needed, or starts a new design (the objective continues from
   a checkpoint, as the surrogate's curves allow); the seconds of each decision against
   the (design, epoch) values observed are kept;
+* ``bojax-freeze-thaw-seconds``: the same with ``cost_aware=True``: each choice priced in
+  seconds (a design's epochs at its own seconds per epoch so far; a new one's at what a
+  GP on the log seconds per epoch predicts), not epochs. On LCBench the training passes
+  each epoch's simulated seconds as ``report(..., seconds=s)``; on MNIST-1D bojax times
+  the epochs;
 * ``random-asha``: ``proposer="random"``, ASHA: random search with successive halving;
 * ``top-k``: the plain baseline: a quarter of the budget trains that many random designs
   one epoch each, and the rest continues the best of them to epoch 52;
@@ -85,6 +90,7 @@ ARMS = [
     "bojax-hyperband",
     "bojax-asha",
     "bojax-freeze-thaw",
+    "bojax-freeze-thaw-seconds",
     "random-asha",
     "top-k",
     "tpe-hyperband",
@@ -234,7 +240,10 @@ def stepwise_train(bench, log: Log | None = None):
         for epoch in range(1 + (checkpoint or 0), bench.epochs + 1):
             if log is not None:
                 log.spend(curve, epoch - 1)
-            report(epoch, curve[epoch - 1], checkpoint=epoch)
+            # A simulated epoch's seconds (read only by cost-aware freeze-thaw); a real
+            # training's are timed.
+            seconds = {} if curve.seconds is None else {"seconds": curve.cost(epoch - 1)}
+            report(epoch, curve[epoch - 1], checkpoint=epoch, **seconds)
         return curve[-1]
 
     return train
@@ -378,6 +387,9 @@ RUNNERS = {
     "bojax-hyperband": lambda b, s, n, log: _bojax(b, s, n, log, early_stopping="hyperband"),
     "bojax-asha": lambda b, s, n, log: _bojax(b, s, n, log, early_stopping="asha"),
     "bojax-freeze-thaw": lambda b, s, n, log: _bojax(b, s, n, log, early_stopping="freeze-thaw"),
+    "bojax-freeze-thaw-seconds": lambda b, s, n, log: _bojax(
+        b, s, n, log, early_stopping="freeze-thaw", cost_aware=True
+    ),
     "random-asha": lambda b, s, n, log: _bojax(
         b, s, n, log, early_stopping="asha", proposer="random"
     ),
@@ -414,7 +426,8 @@ def decision_speed(task: str = "3945", observations: int = 2000, seed: int = 0, 
     """Seconds of a freeze-thaw decision with ``observations`` (design, epoch) values:
     random designs' LCBench curves cut at random milestones until they hold that many,
     then 12 decisions in a row (the first fits from scratch; the median of the last 10,
-    warm, is the steady cost). ``settings``: more run settings (``samples=16``)."""
+    warm, is the steady cost). ``settings``: more run settings (``samples=16``;
+    ``cost_aware=True`` prices in the curves' simulated seconds)."""
     from bojax.bo.freezethaw import Design, FreezeThaw
 
     bench, rng = LCBench(task), np.random.default_rng(seed)
@@ -423,9 +436,10 @@ def decision_speed(task: str = "3945", observations: int = 2000, seed: int = 0, 
         u = rng.random(SPACE.dim)
         point = SPACE.from_unit(u)
         cut = min(int(rng.choice([1, 3, 9, 27, 52])), observations - held)
-        curve = bench.curve(point)[:cut]
-        designs.append(Design(u, point, [[e + 1, float(v)] for e, v in enumerate(curve)],
-                              complete=cut == EPOCHS))  # fmt: skip
+        curve = bench.curve(point)
+        seconds = sum(curve.cost(e) for e in range(cut))
+        designs.append(Design(u, point, [[e + 1, float(v)] for e, v in enumerate(curve[:cut])],
+                              complete=cut == EPOCHS, charged=cut, seconds=seconds))  # fmt: skip
         held += cut
     model = FreezeThaw(
         SPACE, bojax.Settings(max_step=EPOCHS, early_stopping="freeze-thaw", **settings)
@@ -830,7 +844,7 @@ def main(argv: list[str] | None = None) -> dict:
         write_run(args.to, run_one(task, arm, int(seed), args.budget))
         return {}
     if args.decision:
-        row = decision_speed()
+        row = {"steps": decision_speed(), "seconds": decision_speed(cost_aware=True)}
         console.print(row)
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "multifidelity_decision.json").write_text(json.dumps(row, indent=1))

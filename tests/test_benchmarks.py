@@ -193,7 +193,8 @@ def test_multifidelity_benchmark_runs_its_arms_on_lcbench_curves(tmp_path):
     bench = load("multifidelity")
     if not (bench.LCBENCH / "model.onnx").exists():
         pytest.skip(f"no LCBench surrogate at {bench.LCBENCH}")
-    arms = ["bojax-full", "bojax-hyperband", "bojax-freeze-thaw", "top-k", "random"]
+    arms = ["bojax-full", "bojax-hyperband", "bojax-freeze-thaw", "bojax-freeze-thaw-seconds",
+            "top-k", "random"]  # fmt: skip
     argv = ["--quick", "--tasks", "3945", "--arms", *arms, "--out", str(tmp_path)]
     summary = bench.main(argv)
     budget = bench.budget_of("3945", quick=True)

@@ -30,6 +30,13 @@ def test_the_next_point_is_drawn_to_the_cheap_side_of_a_symmetric_bowl(cheap_lef
     assert (u[0] < 0.5) == cheap_left, u  # mirrored costs, mirrored proposals
 
 
+@pytest.mark.parametrize("cheap_left", [True, False])
+def test_a_proposal_carries_its_predicted_seconds(cheap_left):
+    _, _, info = bojax.ask(symmetric_state(True, cheap_left))
+    assert 0.003 < info["predicted_seconds"] < 0.1  # on the cheap side, where 0.01 s
+    assert "predicted_seconds" not in bojax.ask(symmetric_state(False))[2]
+
+
 def test_a_cost_aware_state_needs_the_seconds_of_each_evaluation():
     state = bojax.init(LINE, cost_aware=True)
     with pytest.raises(DataError, match="needs each evaluation's seconds"):

@@ -386,15 +386,17 @@ def test_a_batch_of_three_trains_each_design_on_its_own_state():
 
 
 # -- freeze-thaw ----------------------------------------------------------------------
-def resumable(log: list | None = None, max_step: int = 27):
-    """make_train's curves, continued from a checkpoint (the last step reported)."""
+def resumable(log: list | None = None, max_step: int = 27, cost=None):
+    """make_train's curves, continued from a checkpoint (the last step reported); with
+    ``cost(point)``, each step reports that many seconds."""
 
     def train(point, report, checkpoint=None):
         final = final_value(point)
+        seconds = {} if cost is None else {"seconds": cost(point)}
         for step in range(1 + (checkpoint or 0), max_step + 1):
             if log is not None:
                 log.append(step)
-            report(step, final + 2.0 / step, checkpoint=step)
+            report(step, final + 2.0 / step, checkpoint=step, **seconds)
         return final
 
     return train
@@ -637,20 +639,28 @@ def test_freeze_thaw_expected_improvement_matches_the_closed_form():
     np.testing.assert_allclose(_expected_improvement(mean, var, 0.1), expected, rtol=1e-10)
 
 
-@pytest.mark.slow  # 13 s: whole freeze-thaw runs (the fast tier reached 300 s)
-def test_a_killed_freeze_thaw_run_resumes_to_the_uninterrupted_runs_records(tmp_path):
-    settings = dict(step_budget=150, **FREEZE_THAW)
-    whole = bojax.minimize(resumable(), SPACE, progress=False, out=tmp_path / "a", **settings)
+def wide_is_slow(point) -> float:
+    """Seconds a step of ``point`` reports: 0.01 at w = 0 to 10 at w = 1."""
+    return 0.01 * 1000.0 ** point["w"]
+
+
+@pytest.mark.slow  # 13 s each: whole freeze-thaw runs (the fast tier reached 300 s)
+@pytest.mark.parametrize("cost", [None, wide_is_slow], ids=["steps", "seconds"])
+def test_a_killed_freeze_thaw_run_resumes_to_the_uninterrupted_runs_records(tmp_path, cost):
+    settings = dict(step_budget=150, cost_aware=cost is not None, **FREEZE_THAW)
+    whole = bojax.minimize(
+        resumable(cost=cost), SPACE, progress=False, out=tmp_path / "a", **settings
+    )
     reports, before, after = [], [], []
 
     def dies(point, report, checkpoint=None):
-        def dying(step, value, checkpoint=None):
+        def dying(step, value, checkpoint=None, seconds=None):
             reports.append(step)
             if len(reports) > 90 and step not in (1, 2, 4, 10):  # a segment's later step
                 raise KeyboardInterrupt
-            report(step, value, checkpoint=checkpoint)
+            report(step, value, checkpoint=checkpoint, seconds=seconds)
 
-        return resumable(before)(point, dying, checkpoint)
+        return resumable(before, cost=cost)(point, dying, checkpoint)
 
     with pytest.raises(KeyboardInterrupt):
         bojax.minimize(dies, SPACE, progress=False, out=tmp_path / "b", **settings)
@@ -672,8 +682,9 @@ def test_a_killed_freeze_thaw_run_resumes_to_the_uninterrupted_runs_records(tmp_
         bojax.minimize(resumable(), SPACE, progress=False, out=tmp_path / "c", resume=True,
                        **settings)  # fmt: skip
     resumed = bojax.minimize(
-        resumable(after), SPACE, progress=False, out=tmp_path / "b", resume=True, **settings
-    )
+        resumable(after, cost=cost), SPACE, progress=False, out=tmp_path / "b", resume=True,
+        **settings,
+    )  # fmt: skip
     assert len(before) - 1 + len(after) == whole.steps == 150
     assert json.loads((tmp_path / "b" / "pending.json").read_text()) == []
     keys = ("x", "y", "status", "curve", "phase", "diagnostics")
@@ -687,9 +698,19 @@ def test_a_killed_freeze_thaw_run_resumes_to_the_uninterrupted_runs_records(tmp_
     assert shown.exit_code == 0, shown.output
     title = f"{len(whole.history)} segments of {whole.evaluations} designs (0 failed)"
     assert title in " ".join(shown.output.split()), shown.output
-    assert [{k: r[k] for k in keys} for r in resumed.history] == [
-        {k: r[k] for k in keys} for r in whole.history
-    ]
+
+    def kept(record):  # timed seconds differ from run to run; reported ones may not
+        timed = {"training_seconds"} if cost is None else set()
+        info = {k: v for k, v in record["diagnostics"].items() if k not in timed}
+        return {**{k: record[k] for k in keys}, "diagnostics": info}
+
+    assert [kept(r) for r in resumed.history] == [kept(r) for r in whole.history]
+    if cost is not None:  # priced in seconds: each design's steps at its reported rate
+        for record in whole.history:
+            info = record["diagnostics"]
+            assert info["training_seconds"] == pytest.approx(
+                info["charged"] * cost(record["x"]), rel=1e-12
+            )
 
 
 @pytest.mark.slow  # 25-40 s: three freeze-thaw runs and two resumes of each
@@ -970,9 +991,75 @@ def test_jax_numbers_are_values_and_steps_like_python_ones():
     assert "finite number" in trainings.finish(design)["error"]
 
 
-def test_cost_aware_is_refused_for_step_wise_runs():
-    with pytest.raises(SettingsError, match="cost_aware"):
-        bojax.minimize(make_train(9), SPACE, max_step=9, cost_aware=True, progress=False)
+def test_cost_aware_is_refused_for_step_wise_runs_but_freeze_thaw():
+    for stopping in ("asha", "hyperband"):
+        with pytest.raises(SettingsError, match=f"cost_aware.*{stopping}"):
+            bojax.minimize(make_train(9), SPACE, max_step=9, cost_aware=True,
+                           early_stopping=stopping, progress=False)  # fmt: skip
+
+
+def test_a_segment_adds_up_its_steps_reported_seconds_or_times_them():
+    def train(point, report, checkpoint=None, cost=None):
+        for step in range(1, 4):
+            time.sleep(0.02)
+            report(step, 1.0 / step, **({} if cost is None else {"seconds": cost}))
+        return 1.0 / 3
+
+    reported = run_segment(lambda p, r: train(p, r, cost=2.5), {}, 0, 3, 3)
+    assert reported.status == "complete" and reported.seconds == 7.5
+    timed = run_segment(train, {}, 0, 2, 3)  # paused at step 2: two steps timed
+    assert timed.status == "paused" and timed.charged == 2
+    assert 0.04 <= timed.seconds < 1.0
+    for bad in (-1.0, float("nan"), "1 s"):
+        failed = run_segment(lambda p, r, bad=bad: train(p, r, cost=bad), {}, 0, 3, 3)
+        assert failed.status == "failed" and "seconds=s" in failed.error, failed.error
+    trainings = bojax.Trainings(SPACE, max_step=9, early_stopping="asha", proposer="random")
+    design, _ = trainings.ask()
+    from bojax.bo.stepwise import _Reporter  # ASHA's report checks seconds too
+
+    reporter = _Reporter(trainings._run, trainings._opened(design).training)
+    assert reporter(1, 0.5, seconds=3.0)
+    with pytest.raises(ValueError, match="seconds=s"):
+        reporter(2, 0.4, seconds=-3.0)
+
+
+def priced_designs(cheap: int):
+    """Six complete curves around the basin and two paused ones (designs 6 and 7) whose
+    values are equal, at steps of 10 s except design ``cheap``'s (0.001 s)."""
+    from bojax.bo.freezethaw import Design
+
+    designs = []
+    grid = [(1e-4, 0.1), (1e-3, 0.9), (1e-2, 0.5), (1e-1, 0.2), (3e-4, 0.6), (3e-2, 0.8),
+            (3e-3, 0.25), (3e-3, 0.35)]  # fmt: skip
+    for k, (lr, w) in enumerate(grid):
+        point = {"lr": lr, "w": w}
+        final = final_value(point)
+        steps = 27 if k < 6 else 3
+        curve = [[s, final + 2.0 / s] for s in range(1, steps + 1)]
+        rate = 0.001 if k == cheap else 10.0
+        designs.append(Design(SPACE.to_unit(point), point, curve, complete=k < 6,
+                              charged=steps, seconds=steps * rate))  # fmt: skip
+    return designs
+
+
+@pytest.mark.parametrize("cheap", [6, 7])
+def test_cost_aware_freeze_thaw_prices_its_choices_in_seconds(cheap):
+    from bojax.bo.freezethaw import FreezeThaw
+
+    settings = bojax.Settings(max_step=27, early_stopping="freeze-thaw", surrogate="gp-map",
+                              cost_aware=True)  # fmt: skip
+    designs = priced_designs(cheap)
+    costs = FreezeThaw(SPACE, settings).worth(designs, [6, 7])[2]
+    # 24 steps each still to go, at the design's own seconds per step
+    np.testing.assert_allclose(costs[1:], [24 * (0.001 if j == cheap else 10.0) for j in (6, 7)])
+    # a new design: 27 steps at the rate the cost GP predicts where EI per second is
+    # highest, below the 10 s of 7 designs of 8
+    assert 0 < costs[0] < 27 * 10.0
+    decision = FreezeThaw(SPACE, settings).decide(designs, 20)
+    assert (decision.phase, decision.design) == ("thaw", cheap)  # mirrored costs, choices
+    assert decision.diagnostics["cost"] == pytest.approx(24 * 0.001)
+    steps = FreezeThaw(SPACE, settings.replace(cost_aware=False)).worth(designs, [6, 7])[2]
+    np.testing.assert_array_equal(steps, [27, 24, 24])  # priced in steps without it
 
 
 def test_a_thaw_is_priced_from_its_checkpoints_step():

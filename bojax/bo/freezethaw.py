@@ -22,6 +22,18 @@ again; one that reaches ``T`` is complete. The first ``max(initial, d + 2)`` des
 come from the Sobol design, trained to successive milestones (so the model sees every
 step range before it extrapolates to ``T``).
 
+**Seconds** (``cost_aware=True``). Designs' steps may cost very different times (a
+wide network's epoch against a narrow one's), and the budget a researcher has is
+seconds. A cost-aware run prices both choices in seconds instead: thawing ``j`` costs
+its steps still needed times its own seconds per step so far (:attr:`Design.rate`), a
+new design ``T`` steps times the rate a MAP GP, fitted to the modelled designs' log
+rates on their coordinates, predicts there; and the new design is itself the maximiser
+of EI per predicted second (the loop's cost-aware acquisition, Snoek et al. 2012).
+A step's seconds are what the training passes as ``report(step, value,
+seconds=s)``, else the wall time since its previous report (:mod:`bojax.bo.segments`);
+they are journalled with each segment (``training_seconds``), so a resume makes the same
+decisions, but timed seconds make two runs of one seed differ where reported ones do not.
+
 **Checkpoints.** An objective ``train(point, report, checkpoint=None)`` may hand
 ``report(step, value, checkpoint=state)`` its state; a thawed training is then called
 with the last one and continues from the step it was passed at (a training may
@@ -43,12 +55,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy.stats import norm
 
-from bojax.bo import schedulers
-from bojax.bo.loop import ask_batch, fit_surrogate, init, tell
+from bojax.bo import keys, schedulers
+from bojax.bo.loop import CostFit, FirstColumns, ask_batch, fit_cost, fit_surrogate, init, tell
 from bojax.bo.settings import Settings
 from bojax.bo.stepwise import (
     Checkpoint,
@@ -87,10 +100,17 @@ class Design:
     complete: bool = False  # trained to max_step (or ended by itself)
     failed: bool = False
     checkpoint: Checkpoint | None = None
+    charged: int = 0  # steps trained, repeats included
+    seconds: float = 0.0  # what they cost (reported by the training, else timed)
 
     @property
     def step(self) -> int:
         return int(self.curve[-1][0]) if self.curve else 0
+
+    @property
+    def rate(self) -> float | None:
+        """Seconds per step trained so far; None before any."""
+        return self.seconds / self.charged if self.charged > 0 else None
 
 
 def observations(designs: list[Design], limit: int) -> list[tuple[int, int, float]]:
@@ -110,6 +130,15 @@ def observations(designs: list[Design], limit: int) -> list[tuple[int, int, floa
             if step & (step - 1) == 0:  # a power of two
                 rows.append((j, step, value))
     return [(j, int(s), float(v)) for j, s, v in rows]
+
+
+def rates_of(designs: list[Design]) -> dict[int, float]:
+    """Each trained design's seconds per step (a cost-aware run's cost data), at least
+    ``1e-9``; a design whose steps were never timed (a journal without their seconds)
+    gets the median of the others, 1 when none has one."""
+    known = {j: d.rate for j, d in enumerate(designs) if d.rate is not None and d.rate > 0}
+    typical = float(np.median(list(known.values()))) if known else 1.0
+    return {j: max(known.get(j, typical), 1e-9) for j, d in enumerate(designs) if d.curve}
 
 
 def _expected_improvement(mean, var, best) -> np.ndarray:
@@ -149,9 +178,11 @@ class FreezeThaw:
         # Power-warped values unless the run names a warping: a curve's first steps would
         # otherwise stretch the standardised scale until the best designs' differences
         # vanish (docs/design.md).
+        # (A cost-aware run's cost GP is its own, on each design's seconds per step.)
         self.model = settings.replace(
-            exact_limit=None, fantasy="believer", initial=1, warping=settings.warping or "power"
-        )
+            exact_limit=None, fantasy="believer", initial=1, warping=settings.warping or "power",
+            cost_aware=False,
+        )  # fmt: skip
         self.least = max(settings.initial, space.dim + 2)
         self.chains = None  # the surrogate's state, carried from decision to decision
 
@@ -190,13 +221,27 @@ class FreezeThaw:
         # Pending: the designs in training elsewhere (at max_step). Paused ones are not:
         # a new design next to a paused one loses to thawing it.
         pending = np.reshape([np.append(u, 1.0) for u in pending], (-1, self.augmented.dim))
-        points, _, _ = ask_batch(state, 1, pending, box=(lower, upper), fit=fit)
+        rates, cost = self._cost_model(designs, rows) if self.settings.cost_aware else (None, None)
+        points, _, _ = ask_batch(state, 1, pending, box=(lower, upper), fit=fit, cost=cost)
         going_rows = [np.append(designs[j].u, 1.0) for j in going]
         candidates = np.concatenate([points, np.reshape(going_rows, (-1, self.augmented.dim))])
         mean, var = fit.surrogate.predict(fit.fitted, jnp.asarray(_padded_rows(candidates)))
         gains = _expected_improvement(mean, var, float(np.min(fit.y)))[: len(candidates)]
         costs = np.array([self.settings.max_step] + [self._cost(designs[j]) for j in going])
+        if rates is not None:  # steps to seconds, the new design's rate as the cost GP predicts
+            costs = costs * np.array([cost.seconds_at(points[0])] + [rates[j] for j in going])
         return points[0][:-1], gains, costs, len(rows)
+
+    def _cost_model(self, designs: list[Design], rows) -> tuple[dict[int, float], CostFit]:
+        """Each design's seconds per step (:func:`rates_of`), and a cost GP fitted to the
+        log rates of the designs in ``rows``, one value per design, read on the design's
+        coordinates of a (design, step) point."""
+        rates = rates_of(designs)
+        seen = sorted({j for j, _, _ in rows})
+        key = jax.random.fold_in(keys.iteration_key(self.settings.seed, len(designs)), 7)
+        u = np.stack([designs[j].u for j in seen])
+        fit = fit_cost(self.space, u, np.array([rates[j] for j in seen]), key)
+        return rates, fit._replace(model=FirstColumns(fit.model, self.space.dim))
 
     def _cost(self, design: Design) -> float:
         """The steps a paused ``design`` still costs to reach ``max_step``: from its
@@ -273,15 +318,18 @@ def close_segment(run, decision: Decision, designs: list[Design], segment, secon
             **decision.diagnostics,
             "design": decision.design,
             "charged": segment.charged,
+            "training_seconds": segment.seconds,
         },
         "curve": segment.curve,
     }
 
 
-def train_segment(run, decision: Decision, designs: list[Design], on_report=None) -> dict:
+def train_segment(
+    run, decision: Decision, designs: list[Design], on_report=None, seconds: float = 0.0
+) -> dict:
     """Run one decision's segment of training here (:func:`bojax.bo.segments.run_segment`,
-    with ``on_report``; in a process of its own with ``isolate``); the journal record of
-    it."""
+    with ``on_report``, its seconds counted on from ``seconds``, a killed run's; in a
+    process of its own with ``isolate``); the journal record of it."""
     from bojax.bo.segments import run_segment, run_segment_isolated
 
     args = open_segment(run, decision, designs)
@@ -289,8 +337,18 @@ def train_segment(run, decision: Decision, designs: list[Design], on_report=None
     if run.settings.isolated:
         segment = run_segment_isolated(run.settings.timeout, *args)
     else:
-        segment = run_segment(*args, on_report=on_report)
+        segment = run_segment(*args, on_report=on_report, seconds=seconds)
     return close_segment(run, decision, designs, segment, time.perf_counter() - started)
+
+
+def add_cost(design: Design, record: dict[str, Any]) -> None:
+    """Add a segment's record's steps and seconds to its design's totals: the running run
+    and a replay of its journal add the same numbers in the same order, so a cost-aware
+    run resumes to the same decisions."""
+    info = record["diagnostics"]
+    design.charged += int(info.get("charged", 0))
+    # Journals before training_seconds kept the segment's wall seconds only.
+    design.seconds += float(info.get("training_seconds", record.get("seconds") or 0.0))
 
 
 def add_record(designs: list[Design], record: dict[str, Any], space: Space) -> None:
@@ -308,6 +366,7 @@ def add_record(designs: list[Design], record: dict[str, Any], space: Space) -> N
         u = np.asarray(record["u"], np.float64)
         designs[j] = design = Design(u, space.from_unit(u))
     design.curve.extend(record["curve"])
+    add_cost(design, record)
     design.complete = design.complete or record["status"] == "ok"
     design.failed = design.failed or record["status"] == "failed"
 

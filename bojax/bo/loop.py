@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import jax
@@ -288,21 +289,55 @@ def _screen_function(surrogate: Surrogate, acquire: AcquisitionRecord, classifie
 COST_MODEL = "gp-map"  # the cost model's surrogate: log seconds are smooth and cheap to fit
 
 
-def _cost_terms(state: BOState, k: int) -> tuple[Surrogate | None, tuple]:
-    """``(cost model, (its conditioned posterior, scale))`` of a ``cost_aware`` run: a
-    MAP GP fitted to the standardised log seconds of every evaluation so far, or
-    ``(None, ())`` otherwise."""
-    if state.seconds is None or len(state.seconds) == 0:
-        return None, ()
+class CostFit(NamedTuple):
+    """A cost model fitted to the log of measured seconds: the surrogate the score reads
+    (``predictive``), the score's extra arguments ``((conditioned posterior, scale),)``
+    and ``seconds_at(u)``, the predicted seconds at unit point ``u`` (the exponential of
+    the predicted log, averaged over the surrogate's samples)."""
+
+    model: Any
+    costing: tuple
+    seconds_at: Any
+
+
+@dataclass(frozen=True)
+class FirstColumns:
+    """``surrogate`` read on the first ``dim`` coordinates of a point: a cost that depends
+    on the design and not on the step, scored over freeze-thaw's (design, step) points."""
+
+    surrogate: Any
+    dim: int
+
+    def predictive(self, conditioned, x):
+        return self.surrogate.predictive(conditioned, x[..., : self.dim])
+
+
+def fit_cost(space: Space, u: np.ndarray, seconds: np.ndarray, key: jax.Array) -> CostFit:
+    """A MAP GP (``COST_MODEL``) fitted to the standardised log ``seconds`` at unit points
+    ``u`` of ``space``."""
     from bojax.surrogates import SURROGATES, for_space
 
-    model = for_space(SURROGATES.get(COST_MODEL), state.space)
-    log_seconds = np.log(state.seconds)
-    scale = float(np.std(log_seconds))
-    target = (log_seconds - np.mean(log_seconds)) / (scale if scale > 0 else 1.0)
+    model = for_space(SURROGATES.get(COST_MODEL), space)
+    log_seconds = np.log(seconds)
+    scale = float(np.std(log_seconds)) or 1.0
+    center = float(np.mean(log_seconds))
+    fitted = model.fit(key, model.init(space.dim), gp.make_data(u, (log_seconds - center) / scale))
+    conditioned = model.conditioned(fitted)
+
+    def seconds_at(point: np.ndarray) -> float:
+        x = jnp.asarray(point, jnp.float64)[None, : space.dim]
+        return float(np.exp(center + scale * np.mean(model.predictive(conditioned, x)[0])))
+
+    return CostFit(model, ((conditioned, jnp.asarray(scale)),), seconds_at)
+
+
+def _cost_terms(state: BOState, k: int) -> CostFit | None:
+    """The cost model of a ``cost_aware`` run (:func:`fit_cost` on every evaluation's
+    seconds so far), None otherwise."""
+    if state.seconds is None or len(state.seconds) == 0:
+        return None
     key = jax.random.fold_in(_iteration_key(state.settings, k), 7)
-    fitted = model.fit(key, model.init(state.space.dim), gp.make_data(state.u, target))
-    return model, ((model.conditioned(fitted), jnp.asarray(scale)),)
+    return fit_cost(state.space, state.u, state.seconds, key)
 
 
 def _success_diagnostics(state: BOState, u: np.ndarray, k: int) -> dict[str, float]:
@@ -338,12 +373,15 @@ def ask_batch(
     *,
     box: tuple[np.ndarray, np.ndarray] | None = None,
     fit: SurrogateFit | None = None,
+    cost: CostFit | None = None,
 ) -> tuple[np.ndarray, BOState, list[dict[str, Any]]]:
     """Up to ``q`` distinct unit points ``(q', d)`` to evaluate next, with diagnostics.
 
     ``box`` (unit ``(lower, upper)``) confines the model's proposals (a coordinate with
     ``lower == upper`` is held fixed); ``fit``, a :func:`fit_surrogate` of this state
-    made already, saves fitting again (freeze-thaw reads the same fit's posterior).
+    made already, saves fitting again (freeze-thaw reads the same fit's posterior);
+    ``cost``, a cost model (:func:`fit_cost`), divides the acquisition by its predicted
+    seconds as ``cost_aware`` does with the state's own (freeze-thaw's rates per step).
 
     The surrogate is fitted once, to the finished evaluations; the batch is then built
     greedily, each point proposed with the pending points and the batch so far as
@@ -389,7 +427,8 @@ def ask_batch(
         best = jnp.min(jnp.mean(mean, axis=0))
     acquire = get_acquisition(settings.acquisition)
     options = {name: getattr(settings, name) for name in acquire.options}
-    cost, costing = _cost_terms(state, first)
+    costed = _cost_terms(state, first) if cost is None else cost
+    cost, costing, seconds_at = costed or (None, (), None)
     points, infos = [], []
     for k in range(first, first + q):
         conditioned, incumbent = _conditioned(
@@ -423,6 +462,8 @@ def ask_batch(
             info.update(choice)
         if classifier is not None:
             info.update(_success_diagnostics(state, u, k))
+        if seconds_at is not None:
+            info["predicted_seconds"] = seconds_at(u)
         points.append(u)
         infos.append(info)
         taken = np.concatenate([taken, u[None]])

@@ -41,6 +41,7 @@ from bojax.bo.stepwise import (
     StepRun,
     StopTraining,
     check_step,
+    checked_seconds,
     checked_value,
     outcome,
     starts_after,
@@ -61,13 +62,17 @@ class Segment:
     y: float | None = None  # the value train returned, when complete
     error: str | None = None
     checkpoint: Checkpoint | None = None  # the last one passed to report, if any
+    seconds: float = 0.0  # what the charged steps cost (reported, else timed)
 
 
 class SegmentReport:
-    """``report(step, value, checkpoint=None)`` for one segment: records the steps past
-    ``after``, pauses the training once ``until`` is reached."""
+    """``report(step, value, checkpoint=None, seconds=None)`` for one segment: records the
+    steps past ``after``, pauses the training once ``until`` is reached, and adds up the
+    steps' seconds: each step's own ``seconds`` where the training passes them (a
+    simulated training, or one that knows its cost better), else the wall time since the
+    previous report (since the call began, for the first: loading and compiling count)."""
 
-    def __init__(self, after: int, until: int, max_step: int, on_report=None):
+    def __init__(self, after: int, until: int, max_step: int, on_report=None, seconds=0.0):
         self.after, self.until, self.max_step = after, until, max_step
         self.on_report = on_report  # called after each recorded step (journals it)
         self.last = 0  # the last step this call of train reported
@@ -75,13 +80,17 @@ class SegmentReport:
         self.charged = 0
         self.checkpoint: Checkpoint | None = None
         self.complete = False
+        self.seconds, self.tick = seconds, time.perf_counter()
 
-    def __call__(self, step: Any, value: Any, checkpoint: Any = None) -> bool:
+    def __call__(self, step: Any, value: Any, checkpoint: Any = None, seconds: Any = None) -> bool:
         step = check_step(step, self.last)
         if step > self.max_step:
             self.complete = True
             raise StopTraining(f"past max_step = {self.max_step}")
         value = checked_value(value)
+        given, now = checked_seconds(seconds), time.perf_counter()
+        self.seconds += now - self.tick if given is None else given
+        self.tick = now
         self.charged += step - self.last
         self.last = int(step)
         if checkpoint is not None:
@@ -97,7 +106,7 @@ class SegmentReport:
         return not self.complete
 
     def ended(self, status: str, y: float | None = None, error: str | None = None) -> Segment:
-        return Segment(self.curve, self.charged, status, y, error, self.checkpoint)
+        return Segment(self.curve, self.charged, status, y, error, self.checkpoint, self.seconds)
 
 
 def run_segment(
@@ -110,14 +119,16 @@ def run_segment(
     attempt: int = 0,
     *,
     on_report=None,
+    seconds: float = 0.0,
 ) -> Segment:
     """Train ``point`` past step ``after`` (from ``checkpoint`` when the objective takes
     one, else from its first step; steps up to ``after`` are charged, not recorded)
     until step ``until``. Never raises for what the objective does; ``attempt`` only
     keeps retried tasks distinct; ``on_report(report)`` (in the driver's process only)
-    sees the :class:`SegmentReport` after each step it records or charges."""
+    sees the :class:`SegmentReport` after each step it records or charges; its seconds
+    count on from ``seconds`` (a killed run's segment, finished by its resume)."""
     del attempt
-    report = SegmentReport(after, until, max_step, on_report)
+    report = SegmentReport(after, until, max_step, on_report, seconds)
     kwargs = {}
     if checkpoint is not None and takes(train, "checkpoint"):
         kwargs, report.last = {"checkpoint": checkpoint.state}, checkpoint.resumes_at(after)
@@ -377,6 +388,7 @@ class PooledFreezeThaw(_Pooled):
         seconds = time.perf_counter() - tick - decision.seconds
         record = {"iteration": k, "proposal": k}
         record.update(freezethaw.close_segment(run, decision, run.designs, segment, seconds))
+        freezethaw.add_cost(run.designs[decision.design], record)
         record["decision_seconds"] = decision.seconds
         run.history.append(record)
         if run.journal is not None:

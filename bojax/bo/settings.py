@@ -237,7 +237,8 @@ class Settings:
     cost_aware: bool = setting(
         False,
         "maximise the acquisition per second of evaluation (EI per second, Snoek et al. "
-        "2012): a GP fitted to the log of each evaluation's measured seconds predicts them",
+        "2012): a GP fitted to the log of each evaluation's measured seconds predicts them; "
+        "with early_stopping='freeze-thaw', decisions are priced in seconds, not steps",
         boolean,
         omit_at_default=True,
     )

@@ -156,15 +156,17 @@ class _Reporter:
     def __init__(self, run: StepRun, training: _Training):
         self.run, self.training = run, training
 
-    def __call__(self, step: Any, value: Any, checkpoint: Any = None) -> bool:
+    def __call__(self, step: Any, value: Any, checkpoint: Any = None, seconds: Any = None) -> bool:
         """Record ``value`` at ``step`` (and the training's ``checkpoint``, from which a
-        resumed run continues it); whether the training goes on (False at ``max_step``)."""
+        resumed run continues it); whether the training goes on (False at ``max_step``).
+        ``seconds`` (the step's cost) is checked; only cost-aware freeze-thaw reads it."""
         run, training = self.run, self.training
         step = check_step(step, training.reported)
         if step > run.max_step:
             training.over = "max_step"
             raise StopTraining(f"past max_step = {run.max_step}")
         value = checked_value(value)
+        checked_seconds(seconds)
         run.spent += step - training.reported
         training.charged += step - training.reported
         training.reported = step
@@ -355,9 +357,9 @@ class StepRun:
         def reporter(o: Opened):
             inner = _Reporter(self, o.training)
 
-            def report(step: Any, value: Any, checkpoint: Any = None) -> bool:
+            def report(step: Any, value: Any, checkpoint: Any = None, seconds=None) -> bool:
                 try:
-                    return inner(step, value)
+                    return inner(step, value, seconds=seconds)
                 except ValueError as error:  # this design fails; the others go on
                     failed[o.design] = str(error)
                     raise StopTraining(str(error)) from None
@@ -611,7 +613,8 @@ class _FreezeThawRun:
 
     def _continued(self, entry: dict[str, Any]):
         """The killed run's decision, its steps so far applied to the design (curve,
-        charged steps, the checkpoint saved with them): ``(decision, curve, charged)``."""
+        charged steps and their seconds, the checkpoint saved with them): ``(decision,
+        curve, charged, seconds)``."""
         from bojax.bo import freezethaw
 
         info = dict(entry["info"])
@@ -629,8 +632,9 @@ class _FreezeThawRun:
         design.curve.extend(curve)
         if takes(self.train, "checkpoint"):
             design.checkpoint = load_checkpoint(self.journal, j, design.step)
-        self.spent += int(entry["charged"])
-        return freezethaw.Decision(j, u, until, phase, info), curve, int(entry["charged"])
+        charged, seconds = int(entry["charged"]), float(entry.get("seconds") or 0.0)
+        self.spent += charged
+        return freezethaw.Decision(j, u, until, phase, info), curve, charged, seconds
 
     def _journalled(self, k: int, decision, before: list, charged: int):
         """``on_report`` for decision ``k``'s segment: its steps so far to
@@ -648,7 +652,7 @@ class _FreezeThawRun:
             self.journal.save_pending([{
                 "proposal": k, "u": np.asarray(decision.u).tolist(), "x": design.point,
                 "info": info, "curve": before + report.curve,
-                "charged": charged + report.charged,
+                "charged": charged + report.charged, "seconds": report.seconds,
             }])  # fmt: skip
             if report.checkpoint is not None and report.checkpoint is not saved[0]:
                 save_checkpoint(self.journal, decision.design, report.checkpoint)
@@ -664,9 +668,9 @@ class _FreezeThawRun:
         if self.journal is not None and packed is not None:  # so a resume need not replay
             self.journal.save_sampler(k, packed)
         decision = self.model.decide(self.designs, k)  # on resume, the fit it made
-        before, charged = [], 0
+        before, charged, seconds = [], 0, 0.0
         if self.in_flight is not None:
-            decision, before, charged = self._continued(self.in_flight)
+            decision, before, charged, seconds = self._continued(self.in_flight)
             self.in_flight = None
         hook = self._journalled(k, decision, before, charged)
         record = {"iteration": k, "proposal": k}
@@ -674,12 +678,14 @@ class _FreezeThawRun:
         if step >= min(decision.until, self.settings.max_step):  # killed at its end
             from bojax.bo.segments import Segment
 
-            ended = Segment([], 0, "complete" if step >= self.settings.max_step else "paused")
+            status = "complete" if step >= self.settings.max_step else "paused"
+            ended = Segment([], 0, status, seconds=seconds)
             record.update(freezethaw.close_segment(self, decision, self.designs, ended, 0.0))
-        else:
-            record.update(freezethaw.train_segment(self, decision, self.designs, hook))
+        else:  # its seconds count on from the killed run's, in the same order
+            record.update(freezethaw.train_segment(self, decision, self.designs, hook, seconds))
         record["curve"] = before + record["curve"]
         record["diagnostics"]["charged"] += charged
+        freezethaw.add_cost(self.designs[decision.design], record)
         record["decision_seconds"] = decision.seconds = (
             time.perf_counter() - tick - record["seconds"]
         )
@@ -737,6 +743,20 @@ def checked_value(value: Any) -> float:
     return y
 
 
+def checked_seconds(seconds: Any) -> float | None:
+    """A reported step's seconds (``report(..., seconds=s)``) as a float, None when not
+    given; ValueError (the training fails) unless a finite number >= 0."""
+    if seconds is None:
+        return None
+    s = finite_number(seconds)
+    if s is None or s < 0:
+        raise ValueError(
+            f"report(step, value, seconds=s): s must be a finite number >= 0 (the step's "
+            f"cost), got {seconds!r}"
+        )
+    return s
+
+
 def finite(value: Any) -> bool:
     return finite_number(value) is not None
 
@@ -753,11 +773,11 @@ def check_stepwise(settings: Settings, executor: Any, batched: bool = False) -> 
             "a step-wise run minimises one reported value (report the error, or the negated "
             "score); maximize and objectives are for plain objectives"
         )
-    if settings.cost_aware:
+    if settings.cost_aware and settings.early_stopping != "freeze-thaw":
         raise SettingsError(
-            "cost_aware weighs whole evaluations by their measured seconds; a step-wise run "
-            "already prices trainings in steps (its step_budget, freeze-thaw's improvement "
-            "per step): leave cost_aware off"
+            "cost_aware in a step-wise run prices freeze-thaw's decisions in seconds; "
+            f"{settings.early_stopping!r} stops trainings at milestones whatever they cost: "
+            "use early_stopping='freeze-thaw' or leave cost_aware off"
         )
     if executor is None and (settings.q or 1) > 1 and settings.early_stopping == "freeze-thaw":
         raise SettingsError(
