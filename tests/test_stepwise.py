@@ -681,6 +681,10 @@ def test_a_killed_freeze_thaw_run_resumes_to_the_uninterrupted_runs_records(tmp_
     with pytest.raises(JournalError, match="'design' \\(at most"):
         bojax.minimize(resumable(), SPACE, progress=False, out=tmp_path / "c", resume=True,
                        **settings)  # fmt: skip
+    (tmp_path / "c" / "pending.json").write_text(json.dumps([{**in_flight, "seconds": -1.0}]))
+    with pytest.raises(JournalError, match="'seconds' a finite number >= 0"):
+        bojax.minimize(resumable(), SPACE, progress=False, out=tmp_path / "c", resume=True,
+                       **settings)  # fmt: skip
     resumed = bojax.minimize(
         resumable(after, cost=cost), SPACE, progress=False, out=tmp_path / "b", resume=True,
         **settings,
@@ -1025,7 +1029,7 @@ def test_a_segment_adds_up_its_steps_reported_seconds_or_times_them():
 
 def priced_designs(cheap: int):
     """Six complete curves around the basin and two paused ones (designs 6 and 7) whose
-    values are equal, at steps of 10 s except design ``cheap``'s (0.001 s)."""
+    values are equal, at steps of 10 s except design ``cheap``'s (0.01 s)."""
     from bojax.bo.freezethaw import Design
 
     designs = []
@@ -1036,10 +1040,26 @@ def priced_designs(cheap: int):
         final = final_value(point)
         steps = 27 if k < 6 else 3
         curve = [[s, final + 2.0 / s] for s in range(1, steps + 1)]
-        rate = 0.001 if k == cheap else 10.0
+        rate = 0.01 if k == cheap else 10.0
         designs.append(Design(SPACE.to_unit(point), point, curve, complete=k < 6,
                               charged=steps, seconds=steps * rate))  # fmt: skip
     return designs
+
+
+def test_each_design_is_priced_at_its_own_rate_with_untimed_and_free_ones_bounded():
+    from bojax.bo.freezethaw import Design, rates_of
+
+    u = np.zeros(2)
+    designs = [
+        Design(u, {}, [[1, 0.5]], charged=2, seconds=4.0),  # 2 s a step
+        Design(u, {}, [[1, 0.5]], charged=1, seconds=8.0),  # 8 s
+        Design(u, {}, [[1, 0.5]], charged=3, seconds=0.0),  # reported free: floored
+        Design(u, {}, [[1, 0.5]]),  # never timed (an old journal): the median
+        Design(u, {}, [[1, 0.5]], charged=1, seconds=1e4, failed=True),  # not in the median
+        Design(u, {}, []),  # nothing trained: no rate
+    ]
+    assert rates_of(designs) == {0: 2.0, 1: 8.0, 2: 5e-4, 3: 5.0, 4: 1e4}
+    assert rates_of([Design(u, {}, [[1, 0.5]])]) == {0: 1.0}
 
 
 @pytest.mark.parametrize("cheap", [6, 7])
@@ -1051,13 +1071,13 @@ def test_cost_aware_freeze_thaw_prices_its_choices_in_seconds(cheap):
     designs = priced_designs(cheap)
     costs = FreezeThaw(SPACE, settings).worth(designs, [6, 7])[2]
     # 24 steps each still to go, at the design's own seconds per step
-    np.testing.assert_allclose(costs[1:], [24 * (0.001 if j == cheap else 10.0) for j in (6, 7)])
+    np.testing.assert_allclose(costs[1:], [24 * (0.01 if j == cheap else 10.0) for j in (6, 7)])
     # a new design: 27 steps at the rate the cost GP predicts where EI per second is
     # highest, below the 10 s of 7 designs of 8
     assert 0 < costs[0] < 27 * 10.0
     decision = FreezeThaw(SPACE, settings).decide(designs, 20)
     assert (decision.phase, decision.design) == ("thaw", cheap)  # mirrored costs, choices
-    assert decision.diagnostics["cost"] == pytest.approx(24 * 0.001)
+    assert decision.diagnostics["cost"] == pytest.approx(24 * 0.01)
     steps = FreezeThaw(SPACE, settings.replace(cost_aware=False)).worth(designs, [6, 7])[2]
     np.testing.assert_array_equal(steps, [27, 24, 24])  # priced in steps without it
 

@@ -51,6 +51,7 @@ however many steps the curves hold.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -133,12 +134,18 @@ def observations(designs: list[Design], limit: int) -> list[tuple[int, int, floa
 
 
 def rates_of(designs: list[Design]) -> dict[int, float]:
-    """Each trained design's seconds per step (a cost-aware run's cost data), at least
-    ``1e-9``; a design whose steps were never timed (a journal without their seconds)
-    gets the median of the others, 1 when none has one."""
-    known = {j: d.rate for j, d in enumerate(designs) if d.rate is not None and d.rate > 0}
-    typical = float(np.median(list(known.values()))) if known else 1.0
-    return {j: max(known.get(j, typical), 1e-9) for j, d in enumerate(designs) if d.curve}
+    """Each trained design's seconds per step (a cost-aware run's cost data). A design
+    whose steps were never timed (a journal without their seconds) gets the median rate
+    of the successful designs (1 when none has one); none is below 1e-4 times that
+    median, so a step reported to cost 0 s stays a finite log for the cost GP, not an
+    outlier that would set its scale."""
+    positive = [d.rate for d in designs if d.rate and not d.failed]
+    typical = float(np.median(positive)) if positive else 1.0
+    return {
+        j: max(typical if d.rate is None else d.rate, 1e-4 * typical)
+        for j, d in enumerate(designs)
+        if d.curve
+    }
 
 
 def _expected_improvement(mean, var, best) -> np.ndarray:
@@ -204,8 +211,8 @@ class FreezeThaw:
     def worth(self, designs: list[Design], going: list[int], pending=()):
         """``(u, gains, costs, rows)``: the acquisition's best new design ``u`` (at
         ``max_step``), the expected improvement at ``max_step`` of it and of each design
-        in ``going`` (in that order), the steps each still needs, and how many (design,
-        step) values the fit saw."""
+        in ``going`` (in that order), what each still costs to reach ``max_step`` (steps;
+        seconds in a ``cost_aware`` run), and how many (design, step) values the fit saw."""
         rows = observations(designs, MODEL_POINTS)
         state = init(self.augmented, self.model)
         if self.chains is not None:
@@ -222,14 +229,15 @@ class FreezeThaw:
         # a new design next to a paused one loses to thawing it.
         pending = np.reshape([np.append(u, 1.0) for u in pending], (-1, self.augmented.dim))
         rates, cost = self._cost_model(designs, rows) if self.settings.cost_aware else (None, None)
-        points, _, _ = ask_batch(state, 1, pending, box=(lower, upper), fit=fit, cost=cost)
+        points, _, infos = ask_batch(state, 1, pending, box=(lower, upper), fit=fit, cost=cost)
         going_rows = [np.append(designs[j].u, 1.0) for j in going]
         candidates = np.concatenate([points, np.reshape(going_rows, (-1, self.augmented.dim))])
         mean, var = fit.surrogate.predict(fit.fitted, jnp.asarray(_padded_rows(candidates)))
         gains = _expected_improvement(mean, var, float(np.min(fit.y)))[: len(candidates)]
         costs = np.array([self.settings.max_step] + [self._cost(designs[j]) for j in going])
         if rates is not None:  # steps to seconds, the new design's rate as the cost GP predicts
-            costs = costs * np.array([cost.seconds_at(points[0])] + [rates[j] for j in going])
+            new_rate = infos[0].get("predicted_seconds") or cost.seconds_at(points[0])
+            costs = costs * np.array([new_rate] + [rates[j] for j in going])
         return points[0][:-1], gains, costs, len(rows)
 
     def _cost_model(self, designs: list[Design], rows) -> tuple[dict[int, float], CostFit]:
@@ -254,8 +262,9 @@ class FreezeThaw:
         )
 
     def decide(self, designs: list[Design], k: int, busy=frozenset()) -> Decision:
-        """What decision number ``k`` trains: a new design or a paused one, and how far.
-        ``busy``: designs training elsewhere now (a parallel run's segments in flight)."""
+        """What decision number ``k`` trains: a new design or a paused one, and how far
+        (its diagnostics' ``cost``: in steps, or seconds when ``cost_aware``). ``busy``:
+        designs training elsewhere now (a parallel run's segments in flight)."""
         new = len(designs)
         known = [d.u for d in designs if not np.isnan(d.u).any()]
         if new < self.least:  # the Sobol design, at successive milestones
@@ -336,6 +345,7 @@ def train_segment(
     started = time.perf_counter()
     if run.settings.isolated:
         segment = run_segment_isolated(run.settings.timeout, *args)
+        segment = dataclasses.replace(segment, seconds=seconds + segment.seconds)
     else:
         segment = run_segment(*args, on_report=on_report, seconds=seconds)
     return close_segment(run, decision, designs, segment, time.perf_counter() - started)

@@ -602,11 +602,13 @@ class _FreezeThawRun:
             if not (
                 is_count(design) and design <= len(self.designs) and is_count(info.get("until"))
                 and _curve_ok(curve, self.settings.max_step) and is_count(entry.get("charged"))
+                and _seconds_ok(entry.get("seconds", 0.0))
             ):  # fmt: skip
                 raise JournalError(
                     f"{self.journal.pending_path}: a freeze-thaw segment needs 'design' (at "
                     f"most {len(self.designs)}) and 'until' in its info, a 'curve' of [step, "
-                    f"value] pairs within max_step and a whole number 'charged'"
+                    f"value] pairs within max_step, a whole number 'charged' and 'seconds' "
+                    f"a finite number >= 0 where given"
                 )
             return entry
         return None
@@ -632,7 +634,7 @@ class _FreezeThawRun:
         design.curve.extend(curve)
         if takes(self.train, "checkpoint"):
             design.checkpoint = load_checkpoint(self.journal, j, design.step)
-        charged, seconds = int(entry["charged"]), float(entry.get("seconds") or 0.0)
+        charged, seconds = int(entry["charged"]), float(entry.get("seconds", 0.0))
         self.spent += charged
         return freezethaw.Decision(j, u, until, phase, info), curve, charged, seconds
 
@@ -776,8 +778,8 @@ def check_stepwise(settings: Settings, executor: Any, batched: bool = False) -> 
     if settings.cost_aware and settings.early_stopping != "freeze-thaw":
         raise SettingsError(
             "cost_aware in a step-wise run prices freeze-thaw's decisions in seconds; "
-            f"{settings.early_stopping!r} stops trainings at milestones whatever they cost: "
-            "use early_stopping='freeze-thaw' or leave cost_aware off"
+            f"early_stopping={settings.early_stopping!r} has no decision to price: use "
+            "early_stopping='freeze-thaw' or leave cost_aware off"
         )
     if executor is None and (settings.q or 1) > 1 and settings.early_stopping == "freeze-thaw":
         raise SettingsError(
@@ -868,6 +870,13 @@ def minimize_steps(
                 {k: v for k, v in result.__dict__.items() if k != "history" and v is not None}
             )
     return result
+
+
+def _seconds_ok(seconds: Any) -> bool:
+    try:
+        return checked_seconds(seconds) is not None
+    except ValueError:
+        return False
 
 
 def _curve_ok(curve: Any, max_step: int) -> bool:
