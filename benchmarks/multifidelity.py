@@ -779,7 +779,9 @@ def plot(summary: dict, path: Path, seconds: bool = False) -> None:
 
     tasks = [task for task in summary if not seconds or "seconds" in summary[task]]
     fig, axes = plt.subplots(2, math.ceil(len(tasks) / 2), figsize=(15, 8), squeeze=False)
-    colours = {arm: f"C{k}" for k, arm in enumerate(ARMS)}  # one colour per arm everywhere
+    # One colour per arm everywhere: the ten of the default cycle, then black (an eleventh
+    # "C10" would repeat the first).
+    colours = {arm: f"C{k}" if k < 10 else "black" for k, arm in enumerate(ARMS)}
     for ax in axes.flat[len(tasks) :]:
         ax.set_visible(False)
     for ax, task in zip(axes.flat, tasks, strict=False):
