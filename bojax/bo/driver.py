@@ -14,6 +14,8 @@ journalled with its error and the run goes on: the loop learns where evaluations
 (:mod:`bojax.surrogates.classifier`). Two optional limits end a run early, each saying
 why in ``Result.stopped``: ``max_failures`` failed evaluations, or a probability of
 success below ``min_success_probability`` everywhere the acquisition optimiser looked.
+A ``time_budget`` (seconds) stops the issuing of new points once spent
+(:mod:`bojax.bo.deadline`); those running finish.
 
 Only the driver writes the journal: workers return ``(y, error)``. Points handed out and
 not yet finished are kept in the journal's ``pending.json``, each written there as
@@ -42,6 +44,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from bojax.bo import stepwise, trust
+from bojax.bo.deadline import Deadline
 from bojax.bo.evaluation import (
     Inline,
     Objective,
@@ -320,6 +323,7 @@ class _Run:
         self.min_success_probability = settings.min_success_probability
         self.stopped: str | None = None  # why no more points are issued, once that holds
         self.started = time.perf_counter()
+        self.deadline = Deadline(settings.time_budget, self.started)
         self.running: dict[cf.Future, Flight] = {}
         self.submitted: dict[cf.Future, float] = {}  # perf_counter at each submission
         self.began: dict[cf.Future, float] = {}  # perf_counter as each was handed over
@@ -363,6 +367,8 @@ class _Run:
                             )
                         else:
                             self._submit(flight)
+                elif room > 0 and self.stopped is None and self.deadline.reached(len(state.y)):
+                    self.stopped = self.deadline.why(f"{len(state.y)} evaluations of {total}")
                 elif room > 0 and self.stopped is None:
                     state = self._issue(state, room)
                 if not self.running:

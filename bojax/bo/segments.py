@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from bojax.bo.deadline import Deadline
 from bojax.bo.evaluation import Inline, as_executor, concurrency, failure_text
 from bojax.bo.isolation import run_isolated
 from bojax.bo.stepwise import (
@@ -180,8 +181,9 @@ class _Pooled:
     ``isolate``), and the wait. Subclasses choose the segments (``_fill``) and take
     them back (``_finish``)."""
 
-    def __init__(self, pool: Any, slots: int, settings):
+    def __init__(self, pool: Any, slots: int, settings, deadline: Deadline | None = None):
         self.pool, self.slots, self.settings = pool, max(1, int(slots)), settings
+        self.deadline = deadline or Deadline(None)  # past it, no new segment starts
         self.running: dict[cf.Future, Any] = {}
         self.reserved = 0  # steps the segments in flight may charge
         self.retries = settings.retries
@@ -232,8 +234,8 @@ class PooledSteps(_Pooled):
     decisions in that order, and trainings that were in flight continue from their last
     segment's checkpoint (or start again from their first step without one)."""
 
-    def __init__(self, run: StepRun, pool: Any, slots: int):
-        super().__init__(pool, slots, run.settings)
+    def __init__(self, run: StepRun, pool: Any, slots: int, deadline: Deadline | None = None):
+        super().__init__(pool, slots, run.settings, deadline)
         self.run = run
         self.resumable = takes(run.train, "checkpoint")
         self.open: dict[int, _Open] = {}
@@ -256,11 +258,19 @@ class PooledSteps(_Pooled):
         return self.run.budget
 
     def _drain(self) -> list[dict[str, Any]]:
-        return [self._end(design, "stopped") for design in list(self.ready)]  # no budget left
+        resumable = self.run.journal is not None
+        if resumable and self.spent < self.budget and self.deadline.reached(len(self.run.history)):
+            self.run.save_progress()  # stopped by the deadline: kept trainings stay open
+            return []
+        return [self._end(design, "stopped") for design in list(self.ready)]  # budget spent
 
     def _fill(self) -> None:
         """Hand out segments while workers and budget are free: continuations first."""
-        while len(self.running) < self.slots and self.spent + self.reserved < self.budget:
+        while (
+            len(self.running) < self.slots
+            and self.spent + self.reserved < self.budget
+            and not self.deadline.reached(len(self.run.history))
+        ):
             if self.ready:
                 design = self.ready.popleft()
             elif self.restarts:
@@ -351,18 +361,23 @@ class PooledFreezeThaw(_Pooled):
     segment, journalled as segments end; a design whose first segment was in flight
     when the driver died is left out on resume, a paused one thaws from its checkpoint."""
 
-    def __init__(self, run, pool: Any, slots: int):
-        super().__init__(pool, slots, run.settings)
+    def __init__(self, run, pool: Any, slots: int, deadline: Deadline | None = None):
+        super().__init__(pool, slots, run.settings, deadline)
         self.run = run
+        self.next_k = run.next_proposal()  # decisions' numbers, in the order they are taken
 
     def _fill(self) -> None:
         from bojax.bo import freezethaw
 
         run = self.run
-        while len(self.running) < self.slots and run.spent + self.reserved < run.budget:
+        while (
+            len(self.running) < self.slots
+            and run.spent + self.reserved < run.budget
+            and not self.deadline.reached(len(run.history))
+        ):
             tick = time.perf_counter()
             busy = {flight[0].design for flight in self.running.values()}
-            k = len(run.history) + len(self.running)
+            k, self.next_k = self.next_k, self.next_k + 1
             decision = run.model.decide(run.designs, k, busy)
             decision.seconds = time.perf_counter() - tick
             args = freezethaw.open_segment(run, decision, run.designs, self.reserved)
@@ -386,7 +401,7 @@ class PooledFreezeThaw(_Pooled):
             segment = Segment([], 0, "failed", None, _lost(attempts, lost))
         run = self.run
         seconds = time.perf_counter() - tick - decision.seconds
-        record = {"iteration": k, "proposal": k}
+        record = {"iteration": len(run.history), "proposal": k}  # segments end out of order
         record.update(freezethaw.close_segment(run, decision, run.designs, segment, seconds))
         freezethaw.add_cost(run.designs[decision.design], record)
         record["decision_seconds"] = decision.seconds
@@ -396,11 +411,12 @@ class PooledFreezeThaw(_Pooled):
         return record
 
 
-def pooled(run, executor: Any) -> _Pooled:
+def pooled(run, executor: Any, deadline: Deadline | None = None) -> _Pooled:
     """``run``'s trainings as segments on ``executor``, ``q`` at once (default: its
-    workers); in the driver's process, one at a time, when it is None (an isolated run)."""
+    workers); in the driver's process, one at a time, when it is None (an isolated run).
+    Past ``deadline`` no new segment starts."""
     pool = Inline() if executor is None else as_executor(executor)
     slots = run.settings.q or (1 if executor is None else concurrency(pool))
     if isinstance(run, StepRun):
-        return PooledSteps(run, pool, slots)
-    return PooledFreezeThaw(run, pool, slots)
+        return PooledSteps(run, pool, slots, deadline)
+    return PooledFreezeThaw(run, pool, slots, deadline)

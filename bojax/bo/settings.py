@@ -358,6 +358,14 @@ class Settings:
         identity=False,
     )
 
+    time_budget: float | None = setting(
+        None,
+        "seconds this call may run: after them it starts no new evaluation or training "
+        "segment, lets those running finish and stops, resumable (default: no limit)",
+        number(0.0, open_low=True, optional=True),
+        identity=False,
+    )
+
     @property
     def isolated(self) -> bool:
         """Whether evaluations run in a process of their own (``isolate`` or a ``timeout``)."""

@@ -53,6 +53,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from bojax.bo import schedulers
+from bojax.bo.deadline import Deadline
 from bojax.bo.evaluation import finite_number, unwrapped
 from bojax.bo.journal import Journal
 from bojax.bo.loop import ask_batch, init, tell
@@ -400,7 +401,7 @@ class StepRun:
             y = curve[-1][1]
         info = dict(opened.info)
         record = {
-            "iteration": opened.design,
+            "iteration": len(self.history),  # the journal's line: trainings end out of order
             "proposal": opened.design,
             "phase": info.pop("phase"),
             "x": opened.point,
@@ -596,7 +597,7 @@ class _FreezeThawRun:
             return None
         for entry in self.journal.load_pending(self.space):
             info = entry["info"]
-            if int(entry["proposal"]) != len(self.history):
+            if int(entry["proposal"]) != self.next_proposal():
                 continue  # killed between the record and the pending file's update
             design, curve = info.get("design"), entry.get("curve", [])
             if not (
@@ -612,6 +613,13 @@ class _FreezeThawRun:
                 )
             return entry
         return None
+
+    def next_proposal(self) -> int:
+        """The next decision's number: past every journalled one (a parallel run's records
+        are in the order its segments ended, and a segment lost with its driver leaves a
+        gap)."""
+        numbers = (int(r.get("proposal", i)) for i, r in enumerate(self.history))
+        return max(numbers, default=-1) + 1
 
     def _continued(self, entry: dict[str, Any]):
         """The killed run's decision, its steps so far applied to the design (curve,
@@ -674,8 +682,9 @@ class _FreezeThawRun:
         if self.in_flight is not None:
             decision, before, charged, seconds = self._continued(self.in_flight)
             self.in_flight = None
-        hook = self._journalled(k, decision, before, charged)
-        record = {"iteration": k, "proposal": k}
+        proposal = self.next_proposal()
+        hook = self._journalled(proposal, decision, before, charged)
+        record = {"iteration": k, "proposal": proposal}
         step = self.designs[decision.design].step if before else 0
         if step >= min(decision.until, self.settings.max_step):  # killed at its end
             from bojax.bo.segments import Segment
@@ -837,19 +846,24 @@ def minimize_steps(
             run = _FreezeThawRun(train, space, settings, journal, history)
         else:
             run = StepRun(train, space, settings, journal, history, progress, batch is None)
+        deadline = Deadline(settings.time_budget, started)
         with _StepProgress(progress, run) as bar:
             if executor is not None or (settings.isolated and isinstance(run, StepRun)):
                 from bojax.bo.segments import pooled
 
-                pooled(run, executor).loop(bar)
+                pooled(run, executor, deadline).loop(bar)
             elif batch is not None:
-                while run.spent < run.budget:
+                while run.spent < run.budget and not deadline.reached(len(history)):
                     for record in run.evaluate_batch(len(history), settings.q, batch):
                         bar.update(record)
             else:
-                while run.spent < run.budget:
+                while run.spent < run.budget and not deadline.reached(len(history)):
                     record = run.evaluate(len(history))
                     bar.update(record)
+        # Work stops early only at the deadline (the loops above end at the budget).
+        ended = None
+        if run.spent < run.budget and deadline.reached(len(history)):
+            ended = deadline.why(f"{run.spent} steps of {run.budget}")
         done = [r for r in history if r["status"] == "ok"]
         candidates = done or [r for r in history if r["status"] == "stopped"]
         if not candidates:
@@ -863,7 +877,7 @@ def minimize_steps(
         )
         result = Result(
             best["x"], best["y"], history, evaluations, failures,
-            time.perf_counter() - started, None, steps=run.spent,
+            time.perf_counter() - started, ended, steps=run.spent,
         )  # fmt: skip
         if journal is not None:
             journal.write_summary(

@@ -1,0 +1,122 @@
+"""A run's wall-clock budget (``time_budget``), and parallel step-wise journals, whose
+trainings end out of order, read back and resumed."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import time
+
+import pytest
+
+import bojax
+from bojax.bo.journal import Journal
+from bojax.parameters import Real
+
+SPACE = bojax.Space([Real("lr", 1e-4, 1e-1, log=True), Real("w", 0.0, 1.0)])
+
+
+def final_value(point) -> float:
+    return (point["w"] - 0.3) ** 2 + 0.1 * abs(point["lr"] - 0.01)
+
+
+def slow(point) -> float:
+    time.sleep(0.1)
+    return final_value(point)
+
+
+def steps(log: list | None = None, max_step: int = 9):
+    """A checkpointed training whose steps take longer for larger ``w`` (so parallel
+    trainings end out of order); ``log`` gets ``(w, step)`` for every step trained."""
+
+    def train(point, report, checkpoint=None):
+        for step in range(1 + (checkpoint or 0), max_step + 1):
+            time.sleep(0.004 * (1 + 4 * point["w"]))
+            if log is not None:
+                log.append((point["w"], step))
+            report(step, final_value(point) + 1.0 / step, checkpoint=step)
+        return final_value(point)
+
+    return train
+
+
+def test_a_time_budget_stops_issuing_points_and_a_resume_finishes_the_run(tmp_path):
+    settings = dict(initial=12, iterations=0, seed=3, progress=False, out=tmp_path)
+    cut = bojax.minimize(slow, SPACE, time_budget=0.35, **settings)
+    assert 1 <= len(cut.history) < 12  # 0.1 s each: it stopped well short of 12
+    assert cut.stopped.startswith("time_budget of 0.35 s spent after")
+    assert "resume=True" in cut.stopped
+    whole = bojax.minimize(slow, SPACE, resume=True, **settings)  # no budget: to the end
+    assert len(whole.history) == 12 and whole.stopped is None
+    assert whole.history[: len(cut.history)] == cut.history  # nothing lost or repeated
+    fresh = bojax.minimize(final_value, SPACE, **{**settings, "out": tmp_path / "fresh"})
+    assert [r["x"] for r in whole.history] == [r["x"] for r in fresh.history]
+
+
+def test_a_spent_time_budget_still_finishes_one_evaluation():
+    result = bojax.minimize(slow, SPACE, initial=5, iterations=0, time_budget=1e-9, progress=False)
+    assert len(result.history) == 1 and "time_budget" in result.stopped
+
+
+@pytest.mark.parametrize(
+    "early_stopping",
+    ["asha", pytest.param("freeze-thaw", marks=pytest.mark.slow)],  # 26 s: refits on resume
+)
+def test_a_parallel_step_wise_journal_ending_out_of_order_reads_back_and_resumes(
+    tmp_path, early_stopping
+):
+    settings = dict(
+        max_step=9, eta=3, early_stopping=early_stopping, surrogate="gp-map", initial=4,
+        step_budget=60, progress=False, out=tmp_path,
+    )  # fmt: skip
+    with cf.ThreadPoolExecutor(3) as pool:
+        run = bojax.minimize(steps(), SPACE, executor=pool, **settings)
+        proposals = [r["proposal"] for r in run.history]
+        assert proposals != sorted(proposals)  # the case: trainings ended out of order
+        records = Journal(tmp_path).read(space=SPACE)
+        assert [r["iteration"] for r in records] == list(range(len(records)))
+        assert len(set(proposals)) == len(proposals)
+        again = bojax.minimize(steps(), SPACE, executor=pool, resume=True, **settings)
+    assert again.history == records and again.steps == run.steps == 60
+
+
+KEYS = ("proposal", "x", "u", "y", "status", "curve", "phase")
+
+
+def test_open_trainings_outlive_a_spent_time_budget_and_a_resume_continues_them(tmp_path):
+    settings = dict(
+        max_step=9, eta=3, early_stopping="asha", surrogate="gp-map", initial=4,
+        step_budget=60, progress=False, proposer="random",
+    )  # fmt: skip
+    with cf.ThreadPoolExecutor(1) as pool:  # one worker: one order of events
+        whole = bojax.minimize(steps(), SPACE, executor=pool, **settings)
+    trained: list = []
+    train = steps(trained)
+
+    def dies(point, report, checkpoint=None):
+        def dying(step, value, checkpoint=None):
+            if step == 5 and len(trained) > 25:  # a kept training, once some have ended
+                raise KeyboardInterrupt  # the driver dies
+            report(step, value, checkpoint=checkpoint)
+
+        return train(point, dying, checkpoint)
+
+    pending = tmp_path / "pending.json"
+    with cf.ThreadPoolExecutor(1) as pool:
+        with pytest.raises(KeyboardInterrupt):
+            bojax.minimize(dies, SPACE, executor=pool, out=tmp_path, **settings)
+        kept = json.loads(pending.read_text())
+        assert kept and kept[0]["curve"][-1][0] == 3
+        assert (tmp_path / "journal.jsonl").read_text()  # records: the deadline applies
+        # Resumed with its time already spent: no segment starts, the kept one stays open.
+        cut = bojax.minimize(
+            train, SPACE, executor=pool, out=tmp_path, resume=True, time_budget=1e-9, **settings
+        )
+        assert "time_budget" in cut.stopped and cut.steps < 60
+        assert json.loads(pending.read_text()) == kept
+        resumed = bojax.minimize(train, SPACE, executor=pool, out=tmp_path, resume=True, **settings)
+    assert resumed.steps == 60 and resumed.stopped is None
+    rows = [[r[k] for k in KEYS] for r in resumed.history]
+    assert rows == [[r[k] for k in KEYS] for r in whole.history]
+    # From the killed segment's checkpoint (step 3): only steps 4 and 5 trained twice.
+    assert len(trained) == 60 + 2
