@@ -376,6 +376,9 @@ class PooledFreezeThaw(_Pooled):
             and not self.deadline.reached(len(run.history))
         ):
             tick = time.perf_counter()
+            packed = run.model.packed_chains()
+            if run.journal is not None and packed is not None:  # a resume's warm start
+                run.journal.save_sampler(len(run.history), packed)
             busy = {flight[0].design for flight in self.running.values()}
             k, self.next_k = self.next_k, self.next_k + 1
             decision = run.model.decide(run.designs, k, busy)
