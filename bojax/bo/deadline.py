@@ -30,4 +30,4 @@ class Deadline:
 
     def why(self, done: str) -> str:
         """``Result.stopped`` for a run the deadline ended after ``done``."""
-        return f"time_budget of {self.seconds:g} s spent after {done}; resume=True continues"
+        return f"time_budget of {self.seconds:g} s spent after {done}; resume the run to continue"
