@@ -18,7 +18,7 @@ import bojax
 from bojax.bo import schedulers
 from bojax.bo.segments import run_segment
 from bojax.bo.stepwise import Checkpoint, StopTraining, rung_values, takes_report
-from bojax.errors import JournalError, SettingsError
+from bojax.errors import JournalError, ObjectiveError, SettingsError
 from bojax.parameters import Real
 
 SPACE = bojax.Space([Real("lr", 1e-4, 1e-1, log=True), Real("w", 0.0, 1.0)])
@@ -1359,3 +1359,129 @@ def test_a_failing_batch_fails_its_designs_and_a_bad_value_fails_only_its_own():
     assert statuses[0] == statuses[1] == ("failed", "RuntimeError: out of memory")
     assert statuses[2][0] == "failed" and "finite number" in statuses[2][1]
     assert statuses[3] == ("ok", None)
+
+
+# -- trainings that fail before a step, or misreport their steps -------------------------
+def fails_first(calls: list, failing: int, max_step: int = 9):
+    """A checkpointed training whose first ``failing`` calls raise before any report."""
+
+    def train(point, report, checkpoint=None):
+        calls.append(point)
+        if len(calls) <= failing:
+            raise OSError("the data loader is not there")
+        for step in range(1 + (checkpoint or 0), max_step + 1):
+            report(step, final_value(point) + 1.0 / step, checkpoint=step)
+        return final_value(point)
+
+    return train
+
+
+@pytest.mark.parametrize(
+    "early_stopping, pooled",
+    [("asha", False), ("asha", True), ("freeze-thaw", False)],
+    ids=["asha", "asha-pool", "freeze-thaw"],
+)
+def test_trainings_that_all_fail_before_a_step_end_the_run_within_its_budget(
+    early_stopping, pooled
+):
+    settings = dict(
+        max_step=9, early_stopping=early_stopping, surrogate="gp-map", proposer="random",
+        step_budget=12, initial=4, progress=False,
+    )  # fmt: skip
+    calls: list = []
+    with cf.ThreadPoolExecutor(2) if pooled else contextlib.nullcontext() as pool:
+        with pytest.raises(ObjectiveError, match=r"every training failed.*data loader"):
+            bojax.minimize(fails_first(calls, 10**6), SPACE, executor=pool, **settings)
+    assert len(calls) == 12  # each failure costs one step of the budget (it looped forever)
+
+
+def test_freeze_thaw_whose_first_designs_all_failed_goes_on_to_model_the_rest(tmp_path):
+    settings = dict(FREEZE_THAW, max_step=9, step_budget=40, initial=4, out=tmp_path)
+    calls: list = []
+    result = bojax.minimize(fails_first(calls, 5), SPACE, progress=False, **settings)
+    failed = [r for r in result.history if r["status"] == "failed"]
+    assert len(failed) == 5 and result.steps == 40
+    assert {"initial", "new"} <= {r["phase"] for r in result.history[5:]}  # it fitted a model
+    assert math.isfinite(result.best_value)
+
+
+def test_a_training_returning_without_a_report_fails_and_max_failures_stops_the_run():
+    def silent(point, report):
+        return final_value(point)  # never calls report
+
+    settings = dict(max_step=9, early_stopping="asha", proposer="random", step_budget=40)
+    with pytest.raises(ObjectiveError, match="without reporting a step"):
+        bojax.minimize(silent, SPACE, progress=False, **settings)
+
+    def fails_wide(point, report):
+        if point["w"] > 0.5:
+            raise OSError("out of memory")
+        return make_train(9)(point, report)
+
+    result = bojax.minimize(fails_wide, SPACE, progress=False, max_failures=2, **settings)
+    assert result.stopped == "2 trainings failed (max_failures=2)" and result.failures == 2
+    assert result.steps < 40 and result.evaluations > 2
+
+
+@pytest.mark.parametrize("pooled", [False, True], ids=["inline", "pool"])
+def test_a_step_past_max_step_fails_a_training_that_skipped_its_last_steps(pooled):
+    def skips(point, report, checkpoint=None):  # an epoch count that disagrees with max_step
+        for step in (1, 2, 3, 12) if point["w"] < 0.5 else range(1, 15):
+            report(step, final_value(point) + 1.0 / step)
+        return final_value(point)
+
+    settings = dict(max_step=9, early_stopping="none", step_budget=36, progress=False)
+    with cf.ThreadPoolExecutor(1) if pooled else contextlib.nullcontext() as pool:
+        result = bojax.minimize(skips, SPACE, executor=pool, **settings)
+    for record in result.history:
+        if record["x"]["w"] < 0.5:  # reported 12 after 3: not complete
+            assert (
+                record["status"] == "failed" and "step 12 is past max_step = 9" in record["error"]
+            )
+        else:  # ran on past step 9: complete, at step 9
+            assert record["status"] == "ok" and record["curve"][-1][0] == 9
+    assert {r["status"] for r in result.history} == {"ok", "failed"}
+
+
+def test_an_unreadable_checkpoint_restarts_its_training_and_bad_pending_charges_are_refused(
+    tmp_path,
+):
+    trained, died = [], []
+
+    def train(point, report, checkpoint=None):
+        for step in range(1 + (checkpoint or 0), 28):
+            trained.append((point["w"], step))
+            if step == 5 and len(trained) > 40 and not died:
+                died.append(step)
+                raise KeyboardInterrupt  # the driver dies in a kept training
+            report(step, final_value(point) + 2.0 / step, checkpoint=step)
+        return final_value(point)
+
+    with pytest.raises(KeyboardInterrupt):
+        bojax.minimize(train, SPACE, progress=False, out=tmp_path, **ASHA)
+    pending = json.loads((tmp_path / "pending.json").read_text())
+    design = pending[0]["proposal"]
+    saved = tmp_path / "checkpoints" / f"{design}.pkl"
+    good = saved.read_bytes()
+    (tmp_path / "pending.json").write_text(json.dumps([{**pending[0], "charged": "x"}]))
+    with pytest.raises(JournalError, match="'charged' a whole number"):
+        bojax.minimize(train, SPACE, progress=False, out=tmp_path, resume=True, **ASHA)
+    (tmp_path / "pending.json").write_text(json.dumps(pending))
+    saved.write_bytes(good[: len(good) // 2])  # torn
+    before = len(trained)
+    with pytest.warns(RuntimeWarning, match=rf"{design}\.pkl cannot be read back"):
+        resumed = bojax.minimize(train, SPACE, progress=False, out=tmp_path, resume=True, **ASHA)
+    assert trained[before] == (pending[0]["x"]["w"], 1)  # from its first step again
+    assert resumed.steps == 120
+
+
+def test_a_freeze_thaw_record_without_its_design_is_refused_on_resume(tmp_path):
+    settings = dict(FREEZE_THAW, max_step=9, step_budget=20, initial=4, out=tmp_path)
+    bojax.minimize(resumable(None, 9), SPACE, progress=False, **settings)
+    path = tmp_path / "journal.jsonl"
+    lines = path.read_text().splitlines()
+    record = json.loads(lines[1])
+    del record["diagnostics"]["design"]
+    path.write_text("\n".join([lines[0], json.dumps(record), *lines[2:]]) + "\n")
+    with pytest.raises(JournalError, match=r"journal\.jsonl:2: a freeze-thaw record needs"):
+        bojax.minimize(resumable(None, 9), SPACE, progress=False, resume=True, **settings)

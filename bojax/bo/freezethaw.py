@@ -267,7 +267,9 @@ class FreezeThaw:
         designs training elsewhere now (a parallel run's segments in flight)."""
         new = len(designs)
         known = [d.u for d in designs if not np.isnan(d.u).any()]
-        if new < self.least:  # the Sobol design, at successive milestones
+        # The Sobol design, at successive milestones (also while every design has failed:
+        # there is nothing to fit).
+        if new < self.least or not observations(designs, 1):
             started = np.reshape(known, (-1, self.space.dim))
             points, _, _ = ask_batch(init(self.space, self.settings), 1, started)
             until = self.steps[new % len(self.steps)]
@@ -301,7 +303,7 @@ def open_segment(run, decision: Decision, designs: list[Design], reserved: int =
 def close_segment(run, decision: Decision, designs: list[Design], segment, seconds: float):
     """Apply a segment's outcome to its design and the budget; its journal record."""
     design = designs[decision.design]
-    run.spent += segment.charged
+    charged = segment.charged
     design.curve.extend(segment.curve)
     if segment.checkpoint is not None:
         design.checkpoint = segment.checkpoint
@@ -312,6 +314,9 @@ def close_segment(run, decision: Decision, designs: list[Design], segment, secon
         y = design.curve[-1][1]
     else:
         status, error = "failed", segment.error or "the training reported no value"
+    if status == "failed" and charged == 0:
+        charged = 1  # failing before a step costs one: the budget bounds a run of failures
+    run.spent += charged
     design.complete, design.failed = status == "ok", status == "failed"
     if run.journal is not None and design.checkpoint is not None and status == "stopped":
         save_checkpoint(run.journal, decision.design, design.checkpoint)
@@ -326,7 +331,7 @@ def close_segment(run, decision: Decision, designs: list[Design], segment, secon
         "diagnostics": {
             **decision.diagnostics,
             "design": decision.design,
-            "charged": segment.charged,
+            "charged": charged,
             "training_seconds": segment.seconds,
         },
         "curve": segment.curve,

@@ -33,7 +33,6 @@ from typing import Any
 
 import numpy as np
 
-from bojax.bo.deadline import Deadline
 from bojax.bo.evaluation import Inline, as_executor, concurrency, failure_text
 from bojax.bo.isolation import run_isolated
 from bojax.bo.stepwise import (
@@ -45,6 +44,7 @@ from bojax.bo.stepwise import (
     checked_seconds,
     checked_value,
     outcome,
+    past_max_step,
     starts_after,
     takes,
 )
@@ -86,6 +86,7 @@ class SegmentReport:
     def __call__(self, step: Any, value: Any, checkpoint: Any = None, seconds: Any = None) -> bool:
         step = check_step(step, self.last)
         if step > self.max_step:
+            past_max_step(step, self.max_step, self.curve[-1][0] if self.curve else self.after)
             self.complete = True
             raise StopTraining(f"past max_step = {self.max_step}")
         value = checked_value(value)
@@ -181,9 +182,9 @@ class _Pooled:
     ``isolate``), and the wait. Subclasses choose the segments (``_fill``) and take
     them back (``_finish``)."""
 
-    def __init__(self, pool: Any, slots: int, settings, deadline: Deadline | None = None):
+    def __init__(self, pool: Any, slots: int, settings, limits=None):
         self.pool, self.slots, self.settings = pool, max(1, int(slots)), settings
-        self.deadline = deadline or Deadline(None)  # past it, no new segment starts
+        self.limits = limits  # once limits.why() says why, no new segment starts
         self.running: dict[cf.Future, Any] = {}
         self.reserved = 0  # steps the segments in flight may charge
         self.retries = settings.retries
@@ -205,6 +206,10 @@ class _Pooled:
         except KeyboardInterrupt:
             self._save_pending()
             raise
+
+    def halted(self) -> bool:
+        """Whether the run's time budget or failure limit stops new segments."""
+        return self.limits is not None and self.limits.why() is not None
 
     def _segment(self, args: tuple, attempt: int) -> cf.Future:
         if self.settings.isolated:
@@ -234,8 +239,8 @@ class PooledSteps(_Pooled):
     decisions in that order, and trainings that were in flight continue from their last
     segment's checkpoint (or start again from their first step without one)."""
 
-    def __init__(self, run: StepRun, pool: Any, slots: int, deadline: Deadline | None = None):
-        super().__init__(pool, slots, run.settings, deadline)
+    def __init__(self, run: StepRun, pool: Any, slots: int, limits=None):
+        super().__init__(pool, slots, run.settings, limits)
         self.run = run
         self.resumable = takes(run.train, "checkpoint")
         self.open: dict[int, _Open] = {}
@@ -259,8 +264,8 @@ class PooledSteps(_Pooled):
 
     def _drain(self) -> list[dict[str, Any]]:
         resumable = self.run.journal is not None
-        if resumable and self.spent < self.budget and self.deadline.reached(len(self.run.history)):
-            self.run.save_progress()  # stopped by the deadline: kept trainings stay open
+        if resumable and self.spent < self.budget and self.halted():
+            self.run.save_progress()  # stopped early: the kept trainings stay open
             return []
         return [self._end(design, "stopped") for design in list(self.ready)]  # budget spent
 
@@ -269,7 +274,7 @@ class PooledSteps(_Pooled):
         while (
             len(self.running) < self.slots
             and self.spent + self.reserved < self.budget
-            and not self.deadline.reached(len(self.run.history))
+            and not self.halted()
         ):
             if self.ready:
                 design = self.ready.popleft()
@@ -361,8 +366,8 @@ class PooledFreezeThaw(_Pooled):
     segment, journalled as segments end; a design whose first segment was in flight
     when the driver died is left out on resume, a paused one thaws from its checkpoint."""
 
-    def __init__(self, run, pool: Any, slots: int, deadline: Deadline | None = None):
-        super().__init__(pool, slots, run.settings, deadline)
+    def __init__(self, run, pool: Any, slots: int, limits=None):
+        super().__init__(pool, slots, run.settings, limits)
         self.run = run
         self.next_k = run.next_proposal()  # decisions' numbers, in the order they are taken
 
@@ -373,7 +378,7 @@ class PooledFreezeThaw(_Pooled):
         while (
             len(self.running) < self.slots
             and run.spent + self.reserved < run.budget
-            and not self.deadline.reached(len(run.history))
+            and not self.halted()
         ):
             tick = time.perf_counter()
             packed = run.model.packed_chains()
@@ -414,12 +419,13 @@ class PooledFreezeThaw(_Pooled):
         return record
 
 
-def pooled(run, executor: Any, deadline: Deadline | None = None) -> _Pooled:
+def pooled(run, executor: Any, limits=None) -> _Pooled:
     """``run``'s trainings as segments on ``executor``, ``q`` at once (default: its
     workers); in the driver's process, one at a time, when it is None (an isolated run).
-    Past ``deadline`` no new segment starts."""
+    Once ``limits.why()`` (:class:`bojax.bo.stepwise.Limits`) says why, no new segment
+    starts."""
     pool = Inline() if executor is None else as_executor(executor)
     slots = run.settings.q or (1 if executor is None else concurrency(pool))
     if isinstance(run, StepRun):
-        return PooledSteps(run, pool, slots, deadline)
-    return PooledFreezeThaw(run, pool, slots, deadline)
+        return PooledSteps(run, pool, slots, limits)
+    return PooledFreezeThaw(run, pool, slots, limits)

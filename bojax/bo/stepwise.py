@@ -45,6 +45,7 @@ import contextlib
 import inspect
 import math
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,7 +55,7 @@ import numpy as np
 
 from bojax.bo import schedulers
 from bojax.bo.deadline import Deadline
-from bojax.bo.evaluation import finite_number, unwrapped
+from bojax.bo.evaluation import failure_text, finite_number, short_repr, unwrapped
 from bojax.bo.journal import Journal
 from bojax.bo.loop import ask_batch, init, tell
 from bojax.bo.runs import design_counts
@@ -66,6 +67,11 @@ from bojax.spaces import Space
 # milestones: its GP holds at most this many beside its milestone's values (a proposal
 # took 0.25 s at 81 on LCBench, 0.96 s at 388; benchmarks/README.md).
 MOST_BELIEVERS = 128
+
+
+# The most segments a parallel freeze-thaw run may have in flight, as far as a resume's
+# check of its journal's design numbers goes (a tampered one would allocate them all).
+MOST_IN_FLIGHT = 65536
 
 
 class StopTraining(BaseException):
@@ -164,6 +170,7 @@ class _Reporter:
         run, training = self.run, self.training
         step = check_step(step, training.reported)
         if step > run.max_step:
+            past_max_step(step, run.max_step, training.recorded)
             training.over = "max_step"
             raise StopTraining(f"past max_step = {run.max_step}")
         value = checked_value(value)
@@ -254,10 +261,13 @@ class StepRun:
             opened = Opened(design, u, self.space.from_unit(u), dict(entry["info"]),
                             training, time.perf_counter())  # fmt: skip
             curve = entry.get("curve", [])
-            if resumable and curve and not _curve_ok(curve, self.max_step):
+            last = curve[-1][0] if curve and _curve_ok(curve, self.max_step) else 0
+            charged = entry.get("charged", last)
+            if resumable and curve and not (_curve_ok(curve, self.max_step) and is_count(charged)):
                 raise JournalError(
                     f"{self.journal.pending_path}: design {design}'s 'curve' must be a "
-                    "list of [step, value] pairs, steps rising within max_step"
+                    "list of [step, value] pairs, steps rising within max_step, and its "
+                    "'charged' a whole number"
                 )
             checkpoint = None
             if resumable and curve:
@@ -266,7 +276,7 @@ class StepRun:
                 training.checkpoint = checkpoint
                 training.curve.extend([int(s), float(v)] for s, v in curve)
                 training.reported = checkpoint.resumes_at(training.recorded)
-                training.charged = int(entry.get("charged", curve[-1][0]))
+                training.charged = int(charged)
                 self.spent += training.charged
                 for step, value in training.curve:
                     self.decide(training, step, value)
@@ -399,6 +409,11 @@ class StepRun:
         curve = opened.training.curve
         if status != "failed" and y is None:
             y = curve[-1][1]
+        if status == "failed" and not (charged or opened.training.charged):
+            # Failing before its first step still costs one, so a run whose trainings all
+            # fail at once spends its budget and ends instead of proposing forever.
+            charged = 1
+            self.spent += 1
         info = dict(opened.info)
         record = {
             "iteration": len(self.history),  # the journal's line: trainings end out of order
@@ -432,13 +447,21 @@ class Opened(NamedTuple):
 
 
 def outcome(returned: Any, curve: list) -> tuple[str, float | None, str | None]:
-    """``(status, y, error)`` of a training that returned ``returned`` after ``curve``."""
+    """``(status, y, error)`` of a training that returned ``returned`` after ``curve``
+    (a training that reported no step failed: the scheduler had nothing to decide on)."""
+    if not curve:
+        return (
+            "failed",
+            None,
+            (
+                f"train returned {short_repr(returned)} without reporting a step: call "
+                "report(step, value) after each step (epoch)"
+            ),
+        )
     if (y := finite_number(returned)) is not None:
         return "ok", y, None
     if returned is not None:
         return "failed", None, f"train returned {returned!r}, not a finite number"
-    if not curve:
-        return "failed", None, "train returned None and reported no value"
     return "ok", None, None  # its last reported value
 
 
@@ -723,14 +746,27 @@ def load_checkpoint(journal: Journal, design: int, recorded: int) -> Checkpoint 
     """Design ``design``'s saved checkpoint, or None: also for one past the ``recorded``
     curve's last step (saved just before a kill, the steps between never journalled), so
     the training starts again. A bare state, as journals before checkpoints kept their
-    step, resumes at the curve's last step."""
+    step, resumes at the curve's last step. One that cannot be read back (a truncated
+    file, a class since renamed) is also None, with a warning: the training starts again,
+    and nothing the journal holds is lost."""
     import cloudpickle
 
     path = Path(journal.folder) / "checkpoints" / f"{design}.pkl"
     if not path.exists():
         return None
-    saved = cloudpickle.loads(path.read_bytes())
-    saved = saved if isinstance(saved, Checkpoint) else Checkpoint(None, saved)
+    try:
+        saved = cloudpickle.loads(path.read_bytes())
+        saved = saved if isinstance(saved, Checkpoint) else Checkpoint(None, saved)
+        if not (saved.step is None or is_count(saved.step)):
+            raise ValueError(f"its step is {saved.step!r}, not a whole number")
+    except Exception as error:  # unpickling runs arbitrary code: any failure means unusable
+        warnings.warn(
+            f"{path} cannot be read back ({failure_text(error)}); design {design}'s "
+            "training starts again from its first step",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None
     return None if saved.step is not None and saved.step > recorded else saved
 
 
@@ -744,6 +780,17 @@ def check_step(step: Any, last: int) -> int:
             f"({last}), got {step!r}"
         )
     return int(step)
+
+
+def past_max_step(step: int, max_step: int, reached: int) -> None:
+    """A report at ``step`` past ``max_step``, once the curve ``reached`` it: a loop that
+    ran on is complete (the caller stops it). Before that, ValueError: the training
+    skipped its last steps (an epoch count off by one?), so it is not complete."""
+    if reached < max_step:
+        raise ValueError(
+            f"step {step} is past max_step = {max_step}, and the training reported only up "
+            f"to step {reached}: report every step up to max_step (is max_step right?)"
+        )
 
 
 def checked_value(value: Any) -> float:
@@ -834,36 +881,47 @@ def minimize_steps(
             if resume and journal.exists():
                 journal.check(header)
                 history = journal.read(space=space)
+                designs = 0  # freeze-thaw: designs numbered so far
                 for number, record in enumerate(history):
                     if not _curve_ok(record.get("curve"), settings.max_step):
                         raise JournalError(
                             f"{journal.records_path}:{number + 1}: 'curve' must be a list of "
                             f"[step, value] pairs, steps rising within max_step"
                         )
+                    if settings.early_stopping == "freeze-thaw":
+                        design = record["diagnostics"].get("design")
+                        # A parallel run's records come in the order segments end, and
+                        # its driver's death loses the first segments in flight, so design
+                        # numbers may skip ahead, by no more than a run has in flight.
+                        most = designs + MOST_IN_FLIGHT
+                        if not (is_count(design) and design <= most):
+                            raise JournalError(
+                                f"{journal.records_path}:{number + 1}: a freeze-thaw record "
+                                f"needs diagnostics 'design', a whole number up to {most}, "
+                                f"got {design!r}"
+                            )
+                        designs = max(designs, design + 1)
             else:
                 journal.start(header)
         if settings.early_stopping == "freeze-thaw":
             run = _FreezeThawRun(train, space, settings, journal, history)
         else:
             run = StepRun(train, space, settings, journal, history, progress, batch is None)
-        deadline = Deadline(settings.time_budget, started)
+        limits = Limits(run, settings, started)
         with _StepProgress(progress, run) as bar:
             if executor is not None or (settings.isolated and isinstance(run, StepRun)):
                 from bojax.bo.segments import pooled
 
-                pooled(run, executor, deadline).loop(bar)
+                pooled(run, executor, limits).loop(bar)
             elif batch is not None:
-                while run.spent < run.budget and not deadline.reached(len(history)):
+                while run.spent < run.budget and limits.why() is None:
                     for record in run.evaluate_batch(len(history), settings.q, batch):
                         bar.update(record)
             else:
-                while run.spent < run.budget and not deadline.reached(len(history)):
+                while run.spent < run.budget and limits.why() is None:
                     record = run.evaluate(len(history))
                     bar.update(record)
-        # Work stops early only at the deadline (the loops above end at the budget).
-        ended = None
-        if run.spent < run.budget and deadline.reached(len(history)):
-            ended = deadline.why(f"{run.spent} steps of {run.budget}")
+        ended = limits.why() if run.spent < run.budget else None  # the loops end at the budget
         done = [r for r in history if r["status"] == "ok"]
         candidates = done or [r for r in history if r["status"] == "stopped"]
         if not candidates:
@@ -884,6 +942,26 @@ def minimize_steps(
                 {k: v for k, v in result.__dict__.items() if k != "history" and v is not None}
             )
     return result
+
+
+class Limits:
+    """What ends a step-wise run before its budget is spent: its ``time_budget``
+    (:mod:`bojax.bo.deadline`) or ``max_failures`` failed trainings (or segments)."""
+
+    def __init__(self, run, settings: Settings, started: float):
+        self.run, self.max_failures = run, settings.max_failures
+        self.deadline = Deadline(settings.time_budget, started)
+
+    def why(self) -> str | None:
+        """Why ``run`` starts nothing more, or None while it may go on."""
+        history = self.run.history
+        if self.deadline.reached(len(history)):
+            return self.deadline.why(f"{self.run.spent} steps of {self.run.budget}")
+        if self.max_failures is not None:
+            failed = sum(r["status"] == "failed" for r in history)
+            if failed >= self.max_failures:
+                return f"{failed} trainings failed (max_failures={self.max_failures})"
+        return None
 
 
 def _seconds_ok(seconds: Any) -> bool:
