@@ -1485,3 +1485,34 @@ def test_a_freeze_thaw_record_without_its_design_is_refused_on_resume(tmp_path):
     path.write_text("\n".join([lines[0], json.dumps(record), *lines[2:]]) + "\n")
     with pytest.raises(JournalError, match=r"journal\.jsonl:2: a freeze-thaw record needs"):
         bojax.minimize(resumable(None, 9), SPACE, progress=False, resume=True, **settings)
+
+
+@pytest.mark.slow  # 10-15 s: two freeze-thaw runs and a resume
+def test_a_killed_freeze_thaw_run_without_checkpoints_resumes_to_the_uninterrupted_records(
+    tmp_path,
+):
+    settings = dict(FREEZE_THAW, max_step=9, step_budget=60, initial=4)
+    whole = bojax.minimize(make_train(9), SPACE, progress=False, **settings)
+    reports = []
+
+    def dies(point, report):
+        def dying(step, value):
+            reports.append(step)
+            if len(reports) > 40 and step not in (1, 3, 9):  # inside a segment
+                raise KeyboardInterrupt
+            report(step, value)
+
+        return make_train(9)(point, dying)
+
+    with pytest.raises(KeyboardInterrupt):
+        bojax.minimize(dies, SPACE, progress=False, out=tmp_path, **settings)
+    (in_flight,) = json.loads((tmp_path / "pending.json").read_text())
+    assert in_flight["charged"] > 0  # steps the killed run trained in its segment
+    resumed = bojax.minimize(
+        make_train(9), SPACE, progress=False, out=tmp_path, resume=True, **settings
+    )
+    keys = ("x", "y", "status", "curve", "phase", "diagnostics")
+    # The segment trains again from its first step and is charged as then: no more.
+    assert [{k: untimed(r)[k] for k in keys} for r in resumed.history] == [
+        {k: untimed(r)[k] for k in keys} for r in whole.history
+    ]

@@ -663,9 +663,13 @@ class _FreezeThawRun:
                 f"{curve[0][0]}, not past design {j}'s step {design.step}"
             )
         design.curve.extend(curve)
+        charged, seconds = int(entry["charged"]), float(entry.get("seconds", 0.0))
         if takes(self.train, "checkpoint"):
             design.checkpoint = load_checkpoint(self.journal, j, design.step)
-        charged, seconds = int(entry["charged"]), float(entry.get("seconds", 0.0))
+        elif design.step < min(until, self.settings.max_step):
+            # Without a checkpoint the segment trains again from its first step, charged
+            # then: as if it had never begun (unless it was killed at its end).
+            charged, seconds = 0, 0.0
         self.spent += charged
         return freezethaw.Decision(j, u, until, phase, info), curve, charged, seconds
 
