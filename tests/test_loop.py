@@ -73,6 +73,29 @@ def test_functional_ask_tell_matches_minimize():
     np.testing.assert_array_equal(state.u[:, 0], [r["u"][0] for r in result.history])
 
 
+@pytest.mark.parametrize(
+    "u, y, message",
+    [
+        ([0.1, 0.2], None, "y must be a number"),
+        ([0.1, 0.2], "1.5", "y must be a number"),
+        ([0.1, 0.2], [1.0, 2.0], "y must be a number"),
+        ([0.1, 0.2], {"error": 1.0}, "one objective: tell a number, not a dict"),
+        ([0.1], 1.0, "u must be the 2 unit coordinates"),
+        ([0.1, math.nan], 1.0, "u must be the 2 unit coordinates"),
+        ("ab", 1.0, "u must be the 2 unit coordinates"),
+    ],
+)
+def test_tell_refuses_what_is_not_a_point_and_a_number(u, y, message):
+    from bojax.bo.loop import init, tell
+    from bojax.errors import DataError
+
+    state = init(Space([Real("a", 0.0, 1.0), Real("b", 0.0, 1.0)]))
+    with pytest.raises(DataError, match=message):
+        tell(state, u, y)
+    told = tell(tell(state, [0.1, 0.2], np.float32(2.0)), [0.3, 0.4], math.inf)
+    assert told.y[0] == 2.0 and math.isnan(told.y[1])  # inf is a failure, as NaN
+
+
 def test_samples_setting_sets_the_draws_per_fit():
     settings = bojax.Settings(iterations=1, initial=3, seed=0, samples=8)
     assert settings.make_surrogate().num_samples == 8

@@ -444,6 +444,28 @@ def test_the_model_pruner_stops_trials_that_would_not_have_won(monkeypatch):
     assert steps[0] < steps[1], steps
 
 
+def test_the_model_pruner_never_prunes_a_trial_at_its_last_step():
+    import warnings
+
+    from bojax.integrations.optuna import BojaxPruner
+
+    def last_only(trial):  # after six whole curves, trials report their last step only
+        x, lr = trial.suggest_float("x", -2.0, 2.0), trial.suggest_float("lr", 1e-4, 1.0, log=True)
+        final = (x - 1.0) ** 2 + (math.log10(lr) + 2.0) ** 2
+        for step in range(1, 10) if trial.number < 6 else [9]:
+            trial.report(final + 1.0 / step, step)
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+        return final
+
+    pruner = BojaxPruner(max_resource=9, early_stopping="freeze-thaw")
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1), pruner=pruner)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # it divided by a zero cost
+        study.optimize(last_only, n_trials=10)
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials[6:])
+
+
 def test_bojax_pruner_settings_are_checked():
     from bojax.errors import SettingsError
     from bojax.integrations.optuna import BojaxPruner

@@ -1396,12 +1396,13 @@ def test_trainings_that_all_fail_before_a_step_end_the_run_within_its_budget(
 
 
 def test_freeze_thaw_whose_first_designs_all_failed_goes_on_to_model_the_rest(tmp_path):
-    settings = dict(FREEZE_THAW, max_step=9, step_budget=40, initial=4, out=tmp_path)
+    settings = dict(FREEZE_THAW, max_step=9, step_budget=26, initial=4, out=tmp_path)
     calls: list = []
     result = bojax.minimize(fails_first(calls, 5), SPACE, progress=False, **settings)
     failed = [r for r in result.history if r["status"] == "failed"]
-    assert len(failed) == 5 and result.steps == 40
-    assert {"initial", "new"} <= {r["phase"] for r in result.history[5:]}  # it fitted a model
+    assert len(failed) == 5 and result.steps == 26
+    phases = [r["phase"] for r in result.history[5:]]
+    assert "initial" in phases and {"new", "thaw"} & set(phases)  # then it fitted a model
     assert math.isfinite(result.best_value)
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -80,8 +81,9 @@ def init(space: Space, settings: Settings | None = None, **overrides: Any) -> BO
 def tell(state: BOState, u: np.ndarray, y: Any, seconds: float | None = None) -> BOState:
     """Record the outcome of evaluating unit point ``u``; ``y`` NaN marks a failure. With
     several metrics ``y`` is the dict of metrics (or their columns in order, or NaN). A
-    ``cost_aware`` run needs the evaluation's ``seconds`` (a positive number)."""
-    u = np.asarray(u, dtype=np.float64).reshape(1, state.space.dim)
+    ``cost_aware`` run needs the evaluation's ``seconds`` (a positive number). Anything
+    else is a :class:`DataError` saying what was expected, before the state changes."""
+    u = _told_point(state.space.dim, u)
     if state.seconds is not None:
         if not (is_number(seconds) and seconds > 0):
             raise DataError(
@@ -92,7 +94,7 @@ def tell(state: BOState, u: np.ndarray, y: Any, seconds: float | None = None) ->
     state = state._replace(u=np.concatenate([state.u, u]))
     metrics = state.settings.metrics
     if metrics is None:
-        return state._replace(y=np.append(state.y, float(y)))
+        return state._replace(y=np.append(state.y, _told_value(y)))
     if isinstance(y, Mapping):
         missing = metrics.missing(y)
         if missing:
@@ -109,6 +111,39 @@ def tell(state: BOState, u: np.ndarray, y: Any, seconds: float | None = None) ->
     return state._replace(
         y=np.append(state.y, row[0]), metrics=np.concatenate([state.metrics, row[None]])
     )
+
+
+def _told_point(dim: int, u: Any) -> np.ndarray:
+    """``u`` as a (1, dim) float64 row; DataError unless it is ``dim`` finite numbers."""
+    try:
+        row = np.asarray(u, dtype=np.float64)
+    except (TypeError, ValueError):
+        row = None
+    if row is None or row.size != dim or not np.all(np.isfinite(row)):
+        raise DataError(
+            f"tell's u must be the {dim} unit coordinates ask returned (finite numbers), "
+            f"got {u!r:.200}"
+        )
+    return row.reshape(1, dim)
+
+
+def _told_value(y: Any) -> float:
+    """A single objective's told value as a float: NaN (a failure) where it is not finite;
+    DataError where it is not a number (a string, None, a dict, a list)."""
+    if isinstance(y, np.ndarray | jax.Array) and y.size == 1:
+        y = y.reshape(()).item()
+    if isinstance(y, Mapping):
+        raise DataError(
+            "this run has one objective: tell a number, not a dict (declare objectives= "
+            "to optimise several metrics)"
+        )
+    if not isinstance(y, numbers.Real) or isinstance(y, bool | np.bool_):
+        raise DataError(f"tell's y must be a number (NaN for a failure), got {y!r:.200}")
+    try:
+        value = float(y)
+    except OverflowError:  # an int beyond float64
+        value = math.inf
+    return value if math.isfinite(value) else math.nan
 
 
 def _design_key(settings: Settings) -> jax.Array:

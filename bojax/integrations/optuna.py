@@ -468,8 +468,9 @@ class BojaxPruner(BasePruner):
         return False
 
     def _model_prunes(self, study: Study, trial: FrozenTrial, sign: float) -> bool | None:
-        """The model's verdict on ``trial``; None while too few trials have reported (or
-        its parameters cannot be placed in a space)."""
+        """The model's verdict on ``trial`` (False once it reported its last step); None
+        while too few trials have reported (or its parameters cannot be placed in a
+        space)."""
         from bojax.bo.freezethaw import Design, FreezeThaw
 
         modelled = {n: d for n, d in trial.distributions.items() if _modelled(n, d)}
@@ -497,6 +498,8 @@ class BojaxPruner(BasePruner):
             designs.append(Design(u, {}, curve, complete=done))
         key = (study.study_name, tuple(space.names))
         model = self._models.get(key) or FreezeThaw(space, self._settings)
+        if mine is not None and designs[mine].step >= top:
+            return False  # its last step is in: pruning it saves nothing
         if mine is None or len(designs) < model.least:
             return None
         self._models[key] = model
