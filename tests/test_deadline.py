@@ -46,6 +46,15 @@ def test_a_time_budget_stops_issuing_points_and_a_resume_finishes_the_run(tmp_pa
     assert 1 <= len(cut.history) < 12  # 0.1 s each: it stopped well short of 12
     assert cut.stopped.startswith("time_budget of 0.35 s spent after")
     assert "resume the run" in cut.stopped
+    summary = tmp_path / "summary.json"
+    assert json.loads(summary.read_text())["stopped"] == cut.stopped
+
+    def interrupted(point):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):  # a resume killed in its turn
+        bojax.minimize(interrupted, SPACE, resume=True, **settings)
+    assert not summary.exists()  # so `bojax show` does not call the run finished
     whole = bojax.minimize(slow, SPACE, resume=True, **settings)  # no budget: to the end
     assert len(whole.history) == 12 and whole.stopped is None
     assert whole.history[: len(cut.history)] == cut.history  # nothing lost or repeated

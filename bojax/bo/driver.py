@@ -305,6 +305,7 @@ def _open(journal: Journal | None, state: BOState, resume: bool):
     history = journal.read(space=state.space, metrics=state.settings.metrics)
     if len(history) > state.settings.initial + state.settings.iterations:
         raise JournalError(f"{journal.folder} holds more evaluations than this run asks for")
+    journal.reopen()
     return (
         _restore(state, journal, history),
         history,

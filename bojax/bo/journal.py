@@ -361,5 +361,14 @@ class Journal:
                 )
         return pending
 
+    def reopen(self) -> None:
+        """A resumed run runs again: the summary its last call wrote goes (this call writes
+        its own at the end), so ``bojax show`` does not call it finished meanwhile, or
+        after a kill of this call."""
+        try:
+            self.summary_path.unlink(missing_ok=True)
+        except OSError as error:
+            raise RunFolderError(f"cannot remove {self.summary_path}: {error.strerror}") from None
+
     def write_summary(self, summary: Mapping[str, Any]) -> None:
         _write_atomic(self.summary_path, summary)

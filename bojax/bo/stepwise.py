@@ -905,6 +905,7 @@ def minimize_steps(
                                 f"got {design!r}"
                             )
                         designs = max(designs, design + 1)
+                journal.reopen()
             else:
                 journal.start(header)
         if settings.early_stopping == "freeze-thaw":
