@@ -102,40 +102,45 @@ def test_a_parallel_step_wise_journal_ending_out_of_order_reads_back_and_resumes
 KEYS = ("proposal", "x", "u", "y", "status", "curve", "phase")
 
 
-def test_open_trainings_outlive_a_spent_time_budget_and_a_resume_continues_them(tmp_path):
+def test_a_time_budget_keeps_a_paused_training_open_and_a_resume_continues_it(
+    tmp_path, monkeypatch
+):
+    from types import SimpleNamespace
+
+    from bojax.bo import deadline
+
     settings = dict(
         max_step=9, eta=3, early_stopping="asha", surrogate="gp-map", initial=4,
         step_budget=60, progress=False, proposer="random",
     )  # fmt: skip
     with cf.ThreadPoolExecutor(1) as pool:  # one worker: one order of events
         whole = bojax.minimize(steps(), SPACE, executor=pool, **settings)
+    # A design that went on past milestone 3, after others had ended.
+    promoted = next(r for r in whole.history[2:] if r["curve"][-1][0] > 3)
+    skip = [0.0]  # the clock's jump: the time budget runs out at that design's step 3
+    monkeypatch.setattr(
+        deadline, "time", SimpleNamespace(perf_counter=lambda: time.perf_counter() + skip[0])
+    )
     trained: list = []
     train = steps(trained)
 
-    def dies(point, report, checkpoint=None):
-        def dying(step, value, checkpoint=None):
-            if step == 5 and len(trained) > 25:  # a kept training, once some have ended
-                raise KeyboardInterrupt  # the driver dies
-            report(step, value, checkpoint=checkpoint)
+    def clocked(point, report, checkpoint=None):
+        def report_at(step, value, checkpoint=None):
+            if point == promoted["x"] and step == 3:
+                skip[0] = 1e9
+            return report(step, value, checkpoint=checkpoint)
 
-        return train(point, dying, checkpoint)
+        return train(point, report_at, checkpoint)
 
-    pending = tmp_path / "pending.json"
     with cf.ThreadPoolExecutor(1) as pool:
-        with pytest.raises(KeyboardInterrupt):
-            bojax.minimize(dies, SPACE, executor=pool, out=tmp_path, **settings)
-        kept = json.loads(pending.read_text())
-        assert kept and kept[0]["curve"][-1][0] == 3
-        assert (tmp_path / "journal.jsonl").read_text()  # records: the deadline applies
-        # Resumed with its time already spent: no segment starts, the kept one stays open.
         cut = bojax.minimize(
-            train, SPACE, executor=pool, out=tmp_path, resume=True, time_budget=1e-9, **settings
+            clocked, SPACE, executor=pool, out=tmp_path, time_budget=3600.0, **settings
         )
-        assert "time_budget" in cut.stopped and cut.steps < 60
-        assert json.loads(pending.read_text()) == kept
+        assert "time_budget of 3600 s spent" in cut.stopped and cut.steps < 60
+        (kept,) = json.loads((tmp_path / "pending.json").read_text())  # paused, open
+        assert kept["x"] == promoted["x"] and kept["curve"][-1][0] == 3
         resumed = bojax.minimize(train, SPACE, executor=pool, out=tmp_path, resume=True, **settings)
     assert resumed.steps == 60 and resumed.stopped is None
     rows = [[r[k] for k in KEYS] for r in resumed.history]
     assert rows == [[r[k] for k in KEYS] for r in whole.history]
-    # From the killed segment's checkpoint (step 3): only steps 4 and 5 trained twice.
-    assert len(trained) == 60 + 2
+    assert len(trained) == 60  # it continued from its checkpoint: no step trained twice

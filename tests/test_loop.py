@@ -96,6 +96,39 @@ def test_tell_refuses_what_is_not_a_point_and_a_number(u, y, message):
     assert told.y[0] == 2.0 and math.isnan(told.y[1])  # inf is a failure, as NaN
 
 
+@pytest.mark.parametrize(
+    "surrogate, q",
+    [("gp-slice", 1), ("gp-map", 3)],
+    ids=["sampled", "batches"],
+)
+def test_a_run_interrupted_in_a_bo_step_resumes_to_the_uninterrupted_runs_points(
+    tmp_path, surrogate, q
+):
+    """The resume replays the fit of the ask that proposed what was in flight (the next
+    proposal started from older chains), and a batch's members are journalled as each
+    finishes (a kill in the third lost the first two)."""
+    space = Space([Real("lr", 1e-3, 1e-1, log=True), Integer("width", 8, 256)])
+
+    def f(p):
+        return (p["lr"] - 0.01) ** 2 * 1e3 + 1.0 / p["width"]
+
+    settings = dict(iterations=6, initial=4, seed=0, surrogate=surrogate, q=q, **QUIET)
+    whole = bojax.minimize(f, space, **settings)
+    calls = []
+
+    def dies(p):
+        calls.append(p)
+        if len(calls) == 6:  # a BO step's evaluation (q = 3: a batch's third)
+            raise KeyboardInterrupt
+        return f(p)
+
+    with pytest.raises(KeyboardInterrupt):
+        bojax.minimize(dies, space, out=tmp_path, **settings)
+    assert len((tmp_path / "journal.jsonl").read_text().splitlines()) == 5
+    resumed = bojax.minimize(f, space, out=tmp_path, resume=True, **settings)
+    assert [r["u"] for r in resumed.history] == [r["u"] for r in whole.history]
+
+
 def test_samples_setting_sets_the_draws_per_fit():
     settings = bojax.Settings(iterations=1, initial=3, seed=0, samples=8)
     assert settings.make_surrogate().num_samples == 8

@@ -65,8 +65,12 @@ from bojax.errors import (
     ObjectiveError,
     SettingsError,
     SpaceExhaustedError,
+    is_count,
 )
 from bojax.spaces import Space
+
+# ``_Run.stopped`` while the evaluations running at the time budget's end finish.
+TIMED_OUT = "time_budget spent"
 
 # The longest single wait for the executor; the loop waits again after it.
 MAX_WAIT = 86400.0
@@ -175,17 +179,35 @@ def _unpack(settings: Settings, space: Space, saved: dict[str, Any]) -> tuple[An
         return trust.local_surrogate(surrogate).unpack(space.dim, saved), classifier
 
 
-def _restore(state: BOState, journal: Journal, records: list[dict[str, Any]]) -> BOState:
-    """Rebuild the state after ``records``, replaying at most the fits the file lacks."""
+def _restore(
+    state: BOState, journal: Journal, records: list[dict[str, Any]], flights: list[Flight]
+) -> BOState:
+    """Rebuild the state after ``records``, replaying at most the fits the file lacks: the
+    fit of each ask, made with the records then told (``asked_at``), including the ask
+    that proposed the ``flights`` still to finish, so the next proposal starts from the
+    chains the uninterrupted run's did."""
     start, surrogate_state, classifier_state = _saved_chains(state, journal, len(records))
     state = state._replace(surrogate=surrogate_state, classifier=classifier_state)
+    asks = _asks(records, flights)
     for n, record in enumerate(records):
-        if n >= start and model_based(state):
-            state = fit_models(state)  # the fits iteration n made
+        if n >= start and model_based(state) and (asks is None or n in asks):
+            state = fit_models(state)  # the fit the ask at n made
         y = record["y"] if record["status"] == "ok" else math.nan
         u = np.asarray(record["u"], dtype=np.float64)
         state = tell_state(state, u, y, *_seconds_of(state, record))
+    n = len(records)
+    if flights and n >= start and model_based(state) and (asks is None or n in asks):
+        state = fit_models(state)
     return state
+
+
+def _asks(records: list[dict[str, Any]], flights: list[Flight]) -> set[int] | None:
+    """How many evaluations each ask that proposed ``records`` and ``flights`` saw; None
+    for a journal older than ``asked_at`` (then one ask per evaluation is assumed, as a
+    sequential run makes)."""
+    seen = [r.get("diagnostics", {}).get("asked_at") for r in records]
+    seen += [f.info.get("asked_at") for f in flights]
+    return None if not all(is_count(a) for a in seen) else set(seen)
 
 
 def _seconds_of(state: BOState, record: dict[str, Any]) -> tuple[float, ...]:
@@ -306,11 +328,8 @@ def _open(journal: Journal | None, state: BOState, resume: bool):
     if len(history) > state.settings.initial + state.settings.iterations:
         raise JournalError(f"{journal.folder} holds more evaluations than this run asks for")
     journal.reopen()
-    return (
-        _restore(state, journal, history),
-        history,
-        _resumed_flights(journal, history, state.space),
-    )
+    flights = _resumed_flights(journal, history, state.space)
+    return _restore(state, journal, history, flights), history, flights
 
 
 class _Run:
@@ -353,6 +372,7 @@ class _Run:
         self._check_failures(state)
         self.next_proposal = max([f.proposal + 1 for f in queued] + [self.next_proposal])
         self.queued = list(queued)  # re-issued from a resumed run, in proposal order
+        first = len(state.y)  # evaluations journalled before this call
         with _Progress(self.progress, total, len(self.history)) as bar:
             self.bar = bar
             while True:
@@ -367,13 +387,19 @@ class _Run:
                                 True,
                             )
                         else:
-                            self._submit(flight)
-                elif room > 0 and self.stopped is None and self.deadline.reached(len(state.y)):
-                    self.stopped = self.deadline.why(f"{len(state.y)} evaluations of {total}")
+                            future = self._submit(flight)
+                            if isinstance(self.pool, Inline):  # evaluated: journal it now
+                                state, concluded = self._finish(state, future), True
+                elif (
+                    room > 0
+                    and self.stopped is None
+                    and self.deadline.reached(len(state.y) - first)
+                ):
+                    self.stopped = TIMED_OUT  # (said once the running ones are in)
                 elif room > 0 and self.stopped is None:
                     state = self._issue(state, room)
                 if not self.running:
-                    if concluded:  # no evaluation, but a record: there may be more to issue
+                    if concluded or (room > 0 and self.queued):  # there may be more to issue
                         continue
                     break
                 done, _ = cf.wait(
@@ -383,6 +409,8 @@ class _Run:
                     state = self._finish(state, future)
                 if not done:
                     state = self._give_up_overdue(state)
+        if self.stopped is TIMED_OUT:
+            self.stopped = self.deadline.why(f"{len(state.y)} evaluations of {total}")
         return state
 
     def _until_overdue(self) -> float | None:
@@ -440,19 +468,23 @@ class _Run:
                     f"{done} evaluations"
                 )
                 break
+            info = {**info, "asked_at": n}  # a resume replays this ask's fit there
             flight = Flight(self.next_proposal, u, state.space.from_unit(u), info, 0, tick)
             self.next_proposal += 1
             flights.append(flight)
         batched = callable(getattr(self.objective, "batch", None))
-        inline = isinstance(self.pool, Inline) and not self.settings.isolated
-        if inline and batched and len(flights) > 1:
+        inline = isinstance(self.pool, Inline)
+        if inline and batched and len(flights) > 1 and not self.settings.isolated:
             self._submit_batch(flights)
+        elif inline:  # one by one, each journalled before the next starts (by the loop)
+            self.queued.extend(flights)
+            self._save_pending()
         else:
             for flight in flights:
                 self._submit(flight)
         return state
 
-    def _submit(self, flight: Flight) -> None:
+    def _submit(self, flight: Flight) -> cf.Future:
         """Hand ``flight`` to the executor, after writing it down as started."""
         flight = flight._replace(attempts=flight.attempts + 1)
         self._save_pending(starting=[flight])
@@ -466,6 +498,7 @@ class _Run:
         self.running[future], self.submitted[future] = flight, time.perf_counter()
         self.began[future] = tick
         self.starting = []
+        return future
 
     def _submit_batch(self, flights: list[Flight]) -> None:
         """Evaluate ``flights`` in one ``objective.batch`` call (:func:`evaluate_batch`)."""

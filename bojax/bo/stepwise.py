@@ -956,11 +956,12 @@ class Limits:
     def __init__(self, run, settings: Settings, started: float):
         self.run, self.max_failures = run, settings.max_failures
         self.deadline = Deadline(settings.time_budget, started)
+        self.first = len(run.history)  # records journalled before this call
 
     def why(self) -> str | None:
         """Why ``run`` starts nothing more, or None while it may go on."""
         history = self.run.history
-        if self.deadline.reached(len(history)):
+        if self.deadline.reached(len(history) - self.first):
             return self.deadline.why(f"{self.run.spent} steps of {self.run.budget}")
         if self.max_failures is not None:
             failed = sum(r["status"] == "failed" for r in history)
