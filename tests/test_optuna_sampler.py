@@ -466,6 +466,24 @@ def test_the_model_pruner_never_prunes_a_trial_at_its_last_step():
     assert all(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials[6:])
 
 
+def test_trials_sampled_at_once_on_threads_get_different_points():
+    import threading
+
+    barrier = threading.Barrier(2, timeout=60)
+
+    def together(trial):  # both threads' trials ask for their points at the same moment
+        barrier.wait()
+        x, y = trial.suggest_float("x", -5.0, 5.0), trial.suggest_float("y", -5.0, 5.0)
+        return (x - 1.0) ** 2 + (y + 2.0) ** 2
+
+    sampler = BojaxSampler(surrogate="gp-map", seed=0, n_startup_trials=4)
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(together, n_trials=16, n_jobs=2)
+    points = [(t.params["x"], t.params["y"]) for t in study.trials]
+    assert len(set(points)) == len(points)  # each saw the other's proposal as pending
+    assert study.best_value < 1.0
+
+
 def test_bojax_pruner_settings_are_checked():
     from bojax.errors import SettingsError
     from bojax.integrations.optuna import BojaxPruner

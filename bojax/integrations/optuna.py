@@ -48,6 +48,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import threading
 import warnings
 from typing import Any
 
@@ -160,6 +161,21 @@ class BojaxSampler(BaseSampler):
         self._intersection = IntersectionSearchSpace()
         self._chains: dict[tuple, Any] = {}  # (surrogate, classifier) states per search space
         self._left_out: set[tuple[str, int]] = set()  # (study, trial number) warned about
+        # Trials of this process (n_jobs threads) proposed for and not yet finished:
+        # (study, trial number) -> (space key, unit point). A trial's parameters reach the
+        # storage only as its objective suggests them, so without this two trials asking
+        # at once saw the same data and were proposed the same point.
+        self._proposed: dict[tuple[str, int], tuple[str, np.ndarray]] = {}
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["_lock"]  # a lock does not pickle; each copy gets its own
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     # -- Optuna's sampler interface ---------------------------------------------------------
     def reseed_rng(self) -> None:
@@ -176,6 +192,12 @@ class BojaxSampler(BaseSampler):
     ) -> dict[str, Any]:
         if not search_space:
             return {}
+        with self._lock:  # one proposal at a time, each seeing the others' (n_jobs > 1)
+            return self._propose(study, trial, search_space)
+
+    def _propose(
+        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
         from bojax.bo.loop import ask_batch, init, model_based, tell
 
         space = _space(search_space)
@@ -198,20 +220,24 @@ class BojaxSampler(BaseSampler):
         if not model_based(state):  # bojax's own rule: e.g. only failures, not modelled
             return {}
         seen = {t.number for t, _ in observed}  # a running trial may be data already
-        running = [
-            u
-            for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-            if t.number != trial.number
-            and t.number not in seen
-            # Still suggesting its parameters: no place to condition on yet, no warning.
-            and all(n in t.params for n in space.names)
-            and (u := self._unit(study, space, t)) is not None
-        ]
+        running = []
+        space_key = repr(space.to_dict())
+        for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            if t.number == trial.number or t.number in seen:
+                continue
+            if all(n in t.params for n in space.names):
+                if (u := self._unit(study, space, t)) is not None:
+                    running.append(u)
+            else:  # still suggesting its parameters: where this sampler proposed, if it did
+                proposed = self._proposed.get((study.study_name, t.number))
+                if proposed is not None and proposed[0] == space_key:
+                    running.append(proposed[1])
         if stepwise:  # and the trials since that step's data last grew
             running += since
         pending = np.asarray(running).reshape(-1, space.dim) if running else None
         points, state, _ = ask_batch(state, 1, pending)
         self._chains[key] = (state.surrogate, state.classifier)
+        self._proposed[(study.study_name, trial.number)] = (space_key, points[0])
         proposal = space.from_unit(points[0])
         return dict(proposal)  # Python ints and floats, as the parameters' kinds decode
 
@@ -297,6 +323,7 @@ class BojaxSampler(BaseSampler):
         state: TrialState,
         values: list[float] | None,
     ) -> None:
+        self._proposed.pop((study.study_name, trial.number), None)
         if self._constraints_func is not None:  # stored where Optuna's samplers store them
             from optuna.samplers._base import _process_constraints_after_trial
 
