@@ -83,6 +83,7 @@ def test_functional_ask_tell_matches_minimize():
         ([0.1], 1.0, "u must be the 2 unit coordinates"),
         ([0.1, math.nan], 1.0, "u must be the 2 unit coordinates"),
         ("ab", 1.0, "u must be the 2 unit coordinates"),
+        ([1.5, 0.5], 1.0, r"u must be the 2 unit coordinates ask returned \(each in \[0, 1\]"),
     ],
 )
 def test_tell_refuses_what_is_not_a_point_and_a_number(u, y, message):

@@ -427,3 +427,33 @@ def test_report_repeats_run_over_the_executor_as_they_run_alone(client, tmp_path
         [row["y"] for row in rows["gp-map"]] for rows in (alone["forrester"], spread["forrester"])
     ]
     assert ys[0] == ys[1] and len(ys[0]) == 2
+
+
+def test_the_driver_lets_finished_futures_go():
+    """A Dask result stays on its worker while its future lives, and is computed again
+    when that worker dies (a review saw finished trainings rerun): the driver must not
+    hold on to the futures it has finished."""
+    import gc
+    import weakref
+
+    handed: list = []
+
+    class Watched(ThreadPoolExecutor):
+        def submit(self, fn, *args, **kwargs):
+            future = super().submit(fn, *args, **kwargs)
+            handed.append(weakref.ref(future))
+            return future
+
+    held = []
+
+    def f(point):
+        gc.collect()
+        held.append(sum(1 for ref in handed if ref() is not None and ref().done()))
+        return (point["x"] - 0.3) ** 2
+
+    space = bojax.Space([bojax.Real("x", 0.0, 1.0)])
+    with Watched(1) as pool:
+        bojax.minimize(
+            f, space, executor=pool, initial=3, iterations=3, surrogate="gp-map", progress=False
+        )
+    assert len(held) == 6 and max(held) == 0

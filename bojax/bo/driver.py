@@ -409,6 +409,9 @@ class _Run:
                     state = self._finish(state, future)
                 if not done:
                     state = self._give_up_overdue(state)
+                # Let the finished futures go: Dask keeps a result while its future lives,
+                # and computes it again if the worker that holds it dies.
+                done = future = None
         if self.stopped is TIMED_OUT:
             self.stopped = self.deadline.why(f"{len(state.y)} evaluations of {total}")
         return state

@@ -41,7 +41,7 @@ from bojax.compilation import release_if_crowded, use_persistent_cache
 from bojax.errors import DataError, SettingsError, SpaceExhaustedError, is_count
 from bojax.gp import fantasies
 from bojax.parameters.base import is_number
-from bojax.spaces import Space, repeated_mask
+from bojax.spaces import IRRELEVANT, Space, repeated_mask
 from bojax.surrogates import GPClassifier, Surrogate
 from bojax.threads import with_blas_threads
 
@@ -114,15 +114,18 @@ def tell(state: BOState, u: np.ndarray, y: Any, seconds: float | None = None) ->
 
 
 def _told_point(dim: int, u: Any) -> np.ndarray:
-    """``u`` as a (1, dim) float64 row; DataError unless it is ``dim`` finite numbers."""
+    """``u`` as a (1, dim) float64 row; DataError unless it is ``dim`` numbers, each in
+    [0, 1] or the sentinel of a parameter whose condition does not hold (a point outside
+    the cube would make every later ``ask`` fail)."""
     try:
         row = np.asarray(u, dtype=np.float64)
     except (TypeError, ValueError):
         row = None
-    if row is None or row.size != dim or not np.all(np.isfinite(row)):
+    inside = row is not None and np.all((row == IRRELEVANT) | ((row >= 0.0) & (row <= 1.0)))
+    if row is None or row.size != dim or not inside:
         raise DataError(
-            f"tell's u must be the {dim} unit coordinates ask returned (finite numbers), "
-            f"got {u!r:.200}"
+            f"tell's u must be the {dim} unit coordinates ask returned (each in [0, 1]; "
+            f"space.to_unit(point) gives them), got {u!r:.200}"
         )
     return row.reshape(1, dim)
 
