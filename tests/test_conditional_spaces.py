@@ -156,3 +156,22 @@ def test_a_run_on_a_conditional_space_never_passes_irrelevant_values(tmp_path):
         u = np.asarray(record["u"])
         np.testing.assert_allclose(u, space.to_unit(record["x"]), rtol=0, atol=1e-12)
         assert np.all((u == IRRELEVANT) == ~space.relevance(u))
+
+
+def test_conditions_on_categoricals_of_mixed_choices_compare_values_not_casts():
+    from bojax.parameters import Categorical, Real
+    from bojax.spaces import Space
+
+    sized = Space([
+        Categorical("norm", ["none", 64, 128]),
+        Real("r", 0.0, 1.0, condition=("norm", "in", [64, 128])),
+    ])  # fmt: skip
+    sized.validate({"norm": "none"})  # a string parent: it raised ValueError (float cast)
+    sized.validate({"norm": 64, "r": 0.5})
+    assert sized.from_unit(sized.to_unit({"norm": "none"})) == {"norm": "none"}
+    flagged = Space([
+        Categorical("norm", ["x", 1, True]), Real("r", 0.0, 1.0, condition=("norm", "==", 1))
+    ])  # fmt: skip
+    flagged.validate({"norm": True})  # True is not 1: r does not belong (it was required)
+    flagged.validate({"norm": 1, "r": 0.5})
+    assert list(flagged.parameters[1].condition.holds(np.array(["x", "1"]))) == [False, False]

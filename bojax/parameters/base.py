@@ -112,7 +112,9 @@ class Condition:
     def holds(self, parent_values: np.ndarray) -> np.ndarray:
         """Elementwise truth of the condition for an array of the parent's values."""
         v = np.asarray(parent_values)
-        if v.dtype != object and all(is_number(x) for x in self.values):
+        # Numbers against numbers at once; a string or a boolean (a choice of a mixed
+        # categorical) is never cast to a number: it fails or compares equal to 1.
+        if np.issubdtype(v.dtype, np.number) and all(is_number(x) for x in self.values):
             v = v.astype(np.float64)
             if self.op == "in":
                 return np.isin(v, np.asarray(self.value, dtype=np.float64))
