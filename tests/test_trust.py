@@ -310,3 +310,24 @@ def test_a_resumed_local_run_proposes_what_the_uninterrupted_run_did(local_run, 
     again = [json.loads(line)["u"] for line in (short / "journal.jsonl").read_text().splitlines()]
     assert again == whole
     assert resumed.best_value == result.best_value
+
+
+@pytest.mark.slow  # 9 s: a run of 28 evaluations past exact_limit
+def test_an_integer_trust_region_with_every_point_evaluated_proposes_outside_it():
+    """Past exact_limit the trust region of an integer space soon holds only evaluated
+    points; the run looks outside it instead of calling the space exhausted (a run of
+    400 points stopped at 33)."""
+    from bojax.parameters import Integer
+
+    space = bojax.Space([Integer("a", 0, 19), Integer("b", 0, 19)])
+
+    def bowl(p):
+        return (p["a"] - 6) ** 2 + (p["b"] - 13) ** 2 + 0.005 * p["a"]
+
+    result = bojax.minimize(
+        bowl, space, surrogate="gp-map", initial=4, iterations=24, seed=0, exact_limit=10,
+        progress=False,
+    )  # fmt: skip
+    assert result.stopped is None and len(result.history) == 28
+    assert len({tuple(r["x"].values()) for r in result.history}) == 28
+    assert result.best_point == {"a": 6, "b": 13}

@@ -456,7 +456,8 @@ def ask_batch(
     if restart is not None and restart.designing:  # a new trust region's random design
         return _restart_points(state, restart, taken, first, q)
     surrogate, fitted, x, y, _, area = fit_surrogate(state) if fit is None else fit
-    if box is None and area is not None:
+    region = box is None and area is not None  # the box is the trust region's
+    if region:
         box = (area.lower, area.upper)
     best = jnp.asarray(np.min(y))
     best_point = x[int(np.argmin(y))]
@@ -472,20 +473,29 @@ def ask_batch(
         conditioned, incumbent = _conditioned(
             state, surrogate, fitted, (x, y), taken, k, best, local=area is not None
         )
+        # Every point of a trust region of integers may be evaluated while the rest of
+        # the space is not (a run of 400 points stopped at 33): then look everywhere.
+        boxes = (box, None) if region else (box,)
         try:
-            u, value = propose(
-                _keys(settings, k)[1],
-                _score_function(surrogate, acquire, None, classifier, cost),
-                (conditioned, incumbent, options, *feasibility, *costing),
-                space,
-                state.u,
-                taken,
-                incumbent=best_point,
-                method=settings.optimizer,
-                num_candidates=settings.num_candidates,
-                screen=_screen_function(surrogate, acquire, classifier, cost),
-                box=box,
-            )
+            for last, within in enumerate(boxes, start=1 - len(boxes)):
+                try:
+                    u, value = propose(
+                        _keys(settings, k)[1],
+                        _score_function(surrogate, acquire, None, classifier, cost),
+                        (conditioned, incumbent, options, *feasibility, *costing),
+                        space,
+                        state.u,
+                        taken,
+                        incumbent=best_point,
+                        method=settings.optimizer,
+                        num_candidates=settings.num_candidates,
+                        screen=_screen_function(surrogate, acquire, classifier, cost),
+                        box=within,
+                    )
+                    break
+                except SpaceExhaustedError:
+                    if last == 0:
+                        raise
         except SpaceExhaustedError:
             if points:
                 break
