@@ -362,3 +362,21 @@ def test_every_parameter_kind_is_importable_from_bojax_itself():
     kinds = {bojax.Real, bojax.Integer, bojax.Categorical, bojax.Ordinal}
     assert kinds == set(bojax.PARAMETER_KINDS.values())
     assert {"Categorical", "Ordinal"} <= set(bojax.__all__)
+
+
+def test_the_initial_design_never_repeats_a_point_of_a_small_discrete_space():
+    import bojax
+    from bojax.errors import SpaceExhaustedError
+
+    space = bojax.Space([Integer("a", 1, 3), Categorical("c", ["x", "y"])])  # 6 points
+    for seed in range(6):  # seeds 3-5 repeated one (a repeat's redraw went unchecked)
+        state = bojax.init(space, bojax.Settings(initial=6, seed=seed, surrogate="gp-map"))
+        seen = []
+        for _ in range(6):
+            u, state, _ = bojax.ask(state)
+            point = space.from_unit(u)
+            seen.append(tuple(point.values()))
+            state = bojax.tell(state, u, point["a"] + (point["c"] == "x"))
+        assert len(set(seen)) == 6, (seed, seen)
+        with pytest.raises(SpaceExhaustedError):
+            bojax.ask(state)

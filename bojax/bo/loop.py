@@ -35,7 +35,7 @@ import numpy as np
 from bojax import gp
 from bojax.bo import keys, multiobjective, policies, trust, warping
 from bojax.bo.acquisition import AcquisitionRecord, get_acquisition
-from bojax.bo.optimize import candidate_grid, propose
+from bojax.bo.optimize import _enumeration, candidate_grid, propose
 from bojax.bo.settings import Settings
 from bojax.compilation import release_if_crowded, use_persistent_cache
 from bojax.errors import DataError, SettingsError, SpaceExhaustedError, is_count
@@ -563,17 +563,49 @@ def _restart_points(state: BOState, area: trust.Region, taken, first: int, q: in
 def _design_points(state: BOState, taken: np.ndarray, first: int, q: int) -> np.ndarray:
     """Points ``first .. first + q - 1`` of the scrambled Sobol design (it runs on past
     ``initial`` while no fit is possible yet); one that repeats an evaluated, pending or
-    chosen point (integers rounded together) is replaced by a uniform draw."""
+    chosen point (integers rounded together) is replaced by uniform draws until one is
+    new, and in a small discrete space nearly used up by one of its unseen points.
+    :class:`SpaceExhaustedError` when there is none."""
     settings, space = state.settings, state.space
     design = space.sample(_design_key(settings), q, "sobol", skip=first)
     points = []
     for k in range(first, first + q):
         u = design[k - first]
-        seen = np.concatenate([state.u, taken, np.reshape(points, (-1, space.dim))])
-        if bool(repeated_mask(jnp.asarray(u[None]), jnp.asarray(space.snap(seen)))[0]):
-            u = space.sample(_iteration_key(settings, k), 1)[0]
+        seen = jnp.asarray(
+            space.snap(np.concatenate([state.u, taken, np.reshape(points, (-1, space.dim))]))
+        )
+        key = _iteration_key(settings, k)
+        for draw in range(REDRAWS + 1):
+            if not bool(repeated_mask(jnp.asarray(u[None]), seen)[0]):
+                break
+            u = (
+                None
+                if draw == REDRAWS
+                else space.sample(jax.random.fold_in(key, draw) if draw else key, 1)[0]
+            )
+        if u is None:
+            u = _unseen_point(space, np.asarray(seen))
+        if u is None:
+            if points:
+                break
+            raise SpaceExhaustedError("the space is exhausted: every point is evaluated or pending")
         points.append(u)
     return np.stack(points)
+
+
+# Uniform draws that may repeat a point before a small space's unseen points are listed.
+REDRAWS = 100
+
+
+def _unseen_point(space: Space, seen: np.ndarray) -> np.ndarray | None:
+    """The first point of a discrete space's enumeration that ``seen`` (snapped) lacks;
+    None when there is none, or the space is too large to list (draws find new points
+    there)."""
+    everything = _enumeration(space, 1 << 16)
+    if everything is None:
+        return None
+    fresh = ~np.asarray(repeated_mask(jnp.asarray(everything), jnp.asarray(seen)))
+    return everything[int(np.argmax(fresh))] if fresh.any() else None
 
 
 def _conditioned(
