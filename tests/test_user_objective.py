@@ -232,10 +232,10 @@ def test_a_serialised_space_names_the_entry_that_is_wrong():
 def test_a_wide_integer_range_is_not_enumerated_into_memory():
     """An all-integer space counts its values before building a grid: [0, 10**12] is a
     valid range (the grid would need 8 TB), so the optimiser samples it instead."""
-    from bojax.bo.optimize import _enumeration
+    from bojax.bo.optimize import enumeration
 
-    assert _enumeration(Space([Integer("n", 0, 10**12)]), 4096) is None
-    assert _enumeration(Space([Integer("n", 0, 3)]), 4096).shape == (4, 1)
+    assert enumeration(Space([Integer("n", 0, 10**12)]), 4096) is None
+    assert enumeration(Space([Integer("n", 0, 3)]), 4096).shape == (4, 1)
 
 
 def test_checking_a_long_list_of_choices_or_parameters_is_linear():

@@ -197,7 +197,7 @@ def _size(p) -> int | None:
     return None if grid is None else len(grid)
 
 
-def _enumeration(space: Space, limit: int) -> np.ndarray | None:
+def enumeration(space: Space, limit: int) -> np.ndarray | None:
     """Every distinct point of a space whose parameters all have finitely many values,
     snapped (conditions collapse the irrelevant ones), when there are at most ``limit``
     combinations; None otherwise."""
@@ -303,7 +303,7 @@ def propose(
     # Categorical and ordinal coordinates move by discrete steps, never by gradient.
     moves = tuple(j for j, p in enumerate(space.parameters) if not p.continuous)
     if moves:
-        everything = _enumeration(space, num_candidates)
+        everything = enumeration(space, num_candidates)
         if everything is not None:  # a small discrete space: score every point exactly
             values = _batch_scores(score, args, everything)
             return _best_or_exhausted(
