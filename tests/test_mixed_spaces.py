@@ -369,7 +369,7 @@ def test_the_initial_design_never_repeats_a_point_of_a_small_discrete_space():
     from bojax.errors import SpaceExhaustedError
 
     space = bojax.Space([Integer("a", 1, 3), Categorical("c", ["x", "y"])])  # 6 points
-    for seed in range(6):  # seeds 3-5 repeated one (a repeat's redraw went unchecked)
+    for seed in (3, 4, 5):  # each repeated one (a repeat's redraw went unchecked)
         state = bojax.init(space, bojax.Settings(initial=6, seed=seed, surrogate="gp-map"))
         seen = []
         for _ in range(6):

@@ -1395,6 +1395,7 @@ def test_trainings_that_all_fail_before_a_step_end_the_run_within_its_budget(
     assert len(calls) == 12  # each failure costs one step of the budget (it looped forever)
 
 
+@pytest.mark.slow  # 7 s: a freeze-thaw run (the all-failing run covers the fast tier)
 def test_freeze_thaw_whose_first_designs_all_failed_goes_on_to_model_the_rest(tmp_path):
     settings = dict(FREEZE_THAW, max_step=9, step_budget=26, initial=4, out=tmp_path)
     calls: list = []
