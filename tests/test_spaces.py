@@ -301,3 +301,18 @@ def test_parameter_kinds_are_records_a_space_reads_and_writes_by_their_type_word
         with pytest.raises(SpaceDefinitionError, match="unknown keys"):
             Space.from_dict({"parameters": [{"type": "halves", "name": "h", "m": 4}]})
     assert "halves" not in PARAMETER_KINDS
+
+
+def test_integer_ranges_too_wide_to_tell_neighbours_apart_are_refused():
+    import bojax
+    from bojax.errors import SpaceDefinitionError
+
+    for low, high, log in [(0, 2**53, False), (1, 10**15, True)]:
+        with pytest.raises(SpaceDefinitionError, match="too wide for its integers"):
+            Integer("n", low, high, log=log)
+    for low, high, log in [(0, 2**52, False), (1, 10**14, True)]:  # every integer its own
+        wide = Integer("n", low, high, log=log)
+        top = np.array([high - 1, high], np.float64)
+        assert list(wide.decode(wide.encode(top))) == [high - 1, high]
+    with pytest.raises(SpaceDefinitionError, match=r"must be a bojax\.Space, got list"):
+        bojax.init([Real("x", 0.0, 1.0)])

@@ -38,7 +38,13 @@ from bojax.bo.acquisition import AcquisitionRecord, get_acquisition
 from bojax.bo.optimize import candidate_grid, enumeration, propose
 from bojax.bo.settings import Settings
 from bojax.compilation import release_if_crowded, use_persistent_cache
-from bojax.errors import DataError, SettingsError, SpaceExhaustedError, is_count
+from bojax.errors import (
+    DataError,
+    SettingsError,
+    SpaceDefinitionError,
+    SpaceExhaustedError,
+    is_count,
+)
 from bojax.gp import fantasies
 from bojax.parameters.base import is_number
 from bojax.spaces import IRRELEVANT, Space, repeated_mask
@@ -69,6 +75,11 @@ def init(space: Space, settings: Settings | None = None, **overrides: Any) -> BO
     """A run with no data yet, with ``settings`` (default :class:`Settings`) and keyword
     ``overrides`` of its fields. Turns on the persistent compilation cache (see
     :func:`bojax.compilation.use_persistent_cache`), so a second run skips compiling."""
+    if not isinstance(space, Space):
+        raise SpaceDefinitionError(
+            f"the search space must be a bojax.Space, got {type(space).__name__}: wrap the "
+            "parameters as bojax.Space([...]) (or load one with bojax.spaces.load_space)"
+        )
     settings = (Settings() if settings is None else settings).replace(**overrides)
     use_persistent_cache()
     metrics = None if settings.metrics is None else np.zeros((0, len(settings.metrics.columns)))

@@ -114,6 +114,15 @@ class Integer(_Interval):
         object.__setattr__(self, "high", int(self.high))
         if self.log and self.low < 1:
             raise SpaceDefinitionError(f"{self.name!r}: a log-scaled integer needs low >= 1")
+        # The ends of a range near 2**53 (or a log range's top) share unit coordinates
+        # with their neighbours; a proposal there could not name the integer it means.
+        ends = np.array(sorted({self.low, self.high, min(self.low + 1, self.high),
+                                max(self.high - 1, self.low)}), dtype=np.int64)  # fmt: skip
+        if not np.array_equal(self.decode(self.encode(ends.astype(np.float64))), ends):
+            raise SpaceDefinitionError(
+                f"{self.name!r}: the range [{self.low}, {self.high}] is too wide for its "
+                "integers to be told apart on the unit scale; narrow it (or use a Real)"
+            )
 
     def _z_bounds(self) -> tuple[float, float]:
         return self.low - 0.5, self.high + 0.5
