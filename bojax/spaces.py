@@ -32,6 +32,7 @@ import numpy as np
 
 from bojax.errors import (
     BojaxError,
+    DataError,
     MissingParameterError,
     ParameterTypeError,
     SpaceDefinitionError,
@@ -225,7 +226,10 @@ class Space:
         single = u.ndim == 1
         u = np.atleast_2d(u)
         if u.ndim != 2 or u.shape[1] != self.dim:
-            raise ValueError(f"expected unit coordinates of shape (n, {self.dim}), got {u.shape}")
+            raise DataError(  # (a ValueError too)
+                f"expected unit coordinates of shape ({self.dim},) or (n, {self.dim}) for the "
+                f"space's {self.dim} parameters, got {u.shape}"
+            )
         _, decoded, relevant = self._columns_relevant(u)
         points = [
             {

@@ -316,3 +316,7 @@ def test_integer_ranges_too_wide_to_tell_neighbours_apart_are_refused():
         assert list(wide.decode(wide.encode(top))) == [high - 1, high]
     with pytest.raises(SpaceDefinitionError, match=r"must be a bojax\.Space, got list"):
         bojax.init([Real("x", 0.0, 1.0)])
+    from bojax.errors import DataError
+
+    with pytest.raises(DataError, match=r"shape \(1,\) or \(n, 1\)"):
+        Space([Real("x", 0.0, 1.0)]).from_unit(np.zeros(3))

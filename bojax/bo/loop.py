@@ -553,19 +553,31 @@ def _likeliest_successes(state: BOState, classifier, taken, first: int, q: int):
     return np.stack(points), state, infos
 
 
+# Uniform draws that may repeat a point before a small space's unseen points are listed.
+REDRAWS = 100
+EXHAUSTED = "the space is exhausted: every point is evaluated or pending"
+
+
 def _restart_points(state: BOState, area: trust.Region, taken, first: int, q: int):
     """Uniform points that open a restarted trust region (:func:`bojax.bo.trust.replay`),
-    proposal ``k`` drawn from its own key; a repeat of a taken point is drawn again."""
+    proposal ``k`` drawn from its own key; a repeat of a taken point is drawn again (in a
+    small discrete space nearly used up, an unseen point is taken)."""
     space, points = state.space, []
     seen = np.concatenate([state.u, taken])
     for k in range(first, first + q):
         key = jax.random.fold_in(_iteration_key(state.settings, k), 6)
-        for _ in range(100):
+        known = space.snap(np.concatenate([seen, np.reshape(points, (-1, space.dim))]))
+        for _ in range(REDRAWS):
             key, draw = jax.random.split(key)
             u = space.sample(draw, 1)[0]
-            known = np.concatenate([seen, np.reshape(points, (-1, space.dim))])
-            if not bool(repeated_mask(jnp.asarray(u[None]), jnp.asarray(space.snap(known)))[0]):
+            if not bool(repeated_mask(jnp.asarray(u[None]), jnp.asarray(known))[0]):
                 break
+        else:  # a small discrete space nearly used up
+            u = _unseen_point(space, known)
+            if u is None:
+                if points:
+                    break
+                raise SpaceExhaustedError(EXHAUSTED)
         points.append(u)
     infos = [{"phase": "restart", **area.info()} for _ in points]
     return np.stack(points), state, infos
@@ -599,13 +611,9 @@ def _design_points(state: BOState, taken: np.ndarray, first: int, q: int) -> np.
         if u is None:
             if points:
                 break
-            raise SpaceExhaustedError("the space is exhausted: every point is evaluated or pending")
+            raise SpaceExhaustedError(EXHAUSTED)
         points.append(u)
     return np.stack(points)
-
-
-# Uniform draws that may repeat a point before a small space's unseen points are listed.
-REDRAWS = 100
 
 
 def _unseen_point(space: Space, seen: np.ndarray) -> np.ndarray | None:
