@@ -22,6 +22,7 @@ failure nothing of this runs, so such runs are what they were without it.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import numbers
 from collections.abc import Callable, Mapping
@@ -560,60 +561,60 @@ EXHAUSTED = "the space is exhausted: every point is evaluated or pending"
 
 def _restart_points(state: BOState, area: trust.Region, taken, first: int, q: int):
     """Uniform points that open a restarted trust region (:func:`bojax.bo.trust.replay`),
-    proposal ``k`` drawn from its own key; a repeat of a taken point is drawn again (in a
-    small discrete space nearly used up, an unseen point is taken)."""
-    space, points = state.space, []
-    seen = np.concatenate([state.u, taken])
-    for k in range(first, first + q):
+    proposal ``k`` drawn from its own key, a repeat drawn again (:func:`_new_points`)."""
+    space = state.space
+
+    def draws(k: int):
         key = jax.random.fold_in(_iteration_key(state.settings, k), 6)
-        known = space.snap(np.concatenate([seen, np.reshape(points, (-1, space.dim))]))
-        for _ in range(REDRAWS):
+        while True:
             key, draw = jax.random.split(key)
-            u = space.sample(draw, 1)[0]
-            if not bool(repeated_mask(jnp.asarray(u[None]), jnp.asarray(known))[0]):
-                break
-        else:  # a small discrete space nearly used up
-            u = _unseen_point(space, known)
-            if u is None:
-                if points:
-                    break
-                raise SpaceExhaustedError(EXHAUSTED)
-        points.append(u)
+            yield space.sample(draw, 1)[0]
+
+    points = _new_points(space, np.concatenate([state.u, taken]), first, q, draws)
     infos = [{"phase": "restart", **area.info()} for _ in points]
-    return np.stack(points), state, infos
+    return points, state, infos
 
 
 def _design_points(state: BOState, taken: np.ndarray, first: int, q: int) -> np.ndarray:
     """Points ``first .. first + q - 1`` of the scrambled Sobol design (it runs on past
     ``initial`` while no fit is possible yet); one that repeats an evaluated, pending or
-    chosen point (integers rounded together) is replaced by uniform draws until one is
-    new, and in a small discrete space nearly used up by one of its unseen points.
-    :class:`SpaceExhaustedError` when there is none."""
+    chosen point (integers rounded together) is replaced by uniform draws
+    (:func:`_new_points`)."""
     settings, space = state.settings, state.space
     design = space.sample(_design_key(settings), q, "sobol", skip=first)
-    points = []
-    for k in range(first, first + q):
-        u = design[k - first]
-        seen = jnp.asarray(
-            space.snap(np.concatenate([state.u, taken, np.reshape(points, (-1, space.dim))]))
-        )
+
+    def draws(k: int):
+        yield design[k - first]
         key = _iteration_key(settings, k)
-        for draw in range(REDRAWS + 1):
-            if not bool(repeated_mask(jnp.asarray(u[None]), seen)[0]):
-                break
-            u = (
-                None
-                if draw == REDRAWS
-                else space.sample(jax.random.fold_in(key, draw) if draw else key, 1)[0]
-            )
+        yield space.sample(key, 1)[0]
+        for draw in itertools.count(1):
+            yield space.sample(jax.random.fold_in(key, draw), 1)[0]
+
+    return _new_points(space, np.concatenate([state.u, taken]), first, q, draws)
+
+
+def _new_points(space: Space, seen: np.ndarray, first: int, q: int, draws) -> np.ndarray:
+    """Up to ``q`` points: number ``k`` the first of ``draws(k)`` (at most ``REDRAWS + 1``
+    of them) that repeats neither ``seen`` nor an earlier one, integers rounded together;
+    failing that, in a small discrete space nearly used up, one of its unseen points.
+    Fewer points once none is left, :class:`SpaceExhaustedError` if not even one."""
+    points: list[np.ndarray] = []
+    for k in range(first, first + q):
+        known = space.snap(np.concatenate([seen, np.reshape(points, (-1, space.dim))]))
+        candidates = itertools.islice(draws(k), REDRAWS + 1)
+        u = next((c for c in candidates if not _repeats(c, known)), None)
         if u is None:
-            u = _unseen_point(space, np.asarray(seen))
+            u = _unseen_point(space, known)
         if u is None:
             if points:
                 break
             raise SpaceExhaustedError(EXHAUSTED)
         points.append(u)
     return np.stack(points)
+
+
+def _repeats(u: np.ndarray, known: np.ndarray) -> bool:
+    return bool(repeated_mask(jnp.asarray(u[None]), jnp.asarray(known))[0])
 
 
 def _unseen_point(space: Space, seen: np.ndarray) -> np.ndarray | None:
