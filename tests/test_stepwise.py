@@ -1518,3 +1518,24 @@ def test_a_killed_freeze_thaw_run_without_checkpoints_resumes_to_the_uninterrupt
     assert [{k: untimed(r)[k] for k in keys} for r in resumed.history] == [
         {k: untimed(r)[k] for k in keys} for r in whole.history
     ]
+
+
+def test_the_parameters_figure_marks_stopped_trainings_apart_from_failed_ones(
+    tmp_path, monkeypatch
+):
+    from bojax.bo.runs import Run
+    from bojax.reports import run_figures
+
+    def record(k, status, y):
+        return {"iteration": k, "status": status, "y": y, "x": {"lr": 0.01, "w": k / 10},
+                "curve": [[1, y or 1.0]]}  # fmt: skip
+
+    records = [record(0, "ok", 0.5), record(1, "stopped", 0.9), record(2, "stopped", 0.8),
+               record(3, "failed", None)]  # fmt: skip
+    run = Run(tmp_path, SPACE, {}, records, [], None, None, None)
+    drawn = {}
+    monkeypatch.setattr(run_figures, "save", lambda fig, path, dpi: drawn.update(fig=fig))
+    run_figures.plot_parameters(run, tmp_path / "parameters.png")
+    for ax in drawn["fig"].axes:
+        by_label = {line.get_label(): len(line.get_xdata()) for line in ax.lines}
+        assert by_label["failed"] == 1 and by_label["stopped"] == 2

@@ -221,10 +221,15 @@ def plot_parameters(run: Run, path: Path) -> None:
     if note:
         fig.suptitle(note, fontsize=10)
     n = np.arange(len(run.records))
-    failed = np.array([r["status"] != "ok" for r in run.records], dtype=bool)
+    status = np.array([r["status"] for r in run.records])
     for ax, p in zip(axes, parameters, strict=True):
         values = _values(run, p)
-        ax.plot(n[~failed], values[~failed], ".", ms=5)
+        ax.plot(n[status == "ok"], values[status == "ok"], ".", ms=5)
+        # A training the scheduler stopped early is not a failure: grey, as in curves.png.
+        stopped = status == "stopped"
+        if stopped.any():
+            ax.plot(n[stopped], values[stopped], ".", ms=4, color="0.6", label="stopped")
+        failed = status == "failed"
         if failed.any():
             ax.plot(n[failed], values[failed], "x", ms=5, color="tab:red", label="failed")
         if best is not None and p.name in best["x"]:
