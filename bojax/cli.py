@@ -333,7 +333,9 @@ def show(
         console.print(error_line(error))
         raise typer.Exit(code=1) from None
     settings = record.settings
-    if record.finished:
+    if record.finished and record.summary.get("error"):  # nothing succeeded
+        status = f"ended: {record.summary['error']}"
+    elif record.finished:
         stopped = record.summary.get("stopped")
         status = "finished" + (f" (stopped early: {stopped})" if stopped else "")
     else:
@@ -405,7 +407,10 @@ def show(
         where = ", ".join(f"{k}={_format_value(v)}" for k, v in best["x"].items())
         goal = "max" if record.maximize else "min"
         number = best["iteration"]
-        console.print(plain(f"best ({goal}) {best['y']:.6g} at {where} (evaluation #{number})"))
+        why = "; none trained to the end, this one stopped" if best["status"] == "stopped" else ""
+        console.print(
+            plain(f"best ({goal}) {best['y']:.6g} at {where} (evaluation #{number}{why})")
+        )
     if record.sampler is not None:
         console.print(
             plain(

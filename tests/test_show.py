@@ -147,3 +147,55 @@ def test_plot_of_a_run_without_a_success_skips_the_slices(tmp_path):
     assert result.exit_code == 0, result.output
     assert (tmp_path / "run/figures/progress.png").exists()
     assert not (tmp_path / "run/figures/slices.png").exists()
+
+
+def test_show_says_a_run_whose_evaluations_all_failed_has_ended(tmp_path):
+    import bojax
+    from bojax.errors import ObjectiveError
+
+    def broken(point):
+        raise RuntimeError("a typo in the training script")
+
+    def broken_training(point, report):
+        raise RuntimeError("a typo in the training script")
+
+    runs = {
+        "plain": lambda out: bojax.minimize(
+            broken, SPACE, initial=2, iterations=1, progress=False, out=out
+        ),
+        "stepwise": lambda out: bojax.minimize(
+            broken_training,
+            SPACE,
+            max_step=3,
+            step_budget=4,
+            early_stopping="asha",
+            progress=False,
+            out=out,
+        ),
+    }
+    for name, run in runs.items():
+        with pytest.raises(ObjectiveError):
+            run(tmp_path / name)
+        shown = runner.invoke(app, ["show", str(tmp_path / name)], env={"COLUMNS": "200"})
+        assert shown.exit_code == 0, shown.output
+        assert "running or interrupted" not in shown.output
+        assert "ended: every" in shown.output and "a typo in the training script" in shown.output
+
+
+def test_show_names_the_best_stopped_training_when_none_finished(tmp_path):
+    import bojax
+
+    def stops_then_crashes(point, report):
+        report(1, point["lr"])
+        raise RuntimeError("out of memory")
+
+    result = bojax.minimize(
+        stops_then_crashes, SPACE, max_step=3, step_budget=4, early_stopping="asha",
+        surrogate="gp-map", progress=False, out=tmp_path / "run",
+    )  # fmt: skip
+    assert {r["status"] for r in result.history} <= {"stopped", "failed"}
+    best = load_run(tmp_path / "run").best()
+    assert best is not None and best["y"] == result.best_value
+    shown = runner.invoke(app, ["show", str(tmp_path / "run")], env={"COLUMNS": "200"})
+    assert f"best (min) {result.best_value:.6g}" in shown.output
+    assert "none trained to the end, this one stopped" in shown.output

@@ -304,7 +304,12 @@ def minimize(
             raise
         where = f" Finished evaluations are in {journal.records_path}." if journal else ""
         seconds = time.perf_counter() - run.started
-        result = _result(settings, history, seconds, run.stopped, where)
+        try:
+            result = _result(settings, history, seconds, run.stopped, where)
+        except ObjectiveError as error:
+            if journal is not None:
+                journal.write_failed_summary(history, error)
+            raise
         if journal is not None:
             summary = {
                 f.name: getattr(result, f.name) for f in fields(result) if f.name != "history"

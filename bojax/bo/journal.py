@@ -372,3 +372,10 @@ class Journal:
 
     def write_summary(self, summary: Mapping[str, Any]) -> None:
         _write_atomic(self.summary_path, summary)
+
+    def write_failed_summary(self, records: list[dict[str, Any]], error: Exception) -> None:
+        """The summary of a run that ended with nothing to report (every evaluation or
+        training failed): ``bojax show`` then says it ended, and why, instead of calling
+        it running or interrupted."""
+        failed = sum(r["status"] == "failed" for r in records)
+        self.write_summary({"evaluations": len(records), "failures": failed, "error": str(error)})

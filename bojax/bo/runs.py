@@ -68,10 +68,14 @@ class Run:
         return out
 
     def best(self) -> dict[str, Any] | None:
-        """The best successful record, or None."""
+        """The best successful record, or None. A step-wise run with no training trained
+        to the end names its best stopped one, as its result does (then ``"stopped"``)."""
         ok = [r for r in self.records if r["status"] == "ok"]
         if not ok:
-            return None
+            stopped = [r for r in self.records if r["status"] == "stopped"]
+            if not stopped or self.metrics is not None:
+                return None
+            return (max if self.maximize else min)(stopped, key=lambda r: r["y"])
         if self.metrics is not None:  # the feasible best in the first objective
             name = self.metrics.objectives[0][0]
             return {**pareto.best_record(self.metrics, self.records), "objective": name}

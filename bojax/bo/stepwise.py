@@ -931,7 +931,10 @@ def minimize_steps(
         candidates = done or [r for r in history if r["status"] == "stopped"]
         if not candidates:
             last = history[-1]["error"] if history else "none ran"
-            raise ObjectiveError(f"every training failed ({len(history)}); last error: {last}")
+            error = ObjectiveError(f"every training failed ({len(history)}); last error: {last}")
+            if journal is not None:
+                journal.write_failed_summary(history, error)
+            raise error
         best = min(candidates, key=lambda r: r["y"])
         # Designs trained, not freeze-thaw's segments (a record each).
         evaluations, failures = design_counts(history) or (
