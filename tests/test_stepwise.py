@@ -1328,9 +1328,10 @@ def test_q_designs_train_in_one_batch_call_and_are_decided_one_by_one():
     trainer = BatchTrainer()
     settings = dict(ASHA, proposer="random", q=4)
     result = bojax.minimize(trainer.train, SPACE, progress=False, **settings)
-    assert set(trainer.calls) == {4} and len(trainer.calls) * 4 == len(result.history)
+    assert set(trainer.calls[:-1]) == {4} and sum(trainer.calls) == len(result.history)
     assert {"ok", "stopped"} <= {r["status"] for r in result.history}
-    assert 120 <= result.steps <= 123  # a batch's designs each train the step they report
+    # The last batch opens no more designs than steps are left: the budget is not overrun.
+    assert result.steps == 120
     # The same designs, in the same order, as one at a time: the Sobol design.
     one = bojax.minimize(make_train(), SPACE, progress=False, **ASHA | {"proposer": "random"})
     n = min(len(one.history), len(result.history))

@@ -920,7 +920,9 @@ def minimize_steps(
                 pooled(run, executor, limits).loop(bar)
             elif batch is not None:
                 while run.spent < run.budget and limits.why() is None:
-                    for record in run.evaluate_batch(len(history), settings.q, batch):
+                    # No more designs than steps left: each costs at least its first step.
+                    count = min(settings.q, run.budget - run.spent)
+                    for record in run.evaluate_batch(len(history), count, batch):
                         bar.update(record)
             else:
                 while run.spent < run.budget and limits.why() is None:
