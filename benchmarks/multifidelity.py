@@ -232,11 +232,16 @@ class Log:
 
 def stepwise_train(bench, log: Log | None = None):
     """``bench``'s curves as ``train(point, report, checkpoint=None)``: a training that can
-    continue from a checkpoint (the surrogate's curve is free to continue; freeze-thaw
-    thaws from it, the other schedulers never pause); ``log`` gets every epoch trained."""
+    continue from a checkpoint (freeze-thaw thaws from it, the other schedulers never
+    pause): the paused curve goes on, so MNIST-1D trains only the epochs after it, as a
+    checkpointed training would; ``log`` gets every epoch trained."""
+
+    paused: dict[str, Curve] = {}  # a thawed training goes on from where it was paused
 
     def train(point, report, checkpoint=None):
-        curve = bench.curve(point)
+        key = json.dumps(point, sort_keys=True, default=str)
+        curve = paused.get(key) if checkpoint is not None else None
+        curve = paused[key] = curve or bench.curve(point)
         for epoch in range(1 + (checkpoint or 0), bench.epochs + 1):
             if log is not None:
                 log.spend(curve, epoch - 1)

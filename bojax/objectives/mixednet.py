@@ -219,16 +219,17 @@ class MixedNetObjective:
         error = float(wrong) / len(d.y_valid)
         return error if math.isfinite(error) else 1.0
 
-    def train(self, point: Mapping[str, Any], report) -> float:
+    def train(self, point: Mapping[str, Any], report, checkpoint=None) -> float:
         """The same training as a step-wise objective (:mod:`bojax.bo.stepwise`),
-        reporting the validation error after each epoch; use it with ``max_step =
-        training.epochs``. Same key and minibatches as ``objective(point)``, so the same
-        final error wherever the training is stable; a diverging one may end elsewhere
-        (XLA fuses the loop split at epochs differently: 0.881 against 0.899 for rmsprop at
-        learning rate 0.9)."""
+        reporting the validation error after each epoch with the checkpoint ``(epoch,
+        weights and optimiser state)`` a paused training continues from (freeze-thaw);
+        use it with ``max_step = training.epochs``. Same key and minibatches as
+        ``objective(point)``, so the same final error wherever the training is stable; a
+        diverging one may end elsewhere (XLA fuses the loop split at epochs differently:
+        0.881 against 0.899 for rmsprop at learning rate 0.9)."""
         error = 1.0
-        for epoch, error in enumerate(self.curve(point), start=1):
-            if report(epoch, error) is False:
+        for epoch, error, carry in self._epochs(point, checkpoint):
+            if report(epoch, error, checkpoint=(epoch, carry)) is False:
                 break  # complete at the run's max_step
         return error
 
@@ -260,6 +261,11 @@ class MixedNetObjective:
 
     def curve(self, point: Mapping[str, Any]):
         """The validation error after each epoch, computed as it is iterated."""
+        return (error for _, error, _ in self._epochs(point))
+
+    def _epochs(self, point: Mapping[str, Any], checkpoint=None):
+        """``(epoch, validation error, carry)`` after each epoch from 1, or after the
+        checkpoint's ``(epoch, carry)``."""
         d = self.data
         point = self.space.validate(point)
         design = self.design(point)
@@ -267,8 +273,11 @@ class MixedNetObjective:
         valid = (jnp.asarray(d.x_valid), jnp.asarray(d.y_valid))
         order_key, carry = _start(point_key(self.seed, point), self.training,
                                   d.x_train.shape[1], d.classes)  # fmt: skip
-        for epoch in range(self.training.epochs):
+        first = 0
+        if checkpoint is not None:
+            first, carry = checkpoint
+        for epoch in range(first, self.training.epochs):
             carry, wrong = _epoch_and_score(
                 self.training, design, data, valid, order_key, jnp.asarray(epoch), carry
             )
-            yield float(wrong) / len(d.y_valid)
+            yield epoch + 1, float(wrong) / len(d.y_valid), carry
