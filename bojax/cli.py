@@ -400,6 +400,11 @@ def show(
     for entry in record.failures:
         where = ", ".join(f"{k}={_format_value(v)}" for k, v in entry["x"].items())
         console.print(plain(f"  failed at #{entry['iteration']} ({where}): {entry['error']}"))
+    for entry in record.pending:  # in flight (a step-wise training: how far it got)
+        where = ", ".join(f"{k}={_format_value(v)}" for k, v in entry["x"].items())
+        curve = entry.get("curve") or []
+        got = f": step {curve[-1][0]}, value {_format_value(curve[-1][1])}" if curve else ""
+        console.print(plain(f"  in flight, proposal {entry['proposal']} ({where}){got}"))
     best = record.best()
     if several:
         _print_front(console, record.front(), list(record.metrics.columns))
@@ -457,7 +462,11 @@ def plot(
 
     console = terminal.console()
     try:
-        paths = plot_run(load_run(run), out or run / "figures", slices=slices)
+        record = load_run(run)
+        if not record.records:  # a run started, nothing journalled yet: empty axes help no one
+            console.print(f"{run}: no evaluation has ended yet, nothing to plot", highlight=False)
+            return
+        paths = plot_run(record, out or run / "figures", slices=slices)
     except BojaxError as error:
         console.print(error_line(error))
         raise typer.Exit(code=1) from None

@@ -59,7 +59,21 @@ def test_show_prints_a_live_run_without_touching_its_files(tmp_path):
     assert "5 evaluations (1 failed)" in text
     assert "failed at #3 (lr=0.0001, layers=1): RuntimeError: training diverged" in text
     assert "best (min) 0.5 at lr=1e-05, layers=2 (evaluation #4)" in text
+    assert "in flight, proposal 5 (lr=" in text
     assert (folder / "journal.jsonl").read_bytes() == before  # the torn line is the run's
+
+
+def test_show_lists_a_step_wise_training_in_flight_with_how_far_it_got(tmp_path):
+    journal = Journal(tmp_path / "run")
+    settings = {"surrogate": "gp-map", "max_step": 9, "early_stopping": "asha"}
+    journal.start({"space": SPACE.to_dict(), "settings": settings})
+    u = [0.1, 0.2]
+    entry = {"proposal": 0, "u": u, "x": SPACE.from_unit(u), "info": {"phase": "initial"},
+             "curve": [[1, 2.5], [2, 1.25]], "charged": 2}  # fmt: skip
+    journal.save_pending([entry])
+    result = runner.invoke(app, ["show", str(tmp_path / "run")], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "in flight, proposal 0 (lr=" in result.output and ": step 2, value 1.25" in result.output
 
 
 def test_best_so_far_follows_the_goal_and_skips_failures(tmp_path):
@@ -147,6 +161,15 @@ def test_plot_of_a_run_without_a_success_skips_the_slices(tmp_path):
     assert result.exit_code == 0, result.output
     assert (tmp_path / "run/figures/progress.png").exists()
     assert not (tmp_path / "run/figures/slices.png").exists()
+
+
+def test_plot_of_a_run_with_nothing_journalled_says_so_and_draws_nothing(tmp_path):
+    journal = Journal(tmp_path / "run")
+    journal.start({"space": SPACE.to_dict(), "settings": {"surrogate": "gp-map"}})
+    result = runner.invoke(app, ["plot", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    assert "nothing to plot" in result.output
+    assert not (tmp_path / "run/figures").exists()
 
 
 def test_show_says_a_run_whose_evaluations_all_failed_has_ended(tmp_path):
