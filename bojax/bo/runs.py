@@ -69,7 +69,8 @@ class Run:
 
     def best(self) -> dict[str, Any] | None:
         """The best successful record, or None. A step-wise run with no training trained
-        to the end names its best stopped one, as its result does (then ``"stopped"``)."""
+        to the end names its best stopped one (a record whose status is ``"stopped"``),
+        as its result does."""
         ok = [r for r in self.records if r["status"] == "ok"]
         if not ok:
             stopped = [r for r in self.records if r["status"] == "stopped"]
