@@ -1549,3 +1549,30 @@ def test_the_parameters_figure_marks_stopped_trainings_apart_from_failed_ones(
     for ax in drawn["fig"].axes:
         by_label = {line.get_label(): len(line.get_xdata()) for line in ax.lines}
         assert by_label["failed"] == 1 and by_label["stopped"] == 2
+
+
+def test_a_resumed_scheduler_holds_every_milestone_value_its_journal_holds():
+    """A parallel run journals trainings in the order they end. Design 0 reached
+    milestone 1 first and alone (kept), then went on to 3 and 9; designs 1-3 reached
+    milestone 1 later with better values. Replayed in the journal's order, design 0's
+    value at 1 is no longer among the best, yet its values at 3 and 9 were recorded by
+    the run and must be in the resumed scheduler too."""
+    from bojax.bo.stepwise import StepRun
+
+    settings = bojax.Settings(max_step=9, early_stopping="asha", eta=3, initial=2)
+
+    def record(proposal, curve, status):
+        u = [0.1 * (proposal + 1), 0.5]
+        return {"proposal": proposal, "u": u, "x": SPACE.from_unit(np.array(u)),
+                "curve": curve, "status": status, "diagnostics": {}}  # fmt: skip
+
+    history = [
+        record(1, [[1, 0.1]], "stopped"),
+        record(2, [[1, 0.2]], "stopped"),
+        record(3, [[1, 0.3]], "stopped"),
+        record(0, [[s, 5.0 + 1.0 / s] for s in range(1, 10)], "ok"),
+    ]
+    run = StepRun(None, SPACE, settings, None, history, False)
+    counts = {rung: len(values) for (_, rung), values in run.rungs.values.items()}
+    assert counts == {0: 4, 1: 1, 2: 1}
+    assert run.spent == 12

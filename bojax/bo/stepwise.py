@@ -218,11 +218,13 @@ class StepRun:
         self.most_believers = max(self.least, min(top_rung, MOST_BELIEVERS))
         self.progress = progress
         self.in_flight: dict[int, Opened] = {}  # trainings begun and not ended
-        for number, record in enumerate(history):  # replay the scheduler's decisions
+        for number, record in enumerate(history):  # replay the scheduler's records
             training = self._start(int(record.get("proposal", number)))
             for step, value in record["curve"]:
-                if not self.decide(training, step, value):
-                    break  # stopped there: later milestones were never recorded
+                # Every milestone the curve reached was recorded by the run, even one the
+                # replay would stop at: a parallel run journals trainings in the order they
+                # end, not the order they reached their milestones.
+                self.decide(training, step, value)
             curve = record["curve"]
             self.spent += record["diagnostics"].get("charged", curve[-1][0] if curve else 0)
         self.restored = self._restored()
