@@ -859,9 +859,15 @@ def test_ask_and_tell_refuse_out_of_order_calls_and_fail_a_diverged_training():
         trainings.tell(7, 2, 0.4)
     assert trainings.tell(design, 2, math.inf) is False  # a diverged training fails
     record = trainings.finish(design)
-    assert record["status"] == "failed" and "finite number" in record["error"]
+    assert record["status"] == "failed"
+    assert record["error"].startswith("ValueError: ") and "finite number" in record["error"]
     with pytest.raises(SettingsError, match="freeze-thaw"):
         bojax.Trainings(SPACE, max_step=9, early_stopping="freeze-thaw")
+    # Limits on how trainings run are the user's loop's here: refused, not ignored.
+    for limit in ({"time_budget": 60.0}, {"max_failures": 2}, {"isolate": True},
+                  {"timeout": 5.0}, {"q": 4}):  # fmt: skip
+        with pytest.raises(SettingsError, match=f"{next(iter(limit))}: for runs bojax drives"):
+            bojax.Trainings(SPACE, max_step=9, early_stopping="asha", **limit)
 
 
 def test_believers_at_a_milestone_no_design_reaches_any_more_stay_bounded():
@@ -1368,6 +1374,7 @@ def test_a_failing_batch_fails_its_designs_and_a_bad_value_fails_only_its_own():
     statuses = [(r["status"], r["error"]) for r in result.history[:4]]
     assert statuses[0] == statuses[1] == ("failed", "RuntimeError: out of memory")
     assert statuses[2][0] == "failed" and "finite number" in statuses[2][1]
+    assert statuses[2][1].startswith("ValueError: ")  # as a training alone journals it
     assert statuses[3] == ("ok", None)
 
 

@@ -374,7 +374,7 @@ class StepRun:
                 try:
                     return inner(step, value, seconds=seconds)
                 except ValueError as error:  # this design fails; the others go on
-                    failed[o.design] = str(error)
+                    failed[o.design] = f"{type(error).__name__}: {error}"
                     raise StopTraining(str(error)) from None
 
             return report
@@ -489,6 +489,15 @@ class Trainings:
 
     def __init__(self, space: Space, settings: Settings | None = None, **overrides: Any):
         settings = (Settings() if settings is None else settings).replace(**overrides)
+        # Limits on how trainings run: your loop starts, times and ends them here.
+        driven = {"q": (None, 1), "time_budget": (None,), "max_failures": (None,),
+                  "isolate": (False,), "timeout": (None,)}  # fmt: skip
+        named = [name for name, unset in driven.items() if getattr(settings, name) not in unset]
+        if named:
+            raise SettingsError(
+                f"{', '.join(named)}: for runs bojax drives (minimize); with Trainings your "
+                "own loop starts, times and ends the trainings (open as many as you like)"
+            )
         check_stepwise(settings, None)
         if settings.early_stopping == "freeze-thaw":
             raise SettingsError("freeze-thaw pauses and thaws trainings: run it by minimize")
@@ -545,7 +554,7 @@ class Trainings:
             if finite(value):
                 raise DataError(str(error)) from None
             self._stopped.add(design)
-            self._failed[design] = str(error)
+            self._failed[design] = f"{type(error).__name__}: {error}"  # as minimize has it
             return False
         if not going:  # complete at max_step: no step left to train
             training.over = "max_step"
