@@ -281,6 +281,8 @@ def minimize(
     objective has a ``batch(points) -> list`` method).
     """
     settings = (Settings() if settings is None else settings).replace(**overrides)
+    if resume and out is None:  # else a fresh run would start, journalled nowhere
+        raise SettingsError("resume continues the run journalled in a folder: pass out= (--out)")
     if stepwise.takes_report(objective):
         return stepwise.minimize_steps(
             objective, space, settings, executor=executor, out=out, resume=resume,

@@ -27,6 +27,7 @@ Floats are written with ``repr`` precision by :mod:`json`, so they read back bit
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -84,6 +85,16 @@ def write_text_atomic(path: Path, text: str) -> None:
         os.replace(tmp, path)
     except OSError as error:  # a full disk, a folder made read-only: the old file stands
         raise RunFolderError(f"cannot write {path}: {error.strerror or error}") from None
+
+
+def _setting_shown(settings: Mapping[str, Any], name: str) -> Any:
+    """A journalled setting's value; one left out of the identity is at its default
+    (:meth:`bojax.bo.settings.Settings.identity`), shown as that, not as None."""
+    if name in settings:
+        return settings[name]
+    from bojax.bo.settings import Settings
+
+    return {spec.name: spec.default for spec in dataclasses.fields(Settings)}.get(name)
 
 
 class Journal:
@@ -224,7 +235,10 @@ class Journal:
                 continue
             if isinstance(old, dict) and isinstance(new, dict):  # name the fields that differ
                 names = sorted(n for n in set(old) | set(new) if old.get(n) != new.get(n))
-                detail = "; ".join(f"{n}: stored {old.get(n)!r}, now {new.get(n)!r}" for n in names)
+                shown = _setting_shown if key == "settings" else lambda fields, n: fields.get(n)
+                detail = "; ".join(
+                    f"{n}: stored {shown(old, n)!r}, now {shown(new, n)!r}" for n in names
+                )
             else:
                 detail = f"stored {old!r}, now {new!r}"
             raise JournalError(
