@@ -1583,3 +1583,19 @@ def test_a_resumed_scheduler_holds_every_milestone_value_its_journal_holds():
     counts = {rung: len(values) for (_, rung), values in run.rungs.values.items()}
     assert counts == {0: 4, 1: 1, 2: 1}
     assert run.spent == 12
+
+
+def test_the_progress_line_counts_freeze_thaw_designs_not_segments():
+    from types import SimpleNamespace
+
+    from bojax.bo.stepwise import _StepProgress
+
+    def segment(design, status, y):
+        return {"status": status, "y": y, "diagnostics": {"design": design}}
+
+    history = [segment(0, "stopped", 2.0), segment(1, "stopped", 3.0), segment(0, "ok", 1.0)]
+    run = SimpleNamespace(budget=10, spent=6, history=history)
+    with _StepProgress(True, run) as bar:
+        bar.update(history[-1])
+        fields = bar.progress.tasks[0].fields
+    assert fields == {"designs": 2, "best": "1"}

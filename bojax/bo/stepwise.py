@@ -1033,9 +1033,10 @@ class _StepProgress:
             return
         done = [r["y"] for r in self.run.history if r["status"] == "ok"]
         best = f"{min(done):.6g}" if done else "-"
+        # freeze-thaw journals a record per segment: count its designs, not its records
+        designs = (design_counts(self.run.history) or (len(self.run.history),))[0]
         self.progress.update(
-            self.task, completed=min(self.run.spent, self.run.budget),
-            designs=len(self.run.history), best=best,
+            self.task, completed=min(self.run.spent, self.run.budget), designs=designs, best=best,
         )  # fmt: skip
 
     def __exit__(self, *exc):
