@@ -203,8 +203,21 @@ def test_bad_returns_fail_the_evaluation_with_a_reason():
     assert "metric 'left'" in errors[3] and "inf" in errors[3]
     assert errors[4] is None and result.failures == 4
     assert result.history[4]["y"] == {"left": 1.0, "right": 2.0}  # what is no number: left out
-    with pytest.raises(bojax.errors.ObjectiveError, match="declare objectives"):
-        bojax.minimize(lambda point: {"loss": 1.0}, SPACE, iterations=0, initial=1, **QUIET)
+    # Every evaluation coming back undeclared is the run's set-up: it stops at the first.
+    calls = []
+    with pytest.raises(bojax.errors.ObjectiveError, match="declare objectives") as raised:
+        bojax.minimize(
+            lambda point: calls.append(point) or {"loss": 1.0}, SPACE, iterations=2, initial=4,
+            **QUIET,
+        )  # fmt: skip
+    assert len(calls) == 1 and "no further evaluation started" in str(raised.value)
+    calls.clear()
+    with pytest.raises(bojax.errors.ObjectiveError, match="expects a dict of metrics"):
+        bojax.minimize(
+            lambda point: calls.append(point) or 1.0, SPACE, objectives=["a:min", "b:min"],
+            iterations=2, initial=4, **QUIET,
+        )  # fmt: skip
+    assert len(calls) == 1
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,10 @@ journalled with its error and the run goes on: the loop learns where evaluations
 why in ``Result.stopped``: ``max_failures`` failed evaluations, or a probability of
 success below ``min_success_probability`` everywhere the acquisition optimiser looked.
 A ``time_budget`` (seconds) stops the issuing of new points once spent
-(:mod:`bojax.bo.deadline`); those running finish.
+(:mod:`bojax.bo.deadline`); those running finish. So does an objective whose every
+outcome so far is of another kind than the run declares (a dict of metrics without
+``objectives``, or one number with them): that is the set-up, and each evaluation more
+would fail the same way.
 
 Only the driver writes the journal: workers return ``(y, error)``. Points handed out and
 not yet finished are kept in the journal's ``pending.json``, each written there as
@@ -349,6 +352,7 @@ class _Run:
         self.max_failures = settings.max_failures
         self.min_success_probability = settings.min_success_probability
         self.stopped: str | None = None  # why no more points are issued, once that holds
+        self.mismatched = 0  # outcomes of another kind than declared (a dict, or not one)
         self.started = time.perf_counter()
         self.deadline = Deadline(settings.time_budget, self.started)
         self.running: dict[cf.Future, Flight] = {}
@@ -541,7 +545,15 @@ class _Run:
             y, error = math.nan, self._retry(flight, lost)
             if error is None:
                 return state
-        return self._conclude(state, flight, *_declared(self.settings, y, error), evaluated)
+        declared, why = _declared(self.settings, y, error)
+        if error is None and (self.settings.metrics is None) == isinstance(y, dict):
+            # A dict where one number is declared, or one number where metrics are. While
+            # every evaluation has come back so, it is the run's set-up, not a point's
+            # outcome: none more is started.
+            self.mismatched += 1
+            if self.mismatched == len(self.history) + 1 and self.stopped is None:
+                self.stopped = f"{why}; no further evaluation started"
+        return self._conclude(state, flight, declared, why, evaluated)
 
     def _conclude(
         self, state: BOState, flight: Flight, y: float, error: str | None, evaluated=None
