@@ -220,8 +220,9 @@ FAIL, RUNNING, PRUNED = (optuna.trial.TrialState[s] for s in ("FAIL", "RUNNING",
         ([({"x": 0.5, "n": 2.5, "k": "a"}, {**SPACE, "n": F(1, 4)}, FAIL)], "expected an integer"),
         ([({"x": 0.5}, {"x": SPACE["x"]}, FAIL)], "missing from the trial"),
         ([({"x": 5.0, "n": 1, "k": "a"}, WIDER, RUNNING)], r"trial 3 \(RUNNING\).*outside"),
-        # Pruned trials are never modelled, whatever they hold: nothing to warn about.
-        ([({"x": 5.0, "n": 1, "k": "a"}, WIDER, PRUNED)], None),
+        # A trial pruned before any report is a failure the model learns from, so one
+        # outside the space is left out with a warning, as a failed one is.
+        ([({"x": 5.0, "n": 1, "k": "a"}, WIDER, PRUNED)], r"trial 3 \(PRUNED\).*outside"),
     ],
     ids=["enqueued", "wider", "choice", "float-for-int", "missing", "running", "pruned"],
 )  # fmt: skip
@@ -547,3 +548,47 @@ def test_a_running_trials_intermediate_values_are_data_not_a_pending_point(monke
     (u, pending), *_ = seen
     assert len(u) == 7  # six finished trials and the running one, all at epoch 3
     assert pending is None  # the running trial is data, not a fantasy
+
+
+def test_trials_pruned_before_reporting_are_failures_the_sampler_does_not_propose_again():
+    """An invalid configuration skipped with TrialPruned: left out of the model, it left
+    the data unchanged, and the sampler proposed the same point again and again."""
+
+    def objective(trial):
+        x = trial.suggest_float("x", 0.0, 1.0)
+        y = trial.suggest_float("y", 0.0, 1.0)
+        if x + y > 1.2:
+            raise optuna.TrialPruned()  # not a valid design
+        return -(x + y)
+
+    study = optuna.create_study(sampler=BojaxSampler(seed=0, n_startup_trials=3, **FAST))
+    study.optimize(objective, n_trials=12)
+    points = [(t.params["x"], t.params["y"]) for t in study.trials]
+    assert PRUNED in {t.state for t in study.trials}
+    assert len(set(points)) == len(points)
+
+
+def test_a_trial_pruned_on_a_diverged_report_is_a_failure_in_a_pruning_study(monkeypatch):
+    import bojax.bo.loop as loop
+
+    seen = []
+    real = loop.ask_batch
+
+    def spy(state, q, pending=None):
+        seen.append(state.y.copy())
+        return real(state, q, pending)
+
+    monkeypatch.setattr(loop, "ask_batch", spy)
+    study = optuna.create_study(sampler=BojaxSampler(seed=0, **FAST))
+    for k in range(7):
+        trial = study.ask()
+        x = trial.suggest_float("x", -5.0, 5.0)
+        if k < 2:  # diverged at its first epoch, and pruned there
+            trial.report(math.nan, 1)
+            study.tell(trial, state=PRUNED)
+            continue
+        for epoch in (1, 2, 3):
+            trial.report((x - 1.0) ** 2 + 1.0 / epoch, epoch)
+        study.tell(trial, (x - 1.0) ** 2)
+    study.ask().suggest_float("x", -5.0, 5.0)
+    assert sum(map(math.isnan, seen[-1])) == 2  # the two diverged trials, as failures

@@ -25,7 +25,10 @@ of success, and while every trial has failed it proposes where success is likeli
 Where trials report intermediate values (a study that prunes), the data are each trial's
 value at the highest step that ``max(n_startup_trials, d + 2)`` trials reached, pruned
 and running ones included (BOHB's rule, as bojax's own step-wise runs propose,
-:mod:`bojax.bo.stepwise`); without intermediate values, pruned trials are left out.
+:mod:`bojax.bo.stepwise`), and the trials pruned below that step are pending believers,
+so the model does not propose their points again. A trial pruned before it reported a
+finite value (an invalid configuration skipped by raising ``TrialPruned``, or a training
+whose loss diverged) counts as failed.
 :class:`BojaxPruner` stops trials by bojax's successive halving or Hyperband. A completed
 trial whose value is not finite (Optuna stores ``inf``) counts as failed, as a
 non-finite value does in bojax's own runs. Trials still running are pending points,
@@ -73,6 +76,7 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from bojax.bo import schedulers
+from bojax.bo.stepwise import MOST_BELIEVERS
 from bojax.errors import (
     MissingParameterError,
     ParameterError,
@@ -201,7 +205,9 @@ class BojaxSampler(BaseSampler):
         from bojax.bo.loop import ask_batch, init, model_based, tell
 
         space = _space(search_space)
-        finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL))
+        # (A pruned trial here reported nothing: a configuration skipped, a failure.)
+        states = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
+        finished = study.get_trials(deepcopy=False, states=states)
         observed = [(t, u) for t in finished if (u := self._unit(study, space, t)) is not None]
         settings, outcome = self._study_settings(study, [t for t, _ in observed])
         stepwise = _stepwise(study, settings)
@@ -344,10 +350,11 @@ def _at_highest_step(study: Study, space: Space, least: int, unit):
     """``(observed, outcome, since)`` at the highest step that ``least`` trials reached:
     each trial's first intermediate value at or past that step, running trials' too (a
     completed trial without intermediate values counts its value as reached at every
-    step), failed trials as failures; ``since``, the unit points of the trials started
-    after the last one seen there (pruned below it, or complete without reaching it),
-    taken as pending believers so an unchanged data set does not propose the same point
-    again. ``observed`` is None while no step has enough trials."""
+    step), failed trials as failures, and so are pruned trials without a finite value
+    (skipped, or diverged); ``since``, the unit points of the latest ``MOST_BELIEVERS``
+    trials pruned below that step (or complete without reaching it), taken as pending
+    believers so an unchanged data set does not propose their points again.
+    ``observed`` is None while no step has enough trials."""
     states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING)
     trials = sorted(study.get_trials(deepcopy=False, states=states), key=lambda t: t.number)
     reported = sorted({step for t in trials for step in t.intermediate_values})
@@ -365,18 +372,24 @@ def _at_highest_step(study: Study, space: Space, least: int, unit):
             break
     if chosen is None:
         return None, None, []
-    failed = [t for t in trials if t.state == TrialState.FAIL and t.number not in values]
+
+    def diverged(t: FrozenTrial) -> bool:  # pruned with no finite value reported
+        finite = [v for v in t.intermediate_values.values() if math.isfinite(v)]
+        return t.state == TrialState.PRUNED and not finite
+
+    failed = [
+        t for t in trials if t.number not in values and (t.state == TrialState.FAIL or diverged(t))
+    ]
     seen = [t for t in trials if t.number in values]
     observed = [(t, u) for t in seen + failed if (u := unit(study, space, t)) is not None]
-    last = max(values)
-    since = [
-        u
+    below = [
+        t
         for t in trials
-        if t.number > last
-        and t.number not in values
+        if t.number not in values
         and t.state not in (TrialState.FAIL, TrialState.RUNNING)  # running: pending anyway
-        if (u := unit(study, space, t)) is not None
+        and not diverged(t)
     ]
+    since = [u for t in below[-MOST_BELIEVERS:] if (u := unit(study, space, t)) is not None]
 
     def outcome(t: FrozenTrial) -> float:
         return values.get(t.number, math.nan)
