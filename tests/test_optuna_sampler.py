@@ -592,3 +592,25 @@ def test_a_trial_pruned_on_a_diverged_report_is_a_failure_in_a_pruning_study(mon
         study.tell(trial, (x - 1.0) ** 2)
     study.ask().suggest_float("x", -5.0, 5.0)
     assert sum(map(math.isnan, seen[-1])) == 2  # the two diverged trials, as failures
+
+
+@pytest.mark.parametrize("high, typed", [(0.3, 0.3), (1.0, 0.3)])
+def test_a_stepped_floats_grid_is_the_one_optuna_stores_and_typed_values_fit_it(high, typed):
+    """0.1 * 3 is 0.30000000000000004: past a high of 0.3 (Optuna clips it, and refused
+    the sampler's top value), and not the 0.3 a user enqueues by hand (left out)."""
+    from optuna.distributions import FloatDistribution
+
+    from bojax.integrations.optuna import _parameter
+
+    distribution = FloatDistribution(0.0, high, step=0.1)
+    assert all(distribution._contains(v) for v in _parameter("x", distribution).values)
+
+    def objective(trial):
+        return -trial.suggest_float("x", 0.0, high, step=0.1) + trial.suggest_float("y", 0, 1)
+
+    study = optuna.create_study(sampler=BojaxSampler(seed=0, n_startup_trials=2, **FAST))
+    study.enqueue_trial({"x": typed, "y": 0.5})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        study.optimize(objective, n_trials=5)
+    assert not [w for w in caught if "BojaxSampler leaves" in str(w.message)]

@@ -98,13 +98,28 @@ def _parameter(name: str, d: BaseDistribution) -> Parameter | None:
     if isinstance(d, FloatDistribution):
         if d.step is None:
             return Real(name, d.low, d.high, log=d.log)
+        # The values Optuna stores (low + k * step, the top clipped to high: 0.1 * 3 is
+        # 0.30000000000000004, past a high of 0.3).
         steps = round((d.high - d.low) / d.step)
-        return Ordinal(name, tuple(d.low + k * d.step for k in range(steps + 1)))
+        return Ordinal(name, tuple(min(d.low + k * d.step, d.high) for k in range(steps + 1)))
     if isinstance(d, IntDistribution):
         if d.step == 1:
             return Integer(name, d.low, d.high, log=d.log)
         return Ordinal(name, tuple(range(d.low, d.high + 1, d.step)))
     return None
+
+
+def _on_grid(parameter: Parameter, value: Any) -> Any:
+    """A stepped float's value as the grid holds it, where it is one within Optuna's
+    tolerance (1e-8 of a step): a value typed by hand (``enqueue_trial({"x": 0.3})``)
+    is not always the float ``low + k * step`` is."""
+    values = getattr(parameter, "values", None)
+    if not (isinstance(parameter, Ordinal) and isinstance(value, float) and len(values) > 1):
+        return value
+    if value in values or not all(isinstance(v, float) for v in values):
+        return value
+    nearest = min(values, key=lambda v: abs(v - value))
+    return nearest if abs(nearest - value) <= 1e-8 * abs(values[1] - values[0]) else value
 
 
 def _modelled(name: str, d: BaseDistribution) -> bool:
@@ -293,7 +308,9 @@ class BojaxSampler(BaseSampler):
             missing = [n for n in space.names if n not in trial.params]
             if missing:
                 raise MissingParameterError(missing[0], "missing from the trial")
-            return space.to_unit({n: trial.params[n] for n in space.names})
+            return space.to_unit(
+                {p.name: _on_grid(p, trial.params[p.name]) for p in space.parameters}
+            )
         except ParameterError as error:
             if (study.study_name, trial.number) not in self._left_out:
                 self._left_out.add((study.study_name, trial.number))
