@@ -14,9 +14,11 @@ report(...): break``) rather than train a step that is never recorded. A run spe
 New designs come from the Sobol design until some milestone holds ``max(initial, d + 2)``
 values; then (``proposer="model"``, after BOHB, Falkner et al. 2018) from the run's
 surrogate and acquisition fitted to the values at the highest such milestone; the designs
-proposed since that milestone's data last grew (all stopped below it, or failed) are
-pending Kriging believers, so a design is not proposed twice because the data did not
-change, while the believers stay few (about eta^k designs at the k-th milestone under
+proposed since that milestone's data last grew (all stopped below it) are pending
+Kriging believers, so a design is not proposed twice because the data did not change,
+and failed trainings are the failure classifier's labels, as in a plain run (before,
+four in ten proposals went on into a region where every training failed), while the
+believers stay few (about eta^k designs at the k-th milestone under
 ASHA; every stopped design as a believer made an ASHA run on LCBench 7x slower, 648 s
 against 87 s). At the last milestone, which few designs reach, their count would grow
 without bound (564 on one LCBench run, a proposal's cost growing with them), so only the
@@ -315,9 +317,14 @@ class StepRun:
         state = init(self.space, self.settings.replace(fantasy="believer"))
         for j in observed:
             state = tell(state, started[j], rung_values(self.steps, self.history[j]["curve"])[rung])
+        # Failed trainings are the failure classifier's labels, as in a plain run.
+        failed = {j for j, r in enumerate(self.history) if r["status"] == "failed"}
+        for j in sorted(failed):
+            state = tell(state, started[j], math.nan)
         # proposed since the milestone's data last grew (the latest `most_believers`), or
         # in training now
-        stale = started[max(observed) + 1 :][-self.most_believers :]
+        since = [j for j in range(max(observed) + 1, len(started)) if j not in failed]
+        stale = started[since][-self.most_believers :]
         pending = np.concatenate([stale, training])
         points, _, infos = ask_batch(state, 1, pending)
         info = {k: v for k, v in infos[0].items() if k == "phase" or math.isfinite(float(v))}
