@@ -614,3 +614,15 @@ def test_a_stepped_floats_grid_is_the_one_optuna_stores_and_typed_values_fit_it(
         warnings.simplefilter("always")
         study.optimize(objective, n_trials=5)
     assert not [w for w in caught if "BojaxSampler leaves" in str(w.message)]
+
+
+def test_a_distributions_parameter_is_made_once_not_on_every_trial():
+    """Every trial builds the search space again; a fine stepped grid (step 2 up to 2e6:
+    a million values) took 0.4 s each time."""
+    from optuna.distributions import IntDistribution
+
+    from bojax.integrations.optuna import _parameter
+
+    first = _parameter("n", IntDistribution(0, 2 * 10**6, step=2))
+    assert _parameter("n", IntDistribution(0, 2 * 10**6, step=2)) is first
+    assert _parameter("m", IntDistribution(0, 2 * 10**6, step=2)) is not first

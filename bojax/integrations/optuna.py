@@ -48,6 +48,7 @@ new sampler on old storage) burns in once.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
@@ -89,7 +90,16 @@ from bojax.spaces import Integer, Real, Space
 
 def _parameter(name: str, d: BaseDistribution) -> Parameter | None:
     """The bojax parameter an Optuna distribution stands for, or None where bojax cannot
-    model it (a categorical with a ``None`` choice)."""
+    model it (a categorical with a ``None`` choice). Made once per (name, distribution):
+    every trial asks again, and a fine stepped grid (``step=2`` up to 2e6) took 0.4 s."""
+    try:
+        hash(d)
+    except TypeError:  # a distribution that cannot be a cache key
+        return _made_parameter(name, d)
+    return _cached_parameter(name, d)
+
+
+def _made_parameter(name: str, d: BaseDistribution) -> Parameter | None:
     if isinstance(d, CategoricalDistribution):
         try:
             return Categorical(name, d.choices)
@@ -107,6 +117,9 @@ def _parameter(name: str, d: BaseDistribution) -> Parameter | None:
             return Integer(name, d.low, d.high, log=d.log)
         return Ordinal(name, tuple(range(d.low, d.high + 1, d.step)))
     return None
+
+
+_cached_parameter = functools.lru_cache(maxsize=1024)(_made_parameter)
 
 
 def _on_grid(parameter: Parameter, value: Any) -> Any:
