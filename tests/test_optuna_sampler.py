@@ -626,3 +626,9 @@ def test_a_distributions_parameter_is_made_once_not_on_every_trial():
     first = _parameter("n", IntDistribution(0, 2 * 10**6, step=2))
     assert _parameter("n", IntDistribution(0, 2 * 10**6, step=2)) is first
     assert _parameter("m", IntDistribution(0, 2 * 10**6, step=2)) is not first
+    # Equal to Optuna (1 == True), yet other choices.
+    from optuna.distributions import CategoricalDistribution
+
+    ones = _parameter("k", CategoricalDistribution(["a", 1]))
+    assert _parameter("k", CategoricalDistribution(["a", True])).choices[1] is True
+    assert ones.choices[1] == 1 and ones.choices[1] is not True

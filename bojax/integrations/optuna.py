@@ -96,7 +96,8 @@ def _parameter(name: str, d: BaseDistribution) -> Parameter | None:
         hash(d)
     except TypeError:  # a distribution that cannot be a cache key
         return _made_parameter(name, d)
-    return _cached_parameter(name, d)
+    # repr too: choices (1,) and (True,) compare equal, and are not the same parameter
+    return _cached_parameter(name, d, repr(d))
 
 
 def _made_parameter(name: str, d: BaseDistribution) -> Parameter | None:
@@ -119,7 +120,9 @@ def _made_parameter(name: str, d: BaseDistribution) -> Parameter | None:
     return None
 
 
-_cached_parameter = functools.lru_cache(maxsize=1024)(_made_parameter)
+@functools.lru_cache(maxsize=1024)
+def _cached_parameter(name: str, d: BaseDistribution, text: str) -> Parameter | None:
+    return _made_parameter(name, d)
 
 
 def _on_grid(parameter: Parameter, value: Any) -> Any:
