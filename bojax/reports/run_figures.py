@@ -222,9 +222,11 @@ def plot_parameters(run: Run, path: Path) -> None:
         fig.suptitle(note, fontsize=10)
     n = np.arange(len(run.records))
     status = np.array([r["status"] for r in run.records])
+    stepwise = any("curve" in r for r in run.records)
+    done = "trained to the end" if stepwise else "succeeded"
     for ax, p in zip(axes, parameters, strict=True):
         values = _values(run, p)
-        ax.plot(n[status == "ok"], values[status == "ok"], ".", ms=5)
+        ax.plot(n[status == "ok"], values[status == "ok"], ".", ms=5, label=done)
         # A training the scheduler stopped early is not a failure: grey, as in curves.png.
         stopped = status == "stopped"
         if stopped.any():
@@ -234,11 +236,13 @@ def plot_parameters(run: Run, path: Path) -> None:
             ax.plot(n[failed], values[failed], "x", ms=5, color="tab:red", label="failed")
         if best is not None and p.name in best["x"]:
             ax.plot(best["iteration"], _position(p, best["x"][p.name]), "*", ms=12,
-                    color="tab:orange")  # fmt: skip
+                    color="tab:orange", label="best")  # fmt: skip
         _scale(ax, p, "y")
         ax.set_xlim(-0.5, len(run.records) - 0.5)  # the same evaluations on every panel
         ax.set_title(_text(p.name), fontsize=9)
         ax.set_xlabel("evaluation", fontsize=8)
+    if axes and (status != "ok").any():  # what the marks mean, once
+        axes[0].legend(loc="best", fontsize=7)
     save(fig, path, dpi=110)
 
 
