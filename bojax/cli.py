@@ -402,8 +402,11 @@ def show(
         console.print(plain(f"  failed at #{entry['iteration']} ({where}): {entry['error']}"))
     for entry in record.pending:  # in flight (a step-wise training: how far it got)
         where = ", ".join(f"{k}={_format_value(v)}" for k, v in entry["x"].items())
-        curve = entry.get("curve") or []
-        got = f": step {curve[-1][0]}, value {_format_value(curve[-1][1])}" if curve else ""
+        curve = entry.get("curve")
+        last = curve[-1] if isinstance(curve, list) and curve else None
+        got = ""  # (a resume checks the curve; show prints only a well-formed last pair)
+        if isinstance(last, list) and len(last) == 2:
+            got = f": step {_format_value(last[0])}, value {_format_value(last[1])}"
         console.print(plain(f"  in flight, proposal {entry['proposal']} ({where}){got}"))
     best = record.best()
     if several:

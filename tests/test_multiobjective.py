@@ -456,3 +456,18 @@ def test_the_progress_line_shows_the_best_feasible_value():
     with _Progress(True, 3, 0) as bar:
         bar.update(state, {"seconds": 0.1, "diagnostics": {}})
         assert bar.progress.tasks[0].fields["best"] == "0.5"  # 0.1 and 0.3 are infeasible
+
+
+def test_a_resumed_run_whose_outcomes_are_still_undeclared_stops_at_its_first(tmp_path):
+    calls = []
+
+    def metrics(point):
+        calls.append(point)
+        return {"loss": 1.0}
+
+    run = dict(iterations=2, initial=4, out=tmp_path, **QUIET)
+    with pytest.raises(bojax.errors.ObjectiveError, match="declare objectives"):
+        bojax.minimize(metrics, SPACE, **run)
+    with pytest.raises(bojax.errors.ObjectiveError, match="declare objectives"):
+        bojax.minimize(metrics, SPACE, resume=True, **run)  # not fixed: one more, not five
+    assert len(calls) == 2

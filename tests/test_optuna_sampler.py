@@ -632,3 +632,8 @@ def test_a_distributions_parameter_is_made_once_not_on_every_trial():
     ones = _parameter("k", CategoricalDistribution(["a", 1]))
     assert _parameter("k", CategoricalDistribution(["a", True])).choices[1] is True
     assert ones.choices[1] == 1 and ones.choices[1] is not True
+    assert _parameter("k", CategoricalDistribution([0, 1])).choices == (0, 1)
+    assert _parameter("k", CategoricalDistribution([False, True])).choices == (False, True)
+    floats = _parameter("k", CategoricalDistribution([1.0, 2.0])).choices
+    assert [type(c) for c in _parameter("k", CategoricalDistribution([1, 2])).choices] == [int] * 2
+    assert [type(c) for c in floats] == [float] * 2

@@ -222,3 +222,15 @@ def test_show_names_the_best_stopped_training_when_none_finished(tmp_path):
     shown = runner.invoke(app, ["show", str(tmp_path / "run")], env={"COLUMNS": "200"})
     assert f"best (min) {result.best_value:.6g}" in shown.output
     assert "none trained to the end, this one stopped" in shown.output
+
+
+def test_show_reads_past_a_malformed_curve_of_a_training_in_flight(tmp_path):
+    journal = Journal(tmp_path / "run")
+    journal.start({"space": SPACE.to_dict(), "settings": {"surrogate": "gp-map"}})
+    u = [0.1, 0.2]
+    entry = {"proposal": 0, "u": u, "x": SPACE.from_unit(u), "info": {"phase": "initial"},
+             "curve": [[3]]}  # fmt: skip
+    journal.save_pending([entry])
+    result = runner.invoke(app, ["show", str(tmp_path / "run")], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "in flight, proposal 0 (lr=" in result.output and "step" not in result.output

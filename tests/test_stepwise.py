@@ -1621,3 +1621,36 @@ def test_model_proposals_learn_where_trainings_fail():
     model = [r for r in result.history if r["phase"] != "initial"]
     assert len(model) > 30
     assert sum(r["status"] == "failed" for r in model) <= len(model) // 8
+
+
+@pytest.mark.slow  # 13 s: compiles the failure classifier's fit
+def test_a_training_that_failed_past_the_modelled_milestone_is_told_once(monkeypatch):
+    """Its value at the milestone is data; telling it a failure too put a success and a
+    failure at one point."""
+    import bojax.bo.stepwise as stepwise
+    from bojax.bo.stepwise import StepRun
+
+    settings = bojax.Settings(max_step=9, early_stopping="asha", initial=3, surrogate="gp-map")
+
+    def record(j, curve, status):
+        u = [0.15 + 0.2 * j, 0.3 + 0.1 * j]
+        return {"proposal": j, "u": u, "x": SPACE.from_unit(np.array(u)), "curve": curve,
+                "status": status, "diagnostics": {}}  # fmt: skip
+
+    history = [
+        record(0, [[1, 0.5], [2, 0.4], [3, 0.3]], "stopped"),
+        record(1, [[1, 0.6], [2, math.nan]], "failed"),  # reached step 1, then diverged
+        record(2, [[1, 0.7]], "stopped"),
+        record(3, [], "failed"),  # failed before its first step
+        record(4, [[1, 0.8]], "stopped"),
+    ]
+    run = StepRun(None, SPACE, settings, None, history, False)
+    told = []
+    real = stepwise.tell
+    monkeypatch.setattr(
+        stepwise, "tell", lambda state, u, y: told.append((tuple(u), y)) or real(state, u, y)
+    )
+    run.propose(5)
+    points = [u for u, _ in told]
+    assert len(points) == len(set(points)) == 5  # each design once
+    assert sum(math.isnan(y) for _, y in told) == 1  # only design 3 is a failure

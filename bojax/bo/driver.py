@@ -353,6 +353,7 @@ class _Run:
         self.min_success_probability = settings.min_success_probability
         self.stopped: str | None = None  # why no more points are issued, once that holds
         self.mismatched = 0  # outcomes of another kind than declared (a dict, or not one)
+        self.resumed = len(history)  # records journalled before this call
         self.started = time.perf_counter()
         self.deadline = Deadline(settings.time_budget, self.started)
         self.running: dict[cf.Future, Flight] = {}
@@ -551,7 +552,8 @@ class _Run:
             # every evaluation has come back so, it is the run's set-up, not a point's
             # outcome: none more is started.
             self.mismatched += 1
-            if self.mismatched == len(self.history) + 1 and self.stopped is None:
+            this_call = len(self.history) - self.resumed + 1  # a resume counts its own
+            if self.mismatched == this_call and self.stopped is None:
                 self.stopped = f"{why}; no further evaluation started"
         return self._conclude(state, flight, declared, why, evaluated)
 

@@ -318,7 +318,9 @@ class StepRun:
         for j in observed:
             state = tell(state, started[j], rung_values(self.steps, self.history[j]["curve"])[rung])
         # Failed trainings are the failure classifier's labels, as in a plain run.
+        # (One that reached the milestone and failed later is data there already.)
         failed = {j for j, r in enumerate(self.history) if r["status"] == "failed"}
+        failed -= set(observed)
         for j in sorted(failed):
             state = tell(state, started[j], math.nan)
         # proposed since the milestone's data last grew (the latest `most_believers`), or
