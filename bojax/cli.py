@@ -164,7 +164,7 @@ def optimize(**options: Any) -> None:
     if result.pareto is not None:
         columns = list(settings.metrics.columns)
         _print_front(console, {k: getattr(result, k) for k in _FRONT}, columns)
-    where = ", ".join(f"{k}={_format_value(v, 6)}" for k, v in result.best_point.items())
+    where = _pairs(result.best_point, 6)
     known = "" if optimum is None else f"optimum {optimum:.6g}; "
     steps = "" if result.steps is None else f"{result.steps} steps, "
     console.print(
@@ -314,6 +314,11 @@ def _format_value(value: Any, digits: int = 4) -> str:
     return f"{value:.{digits}g}" if isinstance(value, float) else str(value)
 
 
+def _pairs(values: dict[str, Any], digits: int = 4) -> str:
+    """``name=value, ...`` as show and optimize print a point or settings."""
+    return ", ".join(f"{k}={_format_value(v, digits)}" for k, v in values.items())
+
+
 @app.command()
 def show(
     run: Annotated[Path, typer.Argument(help="a run folder (--out of optimize, or a report's)")],
@@ -341,9 +346,7 @@ def show(
     else:
         status = f"running or interrupted, {len(record.pending)} evaluation(s) in flight"
     console.print(Text.assemble((plain(run), "bold"), ": ", plain(status)))
-    console.print(
-        plain("settings: " + ", ".join(f"{k}={_format_value(v)}" for k, v in settings.items()))
-    )
+    console.print(plain("settings: " + _pairs(settings)))
     for p in record.space.parameters:
         extra = f" if {p.condition}" if p.condition else ""
         console.print(plain(f"  {p.name}: {p.describe()}{extra}"))
@@ -370,7 +373,7 @@ def show(
     for entry, best in zip(record.records[start:], best_so_far[start:], strict=True):
         point = entry["x"]
         values = (
-            [", ".join(f"{k}={_format_value(v)}" for k, v in point.items())]
+            [_pairs(point)]
             if wide
             else [_format_value(point[n]) if n in point else "-" for n in names]
         )
@@ -398,10 +401,10 @@ def show(
         )  # fmt: skip
     console.print(table)
     for entry in record.failures:
-        where = ", ".join(f"{k}={_format_value(v)}" for k, v in entry["x"].items())
+        where = _pairs(entry["x"])
         console.print(plain(f"  failed at #{entry['iteration']} ({where}): {entry['error']}"))
     for entry in record.pending:  # in flight (a step-wise training: how far it got)
-        where = ", ".join(f"{k}={_format_value(v)}" for k, v in entry["x"].items())
+        where = _pairs(entry["x"])
         curve = entry.get("curve")
         last = curve[-1] if isinstance(curve, list) and curve else None
         got = ""  # (a resume checks the curve; show prints only a well-formed last pair)
@@ -412,7 +415,7 @@ def show(
     if several:
         _print_front(console, record.front(), list(record.metrics.columns))
     elif best is not None:
-        where = ", ".join(f"{k}={_format_value(v)}" for k, v in best["x"].items())
+        where = _pairs(best["x"])
         goal = "max" if record.maximize else "min"
         number = best["iteration"]
         why = "; none trained to the end, this one stopped" if best["status"] == "stopped" else ""
@@ -434,7 +437,7 @@ def _print_front(console: Console, front: dict[str, Any], columns: list[str]) ->
     for column in ("#", "point", *columns):
         table.add_column(plain(column), justify="left" if column == "point" else "right")
     for entry in front["pareto"]:
-        point = ", ".join(f"{k}={_format_value(v)}" for k, v in entry["x"].items())
+        point = _pairs(entry["x"])
         table.add_row(
             plain(entry["iteration"]),
             plain(point),
