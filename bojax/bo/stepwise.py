@@ -361,7 +361,7 @@ class StepRun:
         except StopTraining:
             status = "ok" if opened.training.over == "max_step" else "stopped"
         except Exception as raised:
-            status, error = "failed", f"{type(raised).__name__}: {raised}"
+            status, error = "failed", failure_text(raised)
         repeated = training.charged > training.recorded  # continued from an older checkpoint
         return self.end(opened, status, y, error, training.charged if repeated else None)
 
@@ -383,7 +383,7 @@ class StepRun:
                 try:
                     return inner(step, value, seconds=seconds)
                 except ValueError as error:  # this design fails; the others go on
-                    failed[o.design] = f"{type(error).__name__}: {error}"
+                    failed[o.design] = failure_text(error)
                     raise StopTraining(str(error)) from None
 
             return report
@@ -393,7 +393,7 @@ class StepRun:
             if len(returned) != count:
                 raise ValueError(f"batch returned {len(returned)} values for {count} designs")
         except Exception as raised:
-            why = f"{type(raised).__name__}: {raised}"
+            why = failure_text(raised)
             failed.update({o.design: failed.get(o.design, why) for o in opened})
             returned = [None] * count
         records = []
@@ -563,7 +563,7 @@ class Trainings:
             if finite(value):
                 raise DataError(str(error)) from None
             self._stopped.add(design)
-            self._failed[design] = f"{type(error).__name__}: {error}"  # as minimize has it
+            self._failed[design] = failure_text(error)  # as minimize has it
             return False
         if not going:  # complete at max_step: no step left to train
             training.over = "max_step"
