@@ -72,15 +72,20 @@ class Run:
         to the end names its best stopped one (a record whose status is ``"stopped"``),
         as its result does."""
         ok = [r for r in self.records if r["status"] == "ok"]
-        if not ok:
-            stopped = [r for r in self.records if r["status"] == "stopped"]
-            if not stopped or self.metrics is not None:
-                return None
-            return (max if self.maximize else min)(stopped, key=lambda r: r["y"])
+        if not ok:  # (a step-wise run minimises one value)
+            return None if self.metrics is not None else stepwise_best(self.records)
         if self.metrics is not None:  # the feasible best in the first objective
             name = self.metrics.objectives[0][0]
             return {**pareto.best_record(self.metrics, self.records), "objective": name}
         return (max if self.maximize else min)(ok, key=lambda r: r["y"])
+
+
+def stepwise_best(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A step-wise run's best record: the lowest value of a training trained to the end,
+    or while none was, of one stopped early; None if every training failed."""
+    done = [r for r in records if r["status"] == "ok"]
+    candidates = done or [r for r in records if r["status"] == "stopped"]
+    return min(candidates, key=lambda r: r["y"]) if candidates else None
 
 
 def load_run(folder: str | Path) -> Run:

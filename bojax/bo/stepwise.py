@@ -60,7 +60,7 @@ from bojax.bo.deadline import Deadline
 from bojax.bo.evaluation import failure_text, finite_number, short_repr, unwrapped
 from bojax.bo.journal import Journal
 from bojax.bo.loop import ask_batch, init, tell
-from bojax.bo.runs import design_counts
+from bojax.bo.runs import design_counts, stepwise_best
 from bojax.bo.settings import Settings
 from bojax.errors import DataError, JournalError, ObjectiveError, SettingsError, is_count
 from bojax.spaces import Space
@@ -949,15 +949,13 @@ def minimize_steps(
                     record = run.evaluate(len(history))
                     bar.update(record)
         ended = limits.why() if run.spent < run.budget else None  # the loops end at the budget
-        done = [r for r in history if r["status"] == "ok"]
-        candidates = done or [r for r in history if r["status"] == "stopped"]
-        if not candidates:
+        best = stepwise_best(history)
+        if best is None:
             last = history[-1]["error"] if history else "none ran"
             error = ObjectiveError(f"every training failed ({len(history)}); last error: {last}")
             if journal is not None:
                 journal.write_failed_summary(history, error)
             raise error
-        best = min(candidates, key=lambda r: r["y"])
         # Designs trained, not freeze-thaw's segments (a record each).
         evaluations, failures = design_counts(history) or (
             len(history),
