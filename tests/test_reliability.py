@@ -17,6 +17,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -29,7 +30,7 @@ from typer.testing import CliRunner
 import bojax
 from bojax.bo import driver
 from bojax.bo.evaluation import evaluate
-from bojax.bo.isolation import evaluate_isolated
+from bojax.bo.isolation import PREFIX, _remove_orphaned_folders, evaluate_isolated
 from bojax.bo.journal import Journal
 from bojax.bo.repair import repair
 from bojax.bo.runs import load_run
@@ -103,6 +104,21 @@ def test_a_hanging_evaluation_is_killed_at_its_timeout_with_what_it_started(tmp_
     grandchild = int(marker.read_text())
     time.sleep(0.2)
     assert not _alive(grandchild)  # killed with its whole session
+
+
+def test_task_folders_of_killed_processes_are_removed_and_live_ones_kept(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a driver SIGKILLed after its evaluation's child ended
+    (tmp_path / f"{PREFIX}{gone.pid}-abc").mkdir()
+    (tmp_path / f"{PREFIX}{gone.pid}-abc" / "task.pkl").write_bytes(b"x")
+    (tmp_path / f"{PREFIX}{os.getpid()}-def").mkdir()  # a running process's evaluation
+    (tmp_path / f"{PREFIX}old").mkdir()  # no pid in its name: not ours to judge
+    _remove_orphaned_folders.__wrapped__()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        f"{PREFIX}{os.getpid()}-def",
+        f"{PREFIX}old",
+    ]
 
 
 def _alive(pid: int) -> bool:
@@ -517,7 +533,9 @@ def test_chaos_every_evaluation_is_recorded_exactly_once(tmp_path):
         "--initial", "6", "--iterations", "6", "--surrogate", "gp-map", "--candidates", "64",
         "--timeout", "4", "--seed", "0",
     ]  # fmt: skip
-    env = {**os.environ, "BOJAX_CHAOS_DIR": str(tmp_path)}
+    scratch = tmp_path / "scratch"  # the evaluations' task folders
+    scratch.mkdir()
+    env = {**os.environ, "BOJAX_CHAOS_DIR": str(tmp_path), "TMPDIR": str(scratch)}
     rng = np.random.default_rng(0)
     for launch in range(20):
         resume = ["--resume"] if out.exists() else []
@@ -564,6 +582,8 @@ def test_chaos_every_evaluation_is_recorded_exactly_once(tmp_path):
     while any(_alive(c["pid"]) for c in calls) and time.time() < deadline:
         time.sleep(0.5)
     assert not [c["pid"] for c in calls if _alive(c["pid"])]
+    # ... nor their task folders: a process whose parent died removes its own
+    assert not [p.name for p in scratch.iterdir() if p.name.startswith(PREFIX)]
 
 
 # -- untrusted journals: every record checked, other formats, repair ----------------------------

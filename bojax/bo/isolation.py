@@ -18,13 +18,18 @@ Each evaluation pays for a process start and the imports of the objective (about
 with JAX), so isolate objectives that take much longer than that or that may hang or
 crash. Inside a Dask worker or a process pool it works the same way, and the worker
 survives what kills the objective. The child ends itself when the process that started
-it dies, so a killed driver or worker leaves no orphaned training behind.
+it dies, so a killed driver or worker leaves no orphaned training behind; the task's
+folder (``bojax-evaluation-<pid>-*`` in the temporary directory, which holds the pickled
+objective and whatever data it closes over) goes with it, and the first isolated
+evaluation of a later process removes those of processes killed after their child ended.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -71,6 +76,33 @@ def evaluate_isolated(
     return result if done else (math.nan, result)
 
 
+PREFIX = "bojax-evaluation-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+@functools.cache  # once per process: the folders left behind do not grow during a run
+def _remove_orphaned_folders() -> None:
+    """Remove the task folders of this user's processes that were killed before they
+    could (a driver or Dask worker SIGKILLed while its evaluation's child was done)."""
+    for folder in Path(tempfile.gettempdir()).glob(PREFIX + "*-*"):
+        pid = folder.name[len(PREFIX) :].split("-", 1)[0]
+        try:
+            mine = folder.stat().st_uid == os.getuid()
+        except OSError:
+            continue
+        if mine and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def run_isolated(task: Any, args: tuple, timeout: float | None = None) -> tuple[bool, Any]:
     """``(True, task(*args))`` computed in a fresh process, or ``(False, why)`` when the
     task could not be sent, timed out or its process died. ``task`` must not raise for
@@ -78,7 +110,8 @@ def run_isolated(task: Any, args: tuple, timeout: float | None = None) -> tuple[
     returns travels back pickled."""
     import cloudpickle
 
-    with tempfile.TemporaryDirectory(prefix="bojax-evaluation-") as folder:
+    _remove_orphaned_folders()
+    with tempfile.TemporaryDirectory(prefix=f"{PREFIX}{os.getpid()}-") as folder:
         sent, outcome = Path(folder) / "task.pkl", Path(folder) / "outcome.pkl"
         try:
             sent.write_bytes(cloudpickle.dumps((task, args)))
@@ -105,9 +138,10 @@ def run_isolated(task: Any, args: tuple, timeout: float | None = None) -> tuple[
         return False, _why_died(returncode)
 
 
-def _exit_with_parent(interval: float = 0.5) -> None:
+def _exit_with_parent(folder: Path, interval: float = 0.5) -> None:
     """End this process once the process that started it is gone (a SIGKILLed driver or
-    Dask worker): its timeout died with it, and a hung training must not hold a GPU on."""
+    Dask worker): its timeout died with it, and a hung training must not hold a GPU on.
+    The task's folder goes too: the parent that would have removed it is gone."""
     import threading
 
     parent = os.getppid()
@@ -115,6 +149,7 @@ def _exit_with_parent(interval: float = 0.5) -> None:
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(interval)
+        shutil.rmtree(folder, ignore_errors=True)
         os._exit(70)
 
     threading.Thread(target=watch, name="bojax-parent-watch", daemon=True).start()
@@ -124,7 +159,7 @@ def _child(sent: str, outcome: str) -> None:
     """The child's side: load the task, run it, write ``(done, result)`` atomically."""
     import cloudpickle
 
-    _exit_with_parent()
+    _exit_with_parent(Path(sent).parent)
     try:
         task, args = cloudpickle.loads(Path(sent).read_bytes())
     except Exception as error:
