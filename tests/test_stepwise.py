@@ -847,6 +847,63 @@ def test_ask_and_tell_make_the_records_minimize_makes():
     assert trainings.spent == 150
 
 
+def _tell_curve(trainings, design, point, last=27):
+    """Tell ``design``'s curve up to step ``last`` (or until it is stopped); its last step."""
+    final = final_value(point)
+    for step in range(1, last + 1):
+        if not trainings.tell(design, step, final + 2.0 / step):
+            break
+    return step
+
+
+def test_ask_and_tell_journal_a_run_that_resumes_as_if_never_interrupted(tmp_path):
+    from bojax.bo.runs import load_run
+    from bojax.errors import RunLockedError
+
+    settings = dict(max_step=27, early_stopping="asha", surrogate="gp-map", step_budget=120)
+    whole = bojax.Trainings(SPACE, **settings)
+    while not whole.done:
+        design, point = whole.ask()
+        whole.finish(
+            design, final_value(point) if _tell_curve(whole, design, point) == 27 else None
+        )
+
+    out = tmp_path / "run"
+    first = bojax.Trainings(SPACE, **settings, out=out)
+    with pytest.raises(RunLockedError):  # the folder is held while the run is open
+        bojax.Trainings(SPACE, **settings, out=out, resume=True)
+    for _ in range(6):
+        design, point = first.ask()
+        first.finish(
+            design, final_value(point) if _tell_curve(first, design, point) == 27 else None
+        )
+    open_design, open_point = first.ask()
+    _tell_curve(first, open_design, open_point, last=2)  # a training under way ...
+    first.close()  # ... when its loop died
+    assert len(load_run(out).records) == 6 and not load_run(out).finished
+    with pytest.raises(JournalError, match="'settings' differs"):
+        bojax.Trainings(SPACE, **{**settings, "eta": 2}, out=out, resume=True)
+
+    with bojax.Trainings(SPACE, **settings, out=out, resume=True) as resumed:
+        assert resumed.ask() == (open_design, open_point)  # handed out again, first
+        design, point = open_design, open_point
+        while True:
+            resumed.finish(
+                design, final_value(point) if _tell_curve(resumed, design, point) == 27 else None
+            )
+            if resumed.done:
+                break
+            design, point = resumed.ask()
+    assert same_records(resumed.history, whole.history) and resumed.spent == whole.spent
+    run = load_run(out)  # what bojax show and plot read
+    assert same_records(run.records, whole.history) and run.pending == []
+    assert run.summary["steps"] == whole.spent and run.summary["best_value"] == pytest.approx(
+        min(r["y"] for r in whole.history if r["status"] == "ok")
+    )
+    with pytest.raises(SettingsError, match="pass out="):
+        bojax.Trainings(SPACE, **settings, resume=True)
+
+
 def test_ask_and_tell_refuse_out_of_order_calls_and_fail_a_diverged_training():
     from bojax.errors import DataError
 

@@ -479,7 +479,7 @@ def outcome(returned: Any, curve: list) -> tuple[str, float | None, str | None]:
 class Trainings:
     """Step-wise runs by ask and tell, for training loops bojax does not call.
 
-        trainings = Trainings(space, max_step=52, early_stopping="asha")
+        trainings = Trainings(space, max_step=52, early_stopping="asha", out="run")
         while not trainings.done:
             design, point = trainings.ask()
             for epoch in range(1, 53):
@@ -487,6 +487,7 @@ class Trainings:
                 if not trainings.tell(design, epoch, loss):
                     break  # stopped by the scheduler (or the step budget)
             trainings.finish(design)
+        trainings.close()
 
     Several trainings may be open at once (your own workers): each ``ask`` proposes with
     the open designs as pending points, and ``tell`` decides at once from the values
@@ -494,9 +495,20 @@ class Trainings:
     decisions and records (``history``). ``finish(design, value)`` takes the training's
     final value (default: its last reported one) or ``error=`` for a failed training.
     Hyperband, ASHA and ``none``; freeze-thaw, which pauses and resumes trainings itself,
-    runs through :func:`bojax.minimize`."""
+    runs through :func:`bojax.minimize`.
 
-    def __init__(self, space: Space, settings: Settings | None = None, **overrides: Any):
+    With ``out`` the run is journalled there as :func:`bojax.minimize` journals one
+    (``bojax show`` and ``bojax plot`` read it; the summary is written once the budget
+    is spent and every training finished), and the folder is held until :meth:`close`
+    (or the end of a ``with`` block, or of the process). ``resume=True`` continues the
+    run journalled in ``out``: the first ``ask`` calls hand out again, with their
+    points, the trainings that were open when it ended, to be trained from their first
+    step."""
+
+    def __init__(
+        self, space: Space, settings: Settings | None = None, *, out=None, resume: bool = False,
+        **overrides: Any,
+    ):  # fmt: skip
         settings = (Settings() if settings is None else settings).replace(**overrides)
         # Limits on how trainings run: your loop starts, times and ends them here.
         driven = {"q": (None, 1), "time_budget": (None,), "max_failures": (None,),
@@ -510,11 +522,27 @@ class Trainings:
         check_stepwise(settings, None)
         if settings.early_stopping == "freeze-thaw":
             raise SettingsError("freeze-thaw pauses and thaws trainings: run it by minimize")
-        self._run = StepRun(None, space, settings, None, [], False)
+        if resume and out is None:
+            raise SettingsError("resume continues the run journalled in a folder: pass out=")
+        self._started = time.perf_counter()
+        self._journal = Journal(out) if out is not None else None
+        self._held = contextlib.ExitStack()  # the folder's lock, until close()
+        history = []
+        if self._journal is not None:
+            self._held.enter_context(self._journal.lock())
+            try:
+                history = open_journal(self._journal, space, settings, resume)
+            except BaseException:
+                self._held.close()
+                raise
+        self._run = StepRun(None, space, settings, self._journal, history, False)
+        # Open when the journalled run ended: handed out again first, from step 1.
+        self._again, self._run.restored = dict(self._run.restored), {}
         self._open: dict[int, Opened] = {}
         self._stopped: set[int] = set()
         self._failed: dict[int, str] = {}  # why an open training failed (a bad value)
-        self._next = 0
+        numbered = [int(r.get("proposal", j)) for j, r in enumerate(history)] + [*self._again]
+        self._next = max(numbered, default=-1) + 1
 
     @property
     def done(self) -> bool:
@@ -538,10 +566,14 @@ class Trainings:
         """``(design, point)`` of the next training to start."""
         if self.done:
             raise SettingsError(f"the step budget ({self._run.budget}) is spent")
-        pending = [opened.u for opened in self._open.values()]
-        opened = self._run.begin(self._next, np.array(pending, np.float64))
-        self._open[self._next] = opened
-        self._next += 1
+        if self._again:
+            opened = self._again.pop(min(self._again))
+        else:
+            pending = [opened.u for opened in self._open.values()]
+            opened = self._run.begin(self._next, np.array(pending, np.float64))
+            self._next += 1
+        self._open[opened.design] = self._run.in_flight[opened.design] = opened
+        self._run.save_progress()
         return opened.design, opened.point
 
     def tell(self, design: int, step: int, value: float) -> bool:
@@ -584,7 +616,22 @@ class Trainings:
             status, y, error = outcome(value, training.curve)
         del self._open[design]
         self._stopped.discard(design)
-        return self._run.end(opened, status, y, error)
+        record = self._run.end(opened, status, y, error)
+        if self._journal is not None and self.done and not self._open:
+            seconds = time.perf_counter() - self._started
+            with contextlib.suppress(ObjectiveError):  # every training failed: said there
+                finished(self._journal, self.history, self.spent, seconds, None)
+        return record
+
+    def close(self) -> None:
+        """Release the run folder (a later ``Trainings(..., resume=True)`` continues it)."""
+        self._held.close()
+
+    def __enter__(self) -> Trainings:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
 
     def _opened(self, design: int) -> Opened:
         if design not in self._open:
@@ -891,43 +938,13 @@ def minimize_steps(
     between milestones (:mod:`bojax.bo.segments`). Returns a :class:`bojax.bo.driver.Result`
     whose best is the best design trained to the end (the best stopped one while none
     was), with ``steps`` the steps spent."""
-    from bojax.bo.driver import Result
-
     batch = batch_of(train) if executor is None and (settings.q or 1) > 1 else None
     check_stepwise(settings, executor, batched=batch is not None)
     journal = Journal(out) if out is not None else None
-    history: list[dict[str, Any]] = []
     started = time.perf_counter()
     lock = journal.lock() if journal is not None else contextlib.nullcontext()
     with lock:
-        if journal is not None:
-            header = {"space": space.to_dict(), "settings": settings.identity()}
-            if resume and journal.exists():
-                journal.check(header)
-                history = journal.read(space=space)
-                designs = 0  # freeze-thaw: designs numbered so far
-                for number, record in enumerate(history):
-                    if not _curve_ok(record.get("curve"), settings.max_step):
-                        raise JournalError(
-                            f"{journal.records_path}:{number + 1}: 'curve' must be a list of "
-                            f"[step, value] pairs, steps rising within max_step"
-                        )
-                    if settings.early_stopping == "freeze-thaw":
-                        design = record["diagnostics"].get("design")
-                        # A parallel run's records come in the order segments end, and
-                        # its driver's death loses the first segments in flight, so design
-                        # numbers may skip ahead, by no more than a run has in flight.
-                        most = designs + MOST_IN_FLIGHT
-                        if not (is_count(design) and design <= most):
-                            raise JournalError(
-                                f"{journal.records_path}:{number + 1}: a freeze-thaw record "
-                                f"needs diagnostics 'design', a whole number up to {most}, "
-                                f"got {design!r}"
-                            )
-                        designs = max(designs, design + 1)
-                journal.reopen()
-            else:
-                journal.start(header)
+        history = open_journal(journal, space, settings, resume)
         if settings.early_stopping == "freeze-thaw":
             run = _FreezeThawRun(train, space, settings, journal, history)
         else:
@@ -949,26 +966,68 @@ def minimize_steps(
                     record = run.evaluate(len(history))
                     bar.update(record)
         ended = limits.why() if run.spent < run.budget else None  # the loops end at the budget
-        best = stepwise_best(history)
-        if best is None:
-            last = history[-1]["error"] if history else "none ran"
-            error = ObjectiveError(f"every training failed ({len(history)}); last error: {last}")
-            if journal is not None:
-                journal.write_failed_summary(history, error)
-            raise error
-        # Designs trained, not freeze-thaw's segments (a record each).
-        evaluations, failures = design_counts(history) or (
-            len(history),
-            sum(r["status"] == "failed" for r in history),
-        )
-        result = Result(
-            best["x"], best["y"], history, evaluations, failures,
-            time.perf_counter() - started, ended, steps=run.spent,
-        )  # fmt: skip
-        if journal is not None:
-            journal.write_summary(
-                {k: v for k, v in result.__dict__.items() if k != "history" and v is not None}
+        return finished(journal, history, run.spent, time.perf_counter() - started, ended)
+
+
+def open_journal(journal: Journal | None, space: Space, settings: Settings, resume: bool):
+    """The records of the step-wise run journalled in ``journal`` (checked against this
+    run's header and settings) with ``resume``; else a fresh journal, and no records."""
+    if journal is None:
+        return []
+    header = {"space": space.to_dict(), "settings": settings.identity()}
+    if not (resume and journal.exists()):
+        journal.start(header)
+        return []
+    journal.check(header)
+    history = journal.read(space=space)
+    designs = 0  # freeze-thaw: designs numbered so far
+    for number, record in enumerate(history):
+        if not _curve_ok(record.get("curve"), settings.max_step):
+            raise JournalError(
+                f"{journal.records_path}:{number + 1}: 'curve' must be a list of "
+                f"[step, value] pairs, steps rising within max_step"
             )
+        if settings.early_stopping == "freeze-thaw":
+            design = record["diagnostics"].get("design")
+            # A parallel run's records come in the order segments end, and its driver's
+            # death loses the first segments in flight, so design numbers may skip
+            # ahead, by no more than a run has in flight.
+            most = designs + MOST_IN_FLIGHT
+            if not (is_count(design) and design <= most):
+                raise JournalError(
+                    f"{journal.records_path}:{number + 1}: a freeze-thaw record needs "
+                    f"diagnostics 'design', a whole number up to {most}, got {design!r}"
+                )
+            designs = max(designs, design + 1)
+    journal.reopen()
+    return history
+
+
+def finished(journal: Journal | None, history: list, spent: int, seconds: float, ended):
+    """The :class:`~bojax.bo.driver.Result` of a step-wise run that spent ``spent`` steps
+    (``ended``: why it stopped before its budget), also written to the journal's
+    summary; :class:`ObjectiveError` when every training failed."""
+    from bojax.bo.driver import Result
+
+    best = stepwise_best(history)
+    if best is None:
+        last = history[-1]["error"] if history else "none ran"
+        error = ObjectiveError(f"every training failed ({len(history)}); last error: {last}")
+        if journal is not None:
+            journal.write_failed_summary(history, error)
+        raise error
+    # Designs trained, not freeze-thaw's segments (a record each).
+    evaluations, failures = design_counts(history) or (
+        len(history),
+        sum(r["status"] == "failed" for r in history),
+    )
+    result = Result(
+        best["x"], best["y"], history, evaluations, failures, seconds, ended, steps=spent
+    )
+    if journal is not None:
+        journal.write_summary(
+            {k: v for k, v in result.__dict__.items() if k != "history" and v is not None}
+        )
     return result
 
 
