@@ -2,6 +2,8 @@
 encoding, the padded forward pass, gradients against finite differences and the report's
 hand-derived back-propagation, one compilation per BO run."""
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -132,6 +134,9 @@ def test_objective_trains_compiles_once_and_is_deterministic():
         results = [objective.evaluate(d) for d in designs]
         again = objective.evaluate(designs[0])
     assert counts.of("train") == 1
+    with count_compilations() as counts:  # nothing at all once every program is built
+        objective.evaluate(design(2, 5, 0, 1, 40, 1.0))
+    assert counts.total == 0, dict(counts.by_function)
     assert again == results[0]
     assert results[0]["validation_accuracy"] > 0.75  # moons: chance is 0.5
     assert all(0 <= r["test_accuracy"] <= 1 for r in results)
@@ -147,6 +152,9 @@ def test_the_step_wise_training_is_evaluates_training_epoch_by_epoch():
             point, lambda *report, checkpoint: reports.append((*report, checkpoint))
         )
     assert counts.of("train_epoch") == 1  # one program for every epoch
+    with count_compilations() as counts:  # and none for the next design's epochs
+        objective.train(design(2, 5, 0, 1, 12, 1.0), lambda *report, checkpoint: None)
+    assert counts.total == 0, dict(counts.by_function)
     assert [step for step, _, _ in reports] == list(range(1, 13)) and final == reports[-1][1]
     assert final == pytest.approx(1 - objective(point), abs=1e-9)  # evaluate's 12 epochs
     assert reports[0][1] > final  # it learns
@@ -154,6 +162,20 @@ def test_the_step_wise_training_is_evaluates_training_epoch_by_epoch():
     objective.train(point, lambda step, value, checkpoint: resumed.append((step, value)),
                     checkpoint=reports[5][2])  # fmt: skip
     assert resumed == [(step, value) for step, value, _ in reports[6:]]
+
+
+def test_a_point_given_directly_is_checked_and_one_design_whatever_its_number_types():
+    from bojax.errors import OutOfBoundsError, ParameterTypeError, UnknownParameterError
+
+    objective = ArchitectureObjective(moons(0, 60, 50, 50), max_layers=2, max_units=8)
+    point = {"n1": 4, "n2": 0, "epochs": 5, "learning_rate": 1.0}
+    same = {"n1": np.int64(4), "n2": 0.0, "epochs": 5, "learning_rate": 1}
+    assert objective.evaluate(same) == objective.evaluate(point)
+    for bad, error in [({"n1": 4.7}, ParameterTypeError), ({"n2": 9}, OutOfBoundsError),
+                       ({"n1": -1}, OutOfBoundsError), ({"n3": 2}, UnknownParameterError),
+                       ({"learning_rate": math.nan}, ValueError)]:  # fmt: skip
+        with pytest.raises(error):
+            objective.evaluate({**point, **bad})
 
 
 def test_training_lowers_the_cost():

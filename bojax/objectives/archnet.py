@@ -4,8 +4,9 @@
 A design is the vector ``[n_1, ..., n_L, E, eta]``: units per hidden layer, epochs and
 learning rate. ``n_l = 0`` means "no layer l"; zero entries are dropped and the later
 layers still exist, as in the report's code, so ``[5, 0, 3]`` is the network 2-5-3-2.
-Every coordinate is scaled to the unit cube by the space (:func:`architecture_space`),
-and integers are rounded when a point is evaluated.
+Every coordinate is scaled to the unit cube by the space (:func:`architecture_space`);
+a point given to the objective directly is checked (whole numbers of units within
+``max_units``, a finite learning rate) and normalised, so ``1`` and ``1.0`` are one design.
 
 The network: sigmoid activations on every layer, the output included (two units, one
 per class, one-hot targets), quadratic cost ``C = 1/N sum_i 1/2 |y_i - a^L(x_i)|^2``
@@ -134,11 +135,13 @@ def forward(net: Net, shape: Shape, x: jax.Array) -> jax.Array:
     return jax.nn.sigmoid(a @ net.out_w + net.out_b)
 
 
+@jax.jit
 def cost(net: Net, shape: Shape, x: jax.Array, y: jax.Array) -> jax.Array:
     """``1/N sum_i 1/2 |y_i - a^L(x_i)|^2`` (report eq. 4)."""
     return jnp.mean(0.5 * jnp.sum((y - forward(net, shape, x)) ** 2, axis=-1))
 
 
+@jax.jit  # called eagerly after every epoch: an eager scan would compile on every call
 def accuracy(net: Net, shape: Shape, x, y) -> jax.Array:
     return jnp.mean(jnp.argmax(forward(net, shape, x), -1) == jnp.argmax(y, -1))
 
@@ -208,6 +211,20 @@ class ArchitectureObjective:
     batch_size: int = 10
     seed: int = 0
 
+    def design(self, point: Mapping[str, Any]) -> dict[str, float | int]:
+        """``point`` checked and normalised: units ``n1 .. nk`` (``k <= max_layers``),
+        whole numbers in ``[0, max_units]``; ``epochs`` (optional) at least 1; a finite
+        ``learning_rate`` in ``[0, 1e6]``. A :class:`~bojax.errors.ParameterError` names
+        what does not fit."""
+        layers = sum(isinstance(k, str) and k[:1] == "n" and k[1:].isdigit() for k in point)
+        layers = min(layers, self.max_layers)  # an n5 of a 4-layer objective: unknown
+        space = Space(
+            [Integer(f"n{l}", 0, self.max_units) for l in range(1, layers + 1)]
+            + ([Integer("epochs", 1, 10**9)] if "epochs" in point else [])
+            + [Real("learning_rate", 0.0, 1e6)]
+        )  # fmt: skip
+        return space.validate(point)
+
     def _start(self, point: Mapping[str, Any]) -> tuple[Shape, jax.Array, Net]:
         """The padded shape, the training key and the initial weights of ``point``."""
         shape = shape_of(hidden_layers(point), self.max_layers, self.max_units)
@@ -220,6 +237,7 @@ class ArchitectureObjective:
         reporting the validation error ``1 - accuracy`` after each with the checkpoint
         ``(epoch, weights)`` a paused training continues from. Trains until the run's
         ``max_step`` stops it, or to the point's ``epochs`` where the space has them."""
+        point = self.design(point)
         shape, key, net = self._start(point)
         epoch, error = 0, None
         if checkpoint is not None:
@@ -235,6 +253,7 @@ class ArchitectureObjective:
         return error
 
     def evaluate(self, point: Mapping[str, Any]) -> dict[str, float]:
+        point = self.design(point)
         shape, train_key, net = self._start(point)
         net = train(
             train_key, net, shape, self.data, int(point["epochs"]),
