@@ -363,7 +363,10 @@ def show(
     progress = "hypervolume" if several else "best so far"
     stepwise = any("curve" in entry for entry in record.records)  # train(point, report)
     steps = ["steps"] if stepwise else []
-    for column in ("#", "phase", *(["point"] if wide else names), *outcome, *steps, progress, "s"):
+    shown = {"#", "phase", "point", *names, *steps, progress, "s"}
+    # A metric named as a parameter (or as one of these columns) says which it is.
+    labels = [f"{name} (metric)" if name in shown else name for name in outcome]
+    for column in ("#", "phase", *(["point"] if wide else names), *labels, *steps, progress, "s"):
         justify = "left" if column in ("phase", "point") else "right"
         table.add_column(plain(column), justify=justify)
     for column in ("acquisition", "ess", "P(success)"):

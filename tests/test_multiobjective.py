@@ -33,6 +33,26 @@ def two_bowls(point):
     }
 
 
+@pytest.mark.parametrize("objectives", [2, 3, 4])
+def test_the_hypervolume_history_equals_the_hypervolume_recomputed_at_every_step(objectives):
+    from bojax.bo.metrics import Metrics, objective_texts
+
+    metrics = Metrics.parse(objective_texts({f"f{k}": "min" for k in range(objectives)}), None)
+    rng = np.random.default_rng(objectives)
+    values = np.abs(rng.normal(size=(60, objectives)))
+    values /= np.linalg.norm(values, axis=1, keepdims=True)  # a front, ...
+    values *= 1.0 + 0.4 * rng.random((60, 1))  # ... dominated points, ...
+    values[[7, 30]] = values[[3, 12]]  # ... and repeats
+    named = [{f"f{k}": float(v[k]) for k in range(objectives)} for v in values]
+    history = [{"status": "ok", "iteration": i, "x": {}, "y": y} for i, y in enumerate(named)]
+    history[5]["status"] = "failed"
+    summary = pareto.summary(metrics, history)
+    reference = np.array(summary["reference_point"])
+    usable = np.array([r["status"] == "ok" for r in history])
+    expected = [pareto.hypervolume(values[: i + 1][usable[: i + 1]], reference) for i in range(60)]
+    assert summary["hypervolume"] == pytest.approx(expected, rel=1e-10, abs=1e-12)
+
+
 @pytest.mark.slow  # 12 s: a constrained two-objective run
 def test_result_holds_the_feasible_pareto_set_and_the_hypervolume_history(tmp_path):
     result = bojax.minimize(
@@ -170,6 +190,28 @@ def test_ask_tell_and_batches_with_pending_points():
         bojax.tell(state, points[0], {"left": 1.0})
     with pytest.raises(bojax.errors.DataError, match="must be numbers"):
         bojax.tell(state, points[0], {"left": 1.0, "right": "big"})
+    for bad in ([1.0], [1.0, 2.0, 3.0], "abc", None, 2.5, [1.0, [2.0, 3.0]], ["1", "2"]):
+        with pytest.raises(bojax.errors.DataError):  # never a bare ValueError or TypeError
+            bojax.tell(state, points[0], bad)
+    columns = bojax.tell(state, points[0], np.array([0.5, 0.25]))  # the columns in order
+    assert columns.metrics[-1].tolist() == [0.5, 0.25]
+
+
+def test_show_labels_a_metric_named_as_a_parameter(tmp_path):
+    from typer.testing import CliRunner
+
+    from bojax.cli import app
+
+    def same_names(point):  # metrics named as the parameters
+        return {"x": 1.0 - point["x"], "w": point["w"] + point["x"]}
+
+    out = tmp_path / "run"
+    bojax.minimize(same_names, SPACE, objectives=["x:min", "w:min"], initial=3, iterations=0,
+                   out=out, **QUIET)  # fmt: skip
+    shown = CliRunner().invoke(app, ["show", str(out)], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    header = next(line for line in shown.output.splitlines() if "phase" in line)
+    assert "x (metric)" in header and "w (metric)" in header
 
 
 def test_parego_proposes_and_constraints_steer_before_anything_is_feasible():

@@ -36,6 +36,7 @@ import numpy as np
 from bojax import gp
 from bojax.bo import keys, multiobjective, policies, trust, warping
 from bojax.bo.acquisition import AcquisitionRecord, get_acquisition
+from bojax.bo.evaluation import short_repr
 from bojax.bo.optimize import candidate_grid, enumeration, propose
 from bojax.bo.settings import Settings
 from bojax.compilation import release_if_crowded, use_persistent_cache
@@ -107,22 +108,33 @@ def tell(state: BOState, u: np.ndarray, y: Any, seconds: float | None = None) ->
     metrics = state.settings.metrics
     if metrics is None:
         return state._replace(y=np.append(state.y, _told_value(y)))
-    if isinstance(y, Mapping):
-        missing = metrics.missing(y)
-        if missing:
-            raise DataError(f"the metrics {sorted(y)} lack {missing}")
-        row = metrics.row(y)
-    elif np.ndim(y) == 0:
-        if not np.isnan(float(y)):
-            raise DataError(f"this run has metrics {metrics.columns}: tell a dict of them")
-        row = np.full(len(metrics.columns), np.nan)
-    else:
-        row = np.asarray(y, dtype=np.float64).reshape(len(metrics.columns))
+    row = _told_row(metrics, y)
     if not np.all(np.isfinite(row)):
         row = np.full_like(row, np.nan)  # a failure: every column missing
     return state._replace(
         y=np.append(state.y, row[0]), metrics=np.concatenate([state.metrics, row[None]])
     )
+
+
+def _told_row(metrics, y: Any) -> np.ndarray:
+    """The metrics' row of a told outcome: a dict of them, their columns in order, or NaN."""
+    expected = f"this run has metrics {metrics.columns}: tell a dict of them (or NaN)"
+    if isinstance(y, Mapping):
+        missing = metrics.missing(y)
+        if missing:
+            raise DataError(f"the metrics {sorted(y)} lack {missing}")
+        return metrics.row(y)
+    try:
+        row = np.asarray(y)
+    except (TypeError, ValueError):  # a ragged list
+        raise DataError(f"{expected}; got {short_repr(y)}") from None
+    if row.ndim == 0:
+        if not math.isnan(_told_value(y)):  # (a number, or a DataError)
+            raise DataError(f"{expected}; got {short_repr(y)}")
+        return np.full(len(metrics.columns), np.nan)
+    if row.dtype.kind not in "iuf" or row.size != len(metrics.columns):
+        raise DataError(f"{expected}; got {short_repr(y)}")
+    return row.astype(np.float64).reshape(len(metrics.columns))
 
 
 def _told_point(dim: int, u: Any) -> np.ndarray:

@@ -76,11 +76,14 @@ def number(low: float, high: float = math.inf, *, open_low=False, open_high=Fals
         ok = ok and (value > low if open_low else value >= low)
         ok = ok and (value < high if open_high else value <= high)
         if not ok:
-            closed_high = not open_high and math.isfinite(high)  # inf is never accepted
-            bounds = f"{'(' if open_low else '['}{low:g}, {high:g}{']' if closed_high else ')'}"
+            closed_low = not open_low and math.isfinite(low)  # inf is never accepted
+            closed_high = not open_high and math.isfinite(high)
+            bounds = f"{'[' if closed_low else '('}{low:g}, {high:g}{']' if closed_high else ')'}"
+            wanted = (
+                "finite number" if math.isinf(low) and math.isinf(high) else f"number in {bounds}"
+            )
             raise SettingsError(
-                f"{name} must be a number in {bounds}{' or None' if optional else ''}, "
-                f"got {value!r}"
+                f"{name} must be a {wanted}{' or None' if optional else ''}, got {value!r}"
             )
 
     return check
