@@ -72,7 +72,7 @@ def test_a_collapsed_region_opens_a_new_episode_with_a_random_design():
 
 
 def test_a_new_episode_is_centred_on_its_own_best_after_its_design():
-    settings = bojax.Settings(exact_limit=1, local_points=8)
+    settings = bojax.Settings(exact_limit=1, local_points=8, initial=2)
     u = np.random.default_rng(0).uniform(size=(2 + 28 + 4, 2))
     # the second success is the last exact one; 28 misses end the first episode
     y = np.concatenate([[0.0, 0.5], np.ones(28), [50.0, 40.0, 60.0, 45.0]])
@@ -83,6 +83,22 @@ def test_a_new_episode_is_centred_on_its_own_best_after_its_design():
     assert not area.designing
     np.testing.assert_array_equal(area.centre, u[31])  # the design's best, 40
     assert area.info()["trust_episode"] == 1.0
+
+
+def test_an_initial_design_larger_than_the_limit_is_no_region_miss():
+    """60 design points past exact_limit = 20: the region's counters start after them
+    (they are no proposals of it), so the first local proposal has TuRBO's first box,
+    centred on the design's best, and the next 5 misses (< max(4, d) = 6) keep it."""
+    u = np.random.default_rng(1).uniform(size=(66, 6))
+    y = np.concatenate([np.linspace(10.0, 1.0, 60)[::-1], np.full(6, 5.0)])  # best: first
+    settings = bojax.Settings(exact_limit=20, local_points=16, initial=60)
+    area = trust.region(settings, u[:60], y[:60], 1.0, 6)
+    assert (area.length, area.episode, area.designing) == (trust.INITIAL_LENGTH, 0, False)
+    np.testing.assert_array_equal(area.centre, u[0])
+    assert trust.region(settings, u[:65], y[:65], 1.0, 6).length == trust.INITIAL_LENGTH
+    assert trust.region(settings, u, y, 1.0, 6).length == trust.INITIAL_LENGTH / 2
+    # a warm start told before asking is a design too, given as initial=len(data)
+    assert trust.region(settings.replace(initial=5), u[:60], y[:60], 1.0, 6).length < 0.05
 
 
 def test_the_local_phase_starts_after_the_limits_successes():

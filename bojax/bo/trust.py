@@ -16,7 +16,9 @@ successful evaluations the loop therefore models locally, as TuRBO does (Eriksso
 * **the region**: proposals stay in a box around the incumbent,
   ``centre +- length * w / 2`` with ``w_i = ell_i / (prod_j ell_j)^(1/d)`` (the fitted
   length-scales, so the box is long where the function varies slowly). ``length``
-  follows TuRBO's rule, replayed over the evaluations since the switch: it doubles (at
+  follows TuRBO's rule, replayed over the evaluations since the switch (or since the
+  initial design, when it is the larger; a warm start told before the first ask counts
+  as design with ``initial`` set to its size): it doubles (at
   most ``MAX_LENGTH``) after ``SUCCESSES`` improvements in a row and halves after
   ``max(4, d)`` evaluations in a row that did not improve the best by ``1e-3 |best|``
   (failed evaluations included). Below ``MIN_LENGTH`` the episode ends, as TuRBO
@@ -181,7 +183,9 @@ def local_start(y: np.ndarray, limit: int) -> int:
 def region(settings: Any, u: np.ndarray, y: np.ndarray, sign: float, dim: int) -> Region:
     """The trust region of the next proposal of a run whose evaluations are ``u``, ``y``
     (NaN = failed) and ``sign`` = -1 when maximising (so ``sign * y`` is minimised)."""
-    start = min(local_start(y, settings.exact_limit), len(y))
+    # The initial design's points are no proposals of a region: a design larger than
+    # exact_limit (or data told as one, initial=len(data)) would otherwise count as misses.
+    start = min(max(local_start(y, settings.exact_limit), settings.initial), len(y))
     episode = replay(sign * y, start, dim)
     ok = np.isfinite(y)
     # The episode's own best (the first episode's is the run's); while a restarted
