@@ -305,6 +305,12 @@ def test_the_step_wise_training_is_evaluates_training_in_steps_of_epochs():
     _, continued = recorded(objective, STEPPED[-1], checkpoint=(step, zeroed))
     assert continued[0][1] != reports[1][1]
     assert min(lengths) < objective.max_step  # a design whose members all stopped early
+    # A report that takes `last` hears that such a training ends there by itself (and
+    # only there), so bojax records it complete even at a milestone.
+    early = STEPPED[lengths.index(min(lengths))]
+    said = []
+    objective.train(early, lambda step, value, checkpoint, last=False: said.append(last))
+    assert said == [False] * (len(said) - 1) + [True]
     with pytest.raises(SettingsError, match="epochs_per_step"):
         stepped_objective(epochs_per_step=0)
 

@@ -1435,6 +1435,60 @@ def test_a_failing_batch_fails_its_designs_and_a_bad_value_fails_only_its_own():
     assert statuses[3] == ("ok", None)
 
 
+# -- a training that ends by itself (its own early stopping) -----------------------------
+def ends_itself(point, report):
+    """make_train's curve, but a design with w > 0.5 ends by itself at step 3, the second
+    ASHA milestone (its own early stopping), however poor its value there."""
+    for step in range(1, 28):
+        value = final_value(point) + 2.0 / step
+        if report(step, value, last=step == 3 and point["w"] > 0.5) is False:
+            break
+    return value
+
+
+def _ended_at_three(history):
+    ended = [r for r in history if r["x"]["w"] > 0.5 and r["curve"][-1][0] == 3]
+    assert ended, "no design ended by itself"
+    return ended
+
+
+@pytest.mark.parametrize("how", ["inline", "executor", "batch"])
+def test_a_training_that_ends_by_itself_at_a_milestone_is_complete_not_stopped(how):
+    settings = dict(ASHA, proposer="random")
+    if how == "batch":
+
+        class Batch:  # the same trainings, two at a time in one call
+            def train(self, point, report):
+                return self.train_batch([point], [report])[0]
+
+            def train_batch(self, points, reports):
+                out = []
+                for point, report in zip(points, reports, strict=True):
+                    try:
+                        out.append(ends_itself(point, report))
+                    except StopTraining:
+                        out.append(None)
+                return out
+
+        train, settings = Batch().train, settings | {"q": 2}
+    else:
+        train = ends_itself
+    with cf.ThreadPoolExecutor(2) if how == "executor" else contextlib.nullcontext() as pool:
+        result = bojax.minimize(train, SPACE, progress=False, executor=pool, **settings)
+    for record in _ended_at_three(result.history):
+        assert record["status"] == "ok" and record["y"] == record["curve"][-1][1]
+    # Ask and tell: the same, said by tell(..., last=True).
+    trainings = bojax.Trainings(SPACE, **settings | {"q": None})
+    while not trainings.done:
+        design, point = trainings.ask()
+        for step in range(1, 28):
+            last = step == 3 and point["w"] > 0.5
+            if not trainings.tell(design, step, final_value(point) + 2.0 / step, last=last):
+                break
+        trainings.finish(design)
+    assert all(r["status"] == "ok" for r in _ended_at_three(trainings.history))
+
+
 # -- trainings that fail before a step, or misreport their steps -------------------------
 def fails_first(calls: list, failing: int, max_step: int = 9):
     """A checkpointed training whose first ``failing`` calls raise before any report."""

@@ -83,7 +83,11 @@ class SegmentReport:
         self.complete = False
         self.seconds, self.tick = seconds, time.perf_counter()
 
-    def __call__(self, step: Any, value: Any, checkpoint: Any = None, seconds: Any = None) -> bool:
+    def __call__(
+        self, step: Any, value: Any, checkpoint: Any = None, seconds: Any = None, last=False
+    ) -> bool:
+        if self.complete:  # it reported its last step (last=True) and went on
+            raise StopTraining("the training said its last step was its last")
         step = check_step(step, self.last)
         if step > self.max_step:
             past_max_step(step, self.max_step, self.curve[-1][0] if self.curve else self.after)
@@ -101,7 +105,7 @@ class SegmentReport:
             self.curve.append([int(step), value])
         if self.on_report is not None:
             self.on_report(self)
-        if step == self.max_step:
+        if step == self.max_step or last:
             self.complete = True  # the training returns by itself
         elif step >= self.until:  # (below `after` only when the budget cut the segment)
             raise StopTraining(f"paused at step {step}")

@@ -30,7 +30,8 @@ Each proposal fits afresh from the records, so a resumed run proposes what the
 uninterrupted one did without any saved chain state.
 
 Every design's whole curve is journalled when its training ends: status ``ok`` (it ended
-by itself or reached ``max_step``; ``y`` is its returned value), ``stopped`` (the scheduler
+by itself, saying so with ``report(step, value, last=True)`` where that may fall on a
+milestone, or reached ``max_step``; ``y`` is its returned value), ``stopped`` (the scheduler
 or the budget ended it; ``y`` is its last reported value) or ``failed`` (it raised, or
 reported a value that is not a finite number). The trainings in flight are journalled
 as they report (``pending.json``: proposal and curve so far; a checkpoint passed to
@@ -141,6 +142,11 @@ def starts_after(checkpoint: Checkpoint | None, recorded: int) -> int:
     return 0 if checkpoint is None else checkpoint.resumes_at(recorded)
 
 
+# Why a training ended that makes it complete, not stopped: it reached max_step, or
+# reported its last step itself (report(..., last=True)).
+COMPLETE = ("max_step", "last")
+
+
 @dataclass
 class _Training:
     """One design's training in progress: its curve and the next milestone it meets."""
@@ -149,7 +155,7 @@ class _Training:
     bracket: int
     rung: int  # next milestone index where a decision is due
     curve: list[list[float]] = field(default_factory=list)
-    over: str | None = None  # why it was stopped ("scheduler", "budget")
+    over: str | None = None  # why it ended ("scheduler", "budget"; or COMPLETE's)
     checkpoint: Checkpoint | None = None  # the last one the training passed to report
     charged: int = 0  # steps trained so far, repeats included
     reported: int = 0  # the last step this call of train reported
@@ -165,11 +171,17 @@ class _Reporter:
     def __init__(self, run: StepRun, training: _Training):
         self.run, self.training = run, training
 
-    def __call__(self, step: Any, value: Any, checkpoint: Any = None, seconds: Any = None) -> bool:
+    def __call__(
+        self, step: Any, value: Any, checkpoint: Any = None, seconds: Any = None, last=False
+    ) -> bool:
         """Record ``value`` at ``step`` (and the training's ``checkpoint``, from which a
         resumed run continues it); whether the training goes on (False at ``max_step``).
-        ``seconds`` (the step's cost) is checked; only cost-aware freeze-thaw reads it."""
+        ``seconds`` (the step's cost) is checked; only cost-aware freeze-thaw reads it.
+        ``last=True``: the training ends here by itself (its own early stopping), so it
+        is complete: the value counts at its milestone, and nothing stops it."""
         run, training = self.run, self.training
+        if training.over == "last":
+            raise StopTraining("the training said its last step was its last")
         step = check_step(step, training.reported)
         if step > run.max_step:
             past_max_step(step, run.max_step, training.recorded)
@@ -188,9 +200,12 @@ class _Reporter:
         else:
             training.curve.append([step, value])
             run.save_progress(training.design if checkpoint is not None else None)
-            if not run.decide(training, step, value):
+            if not run.decide(training, step, value) and not last:
                 training.over = "scheduler"
                 raise StopTraining(f"stopped at step {step} by the scheduler")
+        if last:
+            training.over = "last"
+            return False
         if run.spent >= run.budget and step < run.max_step:
             training.over = "budget"
             raise StopTraining("the step budget is spent")
@@ -359,7 +374,7 @@ class StepRun:
             returned = self.train(opened.point, _Reporter(self, training), **kwargs)
             status, y, error = outcome(returned, opened.training.curve)
         except StopTraining:
-            status = "ok" if opened.training.over == "max_step" else "stopped"
+            status = "ok" if opened.training.over in COMPLETE else "stopped"
         except Exception as raised:
             status, error = "failed", failure_text(raised)
         repeated = training.charged > training.recorded  # continued from an older checkpoint
@@ -379,9 +394,9 @@ class StepRun:
         def reporter(o: Opened):
             inner = _Reporter(self, o.training)
 
-            def report(step: Any, value: Any, checkpoint: Any = None, seconds=None) -> bool:
+            def report(step: Any, value: Any, checkpoint: Any = None, seconds=None, last=False):
                 try:
-                    return inner(step, value, seconds=seconds)
+                    return inner(step, value, seconds=seconds, last=last)
                 except ValueError as error:  # this design fails; the others go on
                     failed[o.design] = failure_text(error)
                     raise StopTraining(str(error)) from None
@@ -400,7 +415,7 @@ class StepRun:
         for o, value in zip(opened, returned, strict=True):
             if o.design in failed:
                 status, y, error = "failed", None, failed[o.design]
-            elif o.training.over not in (None, "max_step"):
+            elif o.training.over not in (None, *COMPLETE):
                 status, y, error = "stopped", None, None
             else:
                 status, y, error = outcome(value, o.training.curve)
@@ -576,10 +591,11 @@ class Trainings:
         self._run.save_progress()
         return opened.design, opened.point
 
-    def tell(self, design: int, step: int, value: float) -> bool:
+    def tell(self, design: int, step: int, value: float, last: bool = False) -> bool:
         """Record ``value`` at ``step``; whether the training goes on (False once it is
-        stopped, or complete at ``max_step``). A value that is not a finite number fails
-        the training (False); a step not above the last is a :class:`DataError`."""
+        stopped, or complete at ``max_step`` or, with ``last=True``, at this step: your
+        loop ended it by its own rule). A value that is not a finite number fails the
+        training (False); a step not above the last is a :class:`DataError`."""
         opened = self._opened(design)
         if design in self._stopped:
             raise SettingsError(
@@ -587,7 +603,7 @@ class Trainings:
             )
         training = opened.training
         try:
-            going = _Reporter(self._run, training)(step, value)
+            going = _Reporter(self._run, training)(step, value, last=last)
         except StopTraining:
             self._stopped.add(design)
             return False
@@ -597,8 +613,8 @@ class Trainings:
             self._stopped.add(design)
             self._failed[design] = failure_text(error)  # as minimize has it
             return False
-        if not going:  # complete at max_step: no step left to train
-            training.over = "max_step"
+        if not going:  # complete: at max_step, or its last step
+            training.over = training.over or "max_step"
             self._stopped.add(design)
             return False
         return True
@@ -610,7 +626,7 @@ class Trainings:
         error = error or self._failed.pop(design, None)
         if error is not None:
             status, y = "failed", None
-        elif design in self._stopped and training.over != "max_step":
+        elif design in self._stopped and training.over not in COMPLETE:
             status, y = "stopped", None
         else:
             status, y, error = outcome(value, training.curve)

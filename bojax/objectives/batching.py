@@ -55,13 +55,15 @@ def train_live_rows(
     ``advance(rows, step)`` trains the gathered rows one step (``step`` counts from 0)
     and returns ``(rows, values, over)``: the new rows, each row's value after the step,
     and whether its training ended by itself (None: none did). ``reports[i](step + 1,
-    value)`` is called for every live design after each step. Returns each design's
-    last value."""
-    from bojax.bo.stepwise import StopTraining
+    value)`` is called for every live design after each step (with ``last=True`` where
+    its training ended by itself). Returns each
+    design's last value."""
+    from bojax.bo.stepwise import StopTraining, takes
 
     count = len(reports)
     values = [float("nan")] * count
     live = list(range(count))
+    says_last = [takes(report, "last") for report in reports]
     for step in range(steps):
         if not live:
             break
@@ -75,7 +77,8 @@ def train_live_rows(
         for row, i in enumerate(live):
             values[i] = float(out[row])
             try:
-                if reports[i](step + 1, values[i]) is not False and not over[row]:
+                ended = {"last": True} if over[row] and says_last[i] else {}
+                if reports[i](step + 1, values[i], **ended) is not False and not over[row]:
                     going.append(i)
             except StopTraining:
                 pass

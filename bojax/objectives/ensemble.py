@@ -51,6 +51,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, Float
 
+from bojax.bo.stepwise import takes
 from bojax.compilation import jit_quick_compile
 from bojax.errors import DataError, SettingsError, is_count
 from bojax.objectives.batching import stacked, train_live_rows
@@ -542,13 +543,17 @@ class EnsembleObjective:
         else:
             step, progress = checkpoint
         value = float("nan")
+        says_last = takes(report, "last")  # bojax's reports; a plain function is called as it was
         while step < self.max_step:
             step += 1
             progress, loss, over = _advance_one(
                 self.training, progress, design, self.data, self._until(step)
             )
             value = float(loss)
-            if report(step, value, checkpoint=(step, progress)) is False or bool(over):
+            # Every member stopped: the training is complete here (last=True), even at a
+            # milestone where the scheduler would stop it.
+            ended = {"last": True} if bool(over) and says_last else {}
+            if report(step, value, checkpoint=(step, progress), **ended) is False or bool(over):
                 break
         return value
 
