@@ -144,8 +144,9 @@ def plot_front(run: Run, path: Path) -> None:
     if len(names) == 1:
         fig, ax = plt.subplots(figsize=(7, 4.5))
         n = np.array([r["iteration"] for r in ok], dtype=int)
-        ax.plot(n[feasible], objectives[feasible, 0], "o", ms=5, color="tab:blue",
-                label="feasible")  # fmt: skip
+        if feasible.any():  # (no legend entry for what is not drawn)
+            ax.plot(n[feasible], objectives[feasible, 0], "o", ms=5, color="tab:blue",
+                    label="feasible")  # fmt: skip
         if (~feasible).any():
             ax.plot(n[~feasible], objectives[~feasible, 0], "o", ms=5, mfc="none", color="0.5",
                     label="infeasible")  # fmt: skip
@@ -157,7 +158,9 @@ def plot_front(run: Run, path: Path) -> None:
         ax.legend(loc="best", fontsize=8)
     elif len(names) == 2:
         fig, ax = plt.subplots(figsize=(6, 5))
-        ax.plot(*objectives[feasible & ~front].T, "o", ms=5, color="tab:blue", label="feasible")
+        if (feasible & ~front).any():
+            ax.plot(*objectives[feasible & ~front].T, "o", ms=5, color="tab:blue",
+                    label="feasible")  # fmt: skip
         if (~feasible).any():
             ax.plot(*objectives[~feasible].T, "o", ms=5, mfc="none", color="0.5",
                     label="infeasible")  # fmt: skip
