@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from bojax import terminal
-from bojax.terminal import error_line, plain, styled
+from bojax.terminal import plain, print_error, styled
 
 app = typer.Typer(
     help="bojax: Bayesian optimisation of neural-network designs in JAX.",
@@ -79,7 +79,7 @@ def demo(
         )
         summary = ensemble_design.run(cfg, out, fresh=True, progress=True)
     except BojaxError as error:
-        console.print(error_line(error))
+        print_error(console, error)
         raise typer.Exit(code=1) from None
     _print_ensemble_summary(console, summary, out)
 
@@ -154,7 +154,7 @@ def optimize(**options: Any) -> None:
                 resume=run["resume"],
             )
     except BojaxError as error:
-        console.print(error_line(error))
+        print_error(console, error)
         raise typer.Exit(code=1) from None
     except KeyboardInterrupt:
         folder = run["out"]
@@ -335,7 +335,7 @@ def show(
     try:
         record = load_run(run)
     except BojaxError as error:
-        console.print(error_line(error))
+        print_error(console, error)
         raise typer.Exit(code=1) from None
     settings = record.settings
     if record.finished and record.summary.get("error"):  # nothing succeeded
@@ -477,7 +477,7 @@ def plot(
             return
         paths = plot_run(record, out or run / "figures", slices=slices)
     except BojaxError as error:
-        console.print(error_line(error))
+        print_error(console, error)
         raise typer.Exit(code=1) from None
     for path in paths:
         console.print(f"wrote {path}", highlight=False)
@@ -508,7 +508,7 @@ def list_registered(
         for module in plugin or ():
             load_module(module)
     except BojaxError as error:
-        console.print(error_line(error))
+        print_error(console, error)
         raise typer.Exit(code=1) from None
 
     def names(registry) -> tuple[str, ...]:
@@ -517,7 +517,7 @@ def list_registered(
     shown = [r for r in registries() if kind is None or kind in names(r)]
     if not shown:
         known = ", ".join(r.plural.replace(" ", "-") for r in registries())
-        console.print(error_line(f"no registry {kind!r}; known: {known}"))
+        print_error(console, f"no registry {kind!r}; known: {known}")
         raise typer.Exit(code=1)
     for registry in shown:
         console.print(f"[bold]{registry.plural}[/bold]: {', '.join(registry.names())}")
@@ -554,7 +554,7 @@ def repair(
     try:
         repaired = repair_journal(Journal(run))
     except BojaxError as error:
-        console.print(error_line(error))
+        print_error(console, error)
         raise typer.Exit(code=1) from None
     for line in repaired.lines():
         console.print(plain(line))

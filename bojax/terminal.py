@@ -45,3 +45,9 @@ def styled(text: object, style: str) -> Text:
 def error_line(error: object) -> Text:
     """``error: <text>`` with the label in bold red and the text as it is."""
     return Text.assemble(("error: ", "bold red"), plain(error))
+
+
+def print_error(console: Console, error: object) -> None:
+    """Print :func:`error_line` unbroken: the terminal wraps it, so a path or a command
+    in it copies as one piece (and a test's search for a phrase never meets a newline)."""
+    console.print(error_line(error), soft_wrap=True)
