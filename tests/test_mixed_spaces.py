@@ -166,21 +166,35 @@ def test_the_overlap_kernel_is_matern_on_the_hamming_and_euclidean_distance():
     )
 
 
-@pytest.mark.parametrize("name", ["arc", "se", "matern52"])
-def test_overlap_kernels_stay_positive_definite_with_irrelevant_coordinates(name):
+# A categorical of six choices that exists only for SGD, beside a real that exists only
+# for one schedule: "irrelevant" must be a seventh choice to every kernel, not a code.
+SCHEDULED = Space(
+    [
+        Categorical("optimizer", ("adam", "sgd")),
+        Categorical("schedule", [f"s{k}" for k in range(6)], condition=("optimizer", "==", "sgd")),
+        Real("warmup", 0.0, 1.0, condition=("schedule", "==", "s5")),
+        Real("lr", 0.0, 1.0),
+    ]
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("space", [NET, SCHEDULED], ids=["net", "scheduled"])
+@pytest.mark.parametrize("name", ["arc", "se", "matern52", "matern52-filled"])
+def test_overlap_kernels_stay_positive_definite_with_irrelevant_coordinates(name, space):
     from bojax.gp import kernels
 
-    space = NET  # a conditional mixed space: momentum and nesterov are sometimes absent
     u = space.sample(jax.random.key(3), 200)
     categorical = tuple(j for j, p in enumerate(space.parameters) if p.categorical)
     kernel = kernels.Overlap(kernels.get_kernel(name), categorical)
-    params = kernel.init(space.dim)
+    params = kernel.init(space.dim) | {"additive": jnp.asarray(0.0)}
     if "rho" in params:
         params = params | {"rho": jnp.ones(space.dim)}  # the widest arcs
-    params = params | {"lengthscales": jnp.full(space.dim, 0.3)}
-    gram = np.asarray(kernels.gram(kernel, params, u, u))
-    np.testing.assert_allclose(gram, gram.T, atol=1e-12)
-    assert np.linalg.eigvalsh(gram).min() > -1e-9
+    for categorical_scale in (0.3, 1.0, 3.0):  # (the failures were at long length-scales)
+        scales = np.full(space.dim, 0.3)
+        scales[list(categorical)] = categorical_scale
+        gram = np.asarray(kernels.gram(kernel, params | {"lengthscales": scales}, u, u))
+        np.testing.assert_allclose(gram, gram.T, atol=1e-12)
+        assert np.linalg.eigvalsh(gram).min() > -1e-9, categorical_scale
 
 
 def _network_loss(p):

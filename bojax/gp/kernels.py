@@ -195,6 +195,10 @@ class Kernel(_Composable):
     name: str
     pair: PairFn
     init: Callable[[int], Params] = ard_params
+    # What an irrelevant coordinate (-1) is to the kernel: "value", a coordinate like
+    # any other; "origin", the arc kernel's embedding's origin; "fill", a hashed value
+    # (:func:`filled`). :class:`Overlap` prepares categorical coordinates to match.
+    irrelevant: str = "value"
 
     def __call__(self, params: Params, x, y):
         return self.pair(params, x, y)
@@ -239,22 +243,30 @@ class ProductKernel(_Composable):
 CATEGORICAL_GAP = 0.5
 
 
-def overlap_inputs(categorical: tuple[int, ...], x, y):
-    """``(x', y')`` with every categorical coordinate relevant to both points replaced by
-    ``0`` and ``gap [x_i != y_i]``, so a kernel of differences sees a mismatch, not a
-    distance between the choices' codes; other coordinates are unchanged.
+def overlap_inputs(categorical: tuple[int, ...], x, y, keep_irrelevant: bool = False):
+    """``(x', y')`` with every categorical coordinate replaced by ``0`` and ``gap [x_i !=
+    y_i]``, so a kernel of differences sees a mismatch, not a distance between the
+    choices' codes; other coordinates are unchanged. "Irrelevant" (``-1``) is one more
+    choice: a mismatch with any relevant one, a match with itself.
 
     For a stationary kernel this is the overlap (Hamming) distance inside its ``r^2``,
     with a length-scale per categorical: ``r^2 = sum_num ((x_i - y_i)/ell_i)^2 + sum_cat
     gap^2 [x_i != y_i] / ell_i^2``, the squared Euclidean distance of a one-hot embedding,
     so every kernel valid in Euclidean space stays positive definite (the distance Optuna's
-    GPSampler uses). Under the arc kernel a mismatch is an arc of ``pi rho_i gap``; with
-    ``gap = 1/2`` the choices then sit on a regular simplex, so it stays valid there too.
+    GPSampler uses). Comparing an irrelevant ``-1`` with a choice's code instead (as bojax
+    did) broke the triangle inequality for three or more choices, and with it positive
+    definiteness (eigenvalues to -0.12 on a conditional space).
+
+    With ``keep_irrelevant`` (the arc kernel, which embeds an irrelevant coordinate at its
+    origin) only coordinates relevant to both points are replaced: a mismatch is then an
+    arc of ``pi rho_i gap``, so with ``gap = 1/2`` the choices sit on a regular simplex on
+    the circle, and the origin is equally far from all of them, which stays valid.
     """
     mask = np.zeros(x.shape[-1], bool)
     mask[list(categorical)] = True
-    both = mask & (x != IRRELEVANT) & (y != IRRELEVANT)
-    return jnp.where(both, 0.0, x), jnp.where(both, jnp.where(x != y, CATEGORICAL_GAP, 0.0), y)
+    if keep_irrelevant:
+        mask = mask & (x != IRRELEVANT) & (y != IRRELEVANT)
+    return jnp.where(mask, 0.0, x), jnp.where(mask, jnp.where(x != y, CATEGORICAL_GAP, 0.0), y)
 
 
 @dataclass(frozen=True)
@@ -290,7 +302,12 @@ class Overlap(_Composable):
         return f"overlap({self.kernel.name}, {list(self.categorical)}{suffix})"
 
     def __call__(self, params: Params, x, y):
-        joint = self.kernel(params, *overlap_inputs(self.categorical, x, y))
+        irrelevant = getattr(self.kernel, "irrelevant", "value")
+        # A filling kernel fills from the point itself, before the pair is compared: a
+        # fill of the compared (0, gap) pair would differ with the other point.
+        a, b = (fill_irrelevant(x), fill_irrelevant(y)) if irrelevant == "fill" else (x, y)
+        pair = overlap_inputs(self.categorical, a, b, keep_irrelevant=irrelevant == "origin")
+        joint = self.kernel(params, *pair)
         if not (isinstance(params, dict) and "additive" in params):
             return joint
         columns = np.asarray(self.categorical)
@@ -366,9 +383,9 @@ for _kernel in (
     Kernel("matern32", matern32),
     Kernel("matern52", matern52),
     # Conditional spaces (arc-kernel report): the arc kernel and the random-fill baseline.
-    Kernel("arc", arc(matern52_profile), arc_params),
-    Kernel("arc-se", arc(se_profile), arc_params),
-    Kernel("matern52-filled", filled(matern52)),
+    Kernel("arc", arc(matern52_profile), arc_params, irrelevant="origin"),
+    Kernel("arc-se", arc(se_profile), arc_params, irrelevant="origin"),
+    Kernel("matern52-filled", filled(matern52), irrelevant="fill"),
 ):
     KERNELS.register(_kernel)
 
