@@ -83,9 +83,15 @@ def _check_condition(child: Parameter, parent: Parameter) -> None:
             f"{child.name!r}: condition {condition} orders the {parent.kind} parameter "
             f"{parent.name!r}; use == != or in"
         )
+    if condition.ordered:  # a threshold need not be a value; it must cut the range
+        ends = (parent.low, parent.high) if hasattr(parent, "low") else parent.values
+        if not np.any(condition.holds(np.array([ends[0], ends[-1]], dtype=np.float64))):
+            raise SpaceDefinitionError(
+                f"{child.name!r}: condition {condition} can never hold: {parent.name!r} "
+                f"lies in [{ends[0]}, {ends[-1]}]"
+            )
+        return
     for value in condition.values:
-        if condition.ordered:
-            continue  # a threshold need not be one of the parent's values
         try:
             parent.check(value)
         except BojaxError as error:
@@ -215,7 +221,12 @@ class Space:
         u = np.full((len(checked), self.dim), IRRELEVANT)
         for j, p in enumerate(self.parameters):
             rows = [i for i, c in enumerate(checked) if p.name in c]
-            values = np.array([checked[i][p.name] for i in rows])  # the kind's own dtype
+            if p.categorical:  # as they are: NumPy would make [True, 1] ints, [1, "a"] text
+                values = np.empty(len(rows), dtype=object)
+                for k, i in enumerate(rows):
+                    values[k] = checked[i][p.name]
+            else:
+                values = np.array([checked[i][p.name] for i in rows])  # the kind's own dtype
             u[rows, j] = p.encode(values)
         return u[0] if single else u
 

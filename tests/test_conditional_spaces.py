@@ -115,6 +115,10 @@ def test_conditions_serialise_and_are_checked_at_definition():
         )
     with pytest.raises(SpaceDefinitionError, match="condition must be"):
         Integer("units", 1, 4, condition="layers >= 1")
+    # An order comparison outside the parent's range: a parameter that never exists.
+    with pytest.raises(SpaceDefinitionError, match=r"can never hold: 'layers' lies in \[0, 2\]"):
+        Space([Integer("layers", 0, 2), Integer("units", 1, 4, condition=("layers", ">", 2))])
+    Space([Integer("layers", 0, 2), Integer("units", 1, 4, condition=("layers", ">=", 2))])
 
 
 def test_fill_irrelevant_is_a_fixed_pseudo_random_fill_of_the_sentinels_only():

@@ -53,6 +53,22 @@ def test_ordinal_coordinates_follow_the_declared_spacing():
     u = np.linspace(0, 1, 1001)
     np.testing.assert_array_equal(rate.decode(rate.snap(u)), rate.decode(u))
     assert set(rate.decode(u)) == {0.1, 0.2, 0.5, 1.0}
+    # A grid of ints and floats hands each value back as it was given (a batch size
+    # used in range() must stay an int).
+    mixed = Space([Ordinal("batch", (16, 32, 64.5))])
+    back = [mixed.from_unit(mixed.to_unit({"batch": v}))["batch"] for v in (16, 32, 64.5)]
+    assert back == [16, 32, 64.5] and [type(v) for v in back] == [int, int, float]
+
+
+def test_a_list_of_points_encodes_each_choice_as_itself():
+    # NumPy would turn [True, 1] into ints and [1, "a"] into text before the choices
+    # saw them: a list must encode as the points one at a time do.
+    space = Space([Categorical("c", (1, "a", True, 2.5)), Real("x", 0.0, 1.0)])
+    points = [{"c": c, "x": 0.5} for c in (True, 1, "a", 2.5)]
+    together = space.to_unit(points)
+    np.testing.assert_array_equal(together, np.stack([space.to_unit(p) for p in points]))
+    assert space.from_unit(together) == points
+    assert [type(p["c"]) for p in space.from_unit(together)] == [bool, int, str, float]
 
 
 def test_sampling_draws_each_choice_equally_and_snaps():

@@ -550,6 +550,18 @@ def test_a_running_trials_intermediate_values_are_data_not_a_pending_point(monke
     assert pending is None  # the running trial is data, not a fantasy
 
 
+def test_a_used_up_discrete_space_hands_over_to_the_independent_sampler_with_a_warning():
+    def objective(trial):  # six points in all
+        return trial.suggest_int("b", 0, 2) + (trial.suggest_categorical("a", ["x", "y"]) == "y")
+
+    study = optuna.create_study(sampler=BojaxSampler(seed=0, n_startup_trials=3, **FAST))
+    with pytest.warns(UserWarning, match="the space is exhausted") as caught:
+        study.optimize(objective, n_trials=9)
+    assert {t.state for t in study.trials} == {optuna.trial.TrialState.COMPLETE}
+    assert len({(t.params["a"], t.params["b"]) for t in study.trials}) == 6  # all, then repeats
+    assert sum("exhausted" in str(w.message) for w in caught) == 1  # once per study
+
+
 def test_trials_pruned_before_reporting_are_failures_the_sampler_does_not_propose_again():
     """An invalid configuration skipped with TrialPruned: left out of the model, it left
     the data unchanged, and the sampler proposed the same point again and again."""

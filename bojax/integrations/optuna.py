@@ -83,6 +83,7 @@ from bojax.errors import (
     ParameterError,
     SettingsError,
     SpaceDefinitionError,
+    SpaceExhaustedError,
 )
 from bojax.parameters import Categorical, Ordinal, Parameter
 from bojax.spaces import Integer, Real, Space
@@ -118,6 +119,13 @@ def _made_parameter(name: str, d: BaseDistribution) -> Parameter | None:
             return Integer(name, d.low, d.high, log=d.log)
         return Ordinal(name, tuple(range(d.low, d.high + 1, d.step)))
     return None
+
+
+@functools.lru_cache(maxsize=64)
+def _space_key(space) -> str:
+    """A search space's text, as a cache key (a grid of a million steps: once, not per
+    trial)."""
+    return repr(space.to_dict())
 
 
 @functools.lru_cache(maxsize=1024)
@@ -196,6 +204,7 @@ class BojaxSampler(BaseSampler):
         self._intersection = IntersectionSearchSpace()
         self._chains: dict[tuple, Any] = {}  # (surrogate, classifier) states per search space
         self._left_out: set[tuple[str, int]] = set()  # (study, trial number) warned about
+        self._exhausted: set[str] = set()  # studies warned that their space is used up
         # Trials of this process (n_jobs threads) proposed for and not yet finished:
         # (study, trial number) -> (space key, unit point). A trial's parameters reach the
         # storage only as its objective suggests them, so without this two trials asking
@@ -248,7 +257,8 @@ class BojaxSampler(BaseSampler):
         if observed is None or len(observed) < self._settings.initial:
             return {}
         state = init(space, settings)
-        key = (repr(space.to_dict()), repr(settings.identity()), stepwise)
+        space_key = _space_key(space)
+        key = (space_key, repr(settings.identity()), stepwise)
         if key in self._chains:
             surrogate, classifier = self._chains[key]
             state = state._replace(surrogate=surrogate, classifier=classifier)
@@ -258,7 +268,6 @@ class BojaxSampler(BaseSampler):
             return {}
         seen = {t.number for t, _ in observed}  # a running trial may be data already
         running = []
-        space_key = repr(space.to_dict())
         for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             if t.number == trial.number or t.number in seen:
                 continue
@@ -272,7 +281,17 @@ class BojaxSampler(BaseSampler):
         if stepwise:  # and the trials since that step's data last grew
             running += since
         pending = np.asarray(running).reshape(-1, space.dim) if running else None
-        points, state, _ = ask_batch(state, 1, pending)
+        try:
+            points, state, _ = ask_batch(state, 1, pending)
+        except SpaceExhaustedError as error:  # every point evaluated or being evaluated
+            if study.study_name not in self._exhausted:
+                self._exhausted.add(study.study_name)
+                warnings.warn(
+                    f"BojaxSampler: {error}; further trials of study {study.study_name!r} "
+                    "are sampled by the independent sampler (they repeat evaluated points)",
+                    stacklevel=2,
+                )
+            return {}
         self._chains[key] = (state.surrogate, state.classifier)
         self._proposed[(study.study_name, trial.number)] = (space_key, points[0])
         proposal = space.from_unit(points[0])

@@ -153,30 +153,35 @@ class Ordinal(Parameter):
         if self.log and values[0] <= 0:
             raise SpaceDefinitionError(f"{self.name!r}: a log-spaced grid needs values > 0")
         object.__setattr__(self, "values", values)
+        t = np.asarray(values, np.float64)
         with np.errstate(all="ignore"):
-            centres = self._centres()
+            t = np.log(t) if self.log else t
+            low, high = t[0] - (t[1] - t[0]) / 2, t[-1] + (t[-1] - t[-2]) / 2
+            centres = (t - low) / (high - low)
         if not (np.isfinite(centres).all() and (np.diff(centres) > 0).all()):
             # [-1e308, 1e308] overflows the grid's span; [2**53, 2**53 + 1] are two values
             # with one float64: either way two values would share a coordinate.
             raise SpaceDefinitionError(
                 f"{self.name!r}: values too far apart or too close for float64, got {values!r}"
             )
+        # Kept, not recomputed per call: an Optuna grid (a float with step 1e-6) holds a
+        # million values. Each value decodes as the type it was given (16, not 16.0).
+        table = np.asarray(values)
+        if table.dtype.kind == "f" and not all(isinstance(v, float) for v in values):
+            table = np.asarray(values, dtype=object)
+        object.__setattr__(self, "_centre_table", centres)
+        object.__setattr__(self, "_value_table", table)
+        object.__setattr__(self, "_positions", {v: k for k, v in reversed(list(enumerate(values)))})
 
     def _centres(self) -> np.ndarray:
-        t = (
-            np.log(np.asarray(self.values, np.float64))
-            if self.log
-            else np.asarray(self.values, np.float64)
-        )
-        low, high = t[0] - (t[1] - t[0]) / 2, t[-1] + (t[-1] - t[-2]) / 2
-        return (t - low) / (high - low)
+        return self._centre_table
 
     def _index(self, value: Any) -> int:
         value = as_real_scalar(self.name, value)
-        for k, v in enumerate(self.values):
-            if value == v:
-                return k
-        raise InvalidValueError(self.name, f"{value!r} is not one of {list(self.values)}")
+        k = self._positions.get(value)
+        if k is None:
+            raise InvalidValueError(self.name, f"{value!r} is not one of {list(self.values)}")
+        return k
 
     def check(self, value: Any) -> int | float:
         return self.values[self._index(value)]
@@ -192,7 +197,7 @@ class Ordinal(Parameter):
         return np.searchsorted(edges, checked_unit(self.name, u), side="right")
 
     def decode(self, u: np.ndarray) -> np.ndarray:
-        return np.asarray(self.values)[self.indices(u)]
+        return self._value_table[self.indices(u)]
 
     def snap(self, u: np.ndarray) -> np.ndarray:
         return self._centres()[self.indices(u)]
