@@ -46,6 +46,23 @@ def test_the_incumbent_is_refined_so_a_peak_between_grid_points_is_found():
     assert np.max(np.abs(missed - TARGET)) > 0.01
 
 
+def test_the_refinement_never_scores_an_absent_parameter_as_present():
+    """A start whose child is irrelevant (-1) keeps it so: refined as a value in [0, 1],
+    it climbed a score of a point where the child exists (here one that pulls the
+    parent's coordinate to 0, away from the absent branch's own optimum at 1)."""
+    from bojax.bo.optimize import _refine
+
+    @jax.jit
+    def branches(x, args):
+        present = x[..., 1] != -1.0
+        return jnp.where(present, -((x[..., 0] - 0.0) ** 2) + 5.0, -((x[..., 0] - 1.0) ** 2))
+
+    starts = np.array([[0.4, -1.0], [0.6, 0.5]])
+    refined = _refine(branches, None, starts, max_iterations=200, tolerance=1e-9)
+    assert refined[0, 1] == -1.0 and refined[0, 0] == pytest.approx(1.0, abs=1e-6)
+    assert refined[1, 1] != -1.0 and refined[1, 0] == pytest.approx(0.0, abs=1e-6)
+
+
 def test_maximum_on_the_boundary_stays_in_bounds():
     u, _ = propose(jax.random.key(1), bump, jnp.array([1.4, -0.2, 0.5]), SPACE, np.zeros((0, 3)))
     assert np.all((u >= 0) & (u <= 1))

@@ -82,7 +82,9 @@ def _refine(
     at ``max_iterations`` or when the projected gradient's largest entry is below
     ``tolerance``; one compiled value-and-gradient program per batch shape. Coordinates
     ``fixed`` (categorical and ordinal ones) keep their start values, and so do all
-    coordinates of the rows where ``held`` is true (the batch keeps its shape)."""
+    coordinates of the rows where ``held`` is true (the batch keeps its shape). An
+    irrelevant coordinate (``IRRELEVANT``) stays so: refined as a value in [0, 1], the
+    point would be scored as one where that parameter exists."""
     from scipy.optimize import minimize
 
     def objective(flat):
@@ -92,13 +94,13 @@ def _refine(
 
     lower, upper = _limits(box, starts.shape[1])
     bounds = list(zip(np.tile(lower, len(starts)), np.tile(upper, len(starts)), strict=True))
-    if fixed or held is not None:
-        starts = np.clip(starts, 0.0, 1.0)  # a fixed irrelevant -1 is snapped back later
-        d = starts.shape[1]
-        for i in range(starts.shape[0]):
-            columns = range(d) if held is not None and held[i] else fixed
-            for j in columns:
-                bounds[i * d + j] = (float(starts[i, j]),) * 2
+    absent = starts == IRRELEVANT
+    starts = np.where(absent, IRRELEVANT, np.clip(starts, 0.0, 1.0))
+    d = starts.shape[1]
+    for i in range(starts.shape[0]):
+        columns = range(d) if held is not None and held[i] else fixed
+        for j in {*columns, *np.flatnonzero(absent[i])}:
+            bounds[i * d + j] = (float(starts[i, j]),) * 2
     result = minimize(
         objective,
         starts.ravel(),
@@ -107,7 +109,7 @@ def _refine(
         bounds=bounds,
         options={"maxiter": max_iterations, "gtol": tolerance},
     )
-    return np.clip(result.x.reshape(starts.shape), 0.0, 1.0)
+    return np.where(absent, IRRELEVANT, np.clip(result.x.reshape(starts.shape), 0.0, 1.0))
 
 
 def _limits(box: Box | None, dim: int) -> tuple[np.ndarray, np.ndarray]:
