@@ -85,7 +85,12 @@ def _check_condition(child: Parameter, parent: Parameter) -> None:
         )
     if condition.ordered:  # a threshold need not be a value; it must cut the range
         ends = (parent.low, parent.high) if hasattr(parent, "low") else parent.values
-        if not np.any(condition.holds(np.array([ends[0], ends[-1]], dtype=np.float64))):
+        low, high, value = float(ends[0]), float(ends[-1]), float(condition.value)
+        if isinstance(parent, Real):  # holding at its very end alone is never (measure 0)
+            holds = high > value if condition.op in (">", ">=") else low < value
+        else:
+            holds = bool(np.any(condition.holds(np.array([low, high]))))
+        if not holds:
             raise SpaceDefinitionError(
                 f"{child.name!r}: condition {condition} can never hold: {parent.name!r} "
                 f"lies in [{ends[0]}, {ends[-1]}]"

@@ -119,6 +119,8 @@ def test_conditions_serialise_and_are_checked_at_definition():
     with pytest.raises(SpaceDefinitionError, match=r"can never hold: 'layers' lies in \[0, 2\]"):
         Space([Integer("layers", 0, 2), Integer("units", 1, 4, condition=("layers", ">", 2))])
     Space([Integer("layers", 0, 2), Integer("units", 1, 4, condition=("layers", ">=", 2))])
+    with pytest.raises(SpaceDefinitionError, match="can never hold"):  # a real's end alone
+        Space([Real("lr", 0.3, 0.9, log=True), Real("x", 0.0, 1.0, condition=("lr", ">=", 0.9))])
 
 
 def test_fill_irrelevant_is_a_fixed_pseudo_random_fill_of_the_sentinels_only():

@@ -58,6 +58,12 @@ def test_ordinal_coordinates_follow_the_declared_spacing():
     mixed = Space([Ordinal("batch", (16, 32, 64.5))])
     back = [mixed.from_unit(mixed.to_unit({"batch": v}))["batch"] for v in (16, 32, 64.5)]
     assert back == [16, 32, 64.5] and [type(v) for v in back] == [int, int, float]
+    # ... and an order condition on it still reads them as numbers
+    gated = Space(
+        [Ordinal("batch", (16, 32, 64.5)), Real("lr", 0.0, 1.0, condition=("batch", ">", 20))]
+    )
+    u = gated.snap(np.array([[0.1, 0.5], [0.5, 0.5], [0.9, 0.5]]))
+    assert [sorted(p) for p in gated.from_unit(u)] == [["batch"], ["batch", "lr"], ["batch", "lr"]]
 
 
 def test_a_list_of_points_encodes_each_choice_as_itself():

@@ -195,6 +195,12 @@ def test_ask_tell_and_batches_with_pending_points():
             bojax.tell(state, points[0], bad)
     columns = bojax.tell(state, points[0], np.array([0.5, 0.25]))  # the columns in order
     assert columns.metrics[-1].tolist() == [0.5, 0.25]
+    from decimal import Decimal  # numbers of any kind, as before; None is a failure
+
+    assert bojax.tell(state, points[0], [Decimal("0.5"), 1]).metrics[-1].tolist() == [0.5, 1.0]
+    assert np.isnan(bojax.tell(state, points[0], [1.0, None]).metrics[-1]).all()
+    with pytest.raises(bojax.errors.DataError):
+        bojax.tell(state, points[0], [True, 1.0])
 
 
 def test_show_labels_a_metric_named_as_a_parameter(tmp_path):

@@ -107,18 +107,23 @@ def test_a_hanging_evaluation_is_killed_at_its_timeout_with_what_it_started(tmp_
 
 
 def test_task_folders_of_killed_processes_are_removed_and_live_ones_kept(tmp_path, monkeypatch):
+    from bojax.bo.isolation import _owner
+
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     gone = subprocess.Popen(["true"])
     gone.wait()  # a driver SIGKILLed after its evaluation's child ended
-    (tmp_path / f"{PREFIX}{gone.pid}-abc").mkdir()
-    (tmp_path / f"{PREFIX}{gone.pid}-abc" / "task.pkl").write_bytes(b"x")
-    (tmp_path / f"{PREFIX}{os.getpid()}-def").mkdir()  # a running process's evaluation
-    (tmp_path / f"{PREFIX}old").mkdir()  # no pid in its name: not ours to judge
-    _remove_orphaned_folders.__wrapped__()
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        f"{PREFIX}{os.getpid()}-def",
-        f"{PREFIX}old",
+    mine = f"{PREFIX}{_owner()}"
+    (tmp_path / f"{mine}-{gone.pid}-abc").mkdir()
+    (tmp_path / f"{mine}-{gone.pid}-abc" / "task.pkl").write_bytes(b"x")
+    kept = [
+        f"{mine}-{os.getpid()}-def",  # a running process's evaluation
+        f"{PREFIX}0123456789-{gone.pid}-ghi",  # another container's: its pids are not ours
+        f"{PREFIX}old",  # no owner or pid in its name: not ours to judge
     ]
+    for name in kept:
+        (tmp_path / name).mkdir()
+    _remove_orphaned_folders.__wrapped__()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(kept)
 
 
 def _alive(pid: int) -> bool:

@@ -900,6 +900,8 @@ def test_ask_and_tell_journal_a_run_that_resumes_as_if_never_interrupted(tmp_pat
     assert run.summary["steps"] == whole.spent and run.summary["best_value"] == pytest.approx(
         min(r["y"] for r in whole.history if r["status"] == "ok")
     )
+    with bojax.Trainings(SPACE, **settings, out=out, resume=True) as again:  # nothing to do
+        assert again.done and load_run(out).finished  # its summary stands
     with pytest.raises(SettingsError, match="pass out="):
         bojax.Trainings(SPACE, **settings, resume=True)
 

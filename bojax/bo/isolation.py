@@ -19,18 +19,21 @@ with JAX), so isolate objectives that take much longer than that or that may han
 crash. Inside a Dask worker or a process pool it works the same way, and the worker
 survives what kills the objective. The child ends itself when the process that started
 it dies, so a killed driver or worker leaves no orphaned training behind; the task's
-folder (``bojax-evaluation-<pid>-*`` in the temporary directory, which holds the pickled
-objective and whatever data it closes over) goes with it, and the first isolated
-evaluation of a later process removes those of processes killed after their child ended.
+folder (``bojax-evaluation-<host and PID namespace>-<pid>-*`` in the temporary
+directory, which holds the pickled objective and whatever data it closes over) goes
+with it, and the first isolated evaluation of a later process in the same PID namespace
+removes those of processes killed after their child ended.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -79,6 +82,18 @@ def evaluate_isolated(
 PREFIX = "bojax-evaluation-"
 
 
+@functools.cache
+def _owner() -> str | None:
+    """A tag of this host and PID namespace, or None where it cannot be known (no
+    ``/proc``): a pid means a process only within its namespace, and another container
+    sharing ``/tmp`` would see this one's live pids as dead."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+    return hashlib.sha256(f"{socket.gethostname()} {namespace}".encode()).hexdigest()[:10]
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -91,10 +106,14 @@ def _alive(pid: int) -> bool:
 
 @functools.cache  # once per process: the folders left behind do not grow during a run
 def _remove_orphaned_folders() -> None:
-    """Remove the task folders of this user's processes that were killed before they
-    could (a driver or Dask worker SIGKILLed while its evaluation's child was done)."""
-    for folder in Path(tempfile.gettempdir()).glob(PREFIX + "*-*"):
-        pid = folder.name[len(PREFIX) :].split("-", 1)[0]
+    """Remove the task folders of this user's processes, on this host and in this PID
+    namespace, that were killed before they could (a driver or Dask worker SIGKILLed
+    while its evaluation's child was done)."""
+    owner = _owner()
+    if owner is None:  # pids cannot be told apart from another namespace's: keep all
+        return
+    for folder in Path(tempfile.gettempdir()).glob(f"{PREFIX}{owner}-*-*"):
+        pid = folder.name[len(PREFIX) + len(owner) + 1 :].split("-", 1)[0]
         try:
             mine = folder.stat().st_uid == os.getuid()
         except OSError:
@@ -111,7 +130,7 @@ def run_isolated(task: Any, args: tuple, timeout: float | None = None) -> tuple[
     import cloudpickle
 
     _remove_orphaned_folders()
-    with tempfile.TemporaryDirectory(prefix=f"{PREFIX}{os.getpid()}-") as folder:
+    with tempfile.TemporaryDirectory(prefix=f"{PREFIX}{_owner()}-{os.getpid()}-") as folder:
         sent, outcome = Path(folder) / "task.pkl", Path(folder) / "outcome.pkl"
         try:
             sent.write_bytes(cloudpickle.dumps((task, args)))

@@ -132,9 +132,16 @@ def _told_row(metrics, y: Any) -> np.ndarray:
         if not math.isnan(_told_value(y)):  # (a number, or a DataError)
             raise DataError(f"{expected}; got {short_repr(y)}")
         return np.full(len(metrics.columns), np.nan)
-    if row.dtype.kind not in "iuf" or row.size != len(metrics.columns):
+    # Numbers of any kind (Decimal, a pandas row's objects; None is NaN, a failure), but
+    # never text or booleans, which NumPy would read as numbers.
+    as_given = np.asarray(y, dtype=object).ravel()  # ([True, 1.0] reads as [1.0, 1.0])
+    wrong = [v for v in as_given if isinstance(v, str | bytes | bool | np.bool_)]
+    if wrong or row.size != len(metrics.columns):
         raise DataError(f"{expected}; got {short_repr(y)}")
-    return row.astype(np.float64).reshape(len(metrics.columns))
+    try:
+        return row.astype(np.float64).reshape(len(metrics.columns))
+    except (TypeError, ValueError):
+        raise DataError(f"{expected}; got {short_repr(y)}") from None
 
 
 def _told_point(dim: int, u: Any) -> np.ndarray:

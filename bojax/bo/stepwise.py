@@ -558,6 +558,7 @@ class Trainings:
         self._failed: dict[int, str] = {}  # why an open training failed (a bad value)
         numbered = [int(r.get("proposal", j)) for j, r in enumerate(history)] + [*self._again]
         self._next = max(numbered, default=-1) + 1
+        self._summarise()  # a finished run resumed: its summary stands again
 
     @property
     def done(self) -> bool:
@@ -633,11 +634,15 @@ class Trainings:
         del self._open[design]
         self._stopped.discard(design)
         record = self._run.end(opened, status, y, error)
-        if self._journal is not None and self.done and not self._open:
+        self._summarise()
+        return record
+
+    def _summarise(self) -> None:
+        """Write the run's summary once its budget is spent and no training is open."""
+        if self._journal is not None and self.done and not (self._open or self._again):
             seconds = time.perf_counter() - self._started
             with contextlib.suppress(ObjectiveError):  # every training failed: said there
                 finished(self._journal, self.history, self.spent, seconds, None)
-        return record
 
     def close(self) -> None:
         """Release the run folder (a later ``Trainings(..., resume=True)`` continues it)."""

@@ -112,6 +112,8 @@ class Condition:
     def holds(self, parent_values: np.ndarray) -> np.ndarray:
         """Elementwise truth of the condition for an array of the parent's values."""
         v = np.asarray(parent_values)
+        if self.ordered and v.dtype == object and all(is_number(x) for x in v.ravel()):
+            v = v.astype(np.float64)  # an ordinal of ints and floats decodes to objects
         # Numbers against numbers at once; a string or a boolean (a choice of a mixed
         # categorical) is never cast to a number: it fails or compares equal to 1.
         if np.issubdtype(v.dtype, np.number) and all(is_number(x) for x in self.values):

@@ -171,15 +171,15 @@ class Ordinal(Parameter):
             table = np.asarray(values, dtype=object)
         object.__setattr__(self, "_centre_table", centres)
         object.__setattr__(self, "_value_table", table)
-        object.__setattr__(self, "_positions", {v: k for k, v in reversed(list(enumerate(values)))})
+        object.__setattr__(self, "_sorted", np.asarray(values, np.float64))  # (increasing)
 
     def _centres(self) -> np.ndarray:
         return self._centre_table
 
     def _index(self, value: Any) -> int:
         value = as_real_scalar(self.name, value)
-        k = self._positions.get(value)
-        if k is None:
+        k = int(np.searchsorted(self._sorted, value))  # a binary search: grids may be long
+        if k == len(self.values) or self.values[k] != value:
             raise InvalidValueError(self.name, f"{value!r} is not one of {list(self.values)}")
         return k
 
