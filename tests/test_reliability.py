@@ -35,7 +35,13 @@ from bojax.bo.journal import Journal
 from bojax.bo.repair import repair
 from bojax.bo.runs import load_run
 from bojax.cli import app
-from bojax.errors import JournalError, RunFolderError, RunLockedError, SpaceDefinitionError
+from bojax.errors import (
+    JournalError,
+    ObjectiveError,
+    RunFolderError,
+    RunLockedError,
+    SpaceDefinitionError,
+)
 from bojax.parameters import Categorical
 from bojax.spaces import Integer, Real, Space
 
@@ -126,6 +132,25 @@ def test_task_folders_of_killed_processes_are_removed_and_live_ones_kept(tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(kept)
 
 
+def test_an_error_text_is_cut_and_a_message_that_raises_is_named_by_its_type():
+    from bojax.bo.evaluation import ERROR_LIMIT, failure_text
+
+    class Unprintable(Exception):
+        def __str__(self):
+            raise RuntimeError("cannot format the message")
+
+    assert failure_text(Unprintable()) == "Unprintable (its message raised RuntimeError)"
+    long = failure_text(ValueError("x" * 5_000_000))
+    assert len(long) == ERROR_LIMIT and long.startswith("ValueError: xxx") and long.endswith("...")
+    assert failure_text(SystemExit(3)) == "the objective called sys.exit(3)"
+
+    def raises_unprintable(p):
+        raise Unprintable()
+
+    with pytest.raises(ObjectiveError, match=r"Unprintable \(its message raised"):  # typed
+        bojax.minimize(raises_unprintable, SPACE, **FAST, max_failures=2)
+
+
 def _alive(pid: int) -> bool:
     """Whether ``pid`` runs (a zombie, killed and not yet reaped, does not)."""
     try:
@@ -204,6 +229,33 @@ def test_the_lock_of_a_killed_process_is_not_stale(tmp_path):
         holder.wait()
     with Journal(tmp_path).lock():  # the kernel released it with its holder
         pass
+
+
+def _ends_its_worker(p):
+    os._exit(3)  # a crash in native code, say: the process pool is broken for good
+
+
+@pytest.mark.slow  # a process pool of fresh Pythons
+@pytest.mark.parametrize("stepwise", [False, True])
+def test_a_process_pool_a_worker_broke_ends_the_run_with_a_typed_error(tmp_path, stepwise):
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")  # (fork and JAX's threads do not mix)
+    out = tmp_path / "run"
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+        objective = _ends_its_worker
+        settings = dict(initial=2, iterations=1)
+        if stepwise:
+            objective = _train_and_end_its_worker
+            settings = dict(max_step=3, early_stopping="asha", step_budget=6)
+        with pytest.raises(ObjectiveError, match="BrokenProcessPool"):  # typed, not raw
+            bojax.minimize(objective, SPACE, **FAST, **settings, executor=pool, out=out)
+    records = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
+    assert records and all("BrokenProcessPool" in r["error"] for r in records)
+
+
+def _train_and_end_its_worker(p, report):
+    os._exit(3)
 
 
 def test_an_unwritable_run_folder_is_a_typed_error(tmp_path):

@@ -1437,6 +1437,31 @@ def test_a_failing_batch_fails_its_designs_and_a_bad_value_fails_only_its_own():
     assert statuses[3] == ("ok", None)
 
 
+def test_a_training_that_edits_its_point_or_calls_sys_exit_leaves_the_journal_sound(tmp_path):
+    from bojax.bo.runs import load_run
+
+    def careless(point, report):
+        point["lr"] *= 100  # e.g. a learning-rate warm-up written into the dict
+        point["batch"] = 64  # and a setting of its own
+        if point["w"] > 0.8:
+            raise SystemExit("data loader gave up")  # fails this design, not the run
+        return make_train()(dict(lr=point["lr"] / 100, w=point["w"]), report)
+
+    out = tmp_path / "run"
+    result = bojax.minimize(careless, SPACE, progress=False, out=out, **ASHA)
+    run = load_run(out)  # every record as proposed: show, plot and resume read it
+    assert [r["x"] for r in run.records] == [r["x"] for r in result.history]
+    assert all(SPACE.validate(r["x"]) == r["x"] for r in run.records)
+    exited = [r for r in result.history if r["x"]["w"] > 0.8]
+    assert exited and all(r["status"] == "failed" for r in exited)
+    assert all(r["error"] == "the objective called sys.exit('data loader gave up')" for r in exited)
+    trainings = bojax.Trainings(SPACE, **ASHA)
+    design, point = trainings.ask()
+    point["lr"] = 99.0  # the user's copy
+    trainings.tell(design, 1, 0.5)
+    assert trainings.finish(design)["x"]["lr"] != 99.0
+
+
 # -- a training that ends by itself (its own early stopping) -----------------------------
 def ends_itself(point, report):
     """make_train's curve, but a design with w > 0.5 ends by itself at step 3, the second

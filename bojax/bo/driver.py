@@ -56,6 +56,7 @@ from bojax.bo.evaluation import (
     concurrency,
     evaluate,
     evaluate_batch,
+    refused_future,
     short_repr,
 )
 from bojax.bo.isolation import evaluate_isolated
@@ -509,7 +510,12 @@ class _Run:
             task = (evaluate, self.objective, flight.point)
         self.starting = [flight]
         tick = time.perf_counter()
-        future = self.pool.submit(*task, flight.attempts)  # inline: evaluates right here
+        try:
+            future = self.pool.submit(*task, flight.attempts)  # inline: evaluates right here
+        except Exception as refused:  # a broken pool (a process died) or one shut down
+            future = refused_future(refused)  # lost: retried, then journalled failed
+            if self.stopped is None:
+                self.stopped = f"the executor refused new work: {_describe(refused)}"
         self.running[future], self.submitted[future] = flight, time.perf_counter()
         self.began[future] = tick
         self.starting = []
@@ -583,11 +589,8 @@ class _Run:
     def _retry(self, flight: Flight, lost: Exception) -> str | None:
         """Submit a lost evaluation again if retries are left (None), else say why it failed."""
         if flight.attempts <= self.retries:
-            try:
-                self._submit(flight)  # writes the pending list
-                return None
-            except Exception as refused:  # a broken pool refuses new work too
-                lost = refused
+            self._submit(flight)  # writes the pending list (a refusal comes back as lost)
+            return None
         return f"evaluation lost after {flight.attempts} attempt(s): {_describe(lost)}"
 
     def forgive_interrupted(self) -> None:

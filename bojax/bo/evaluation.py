@@ -44,12 +44,30 @@ def evaluate(objective: Objective, point: dict[str, Any], attempt: int = 0):
         return math.nan, f"objective returned an unusable {type(value).__name__}: {error}"
 
 
+def refused_future(error: Exception) -> cf.Future:
+    """A future that failed with ``error``: a submission the executor refused (a broken
+    process pool, one shut down), handled as an evaluation the executor lost."""
+    future: cf.Future = cf.Future()
+    future.set_exception(error)
+    return future
+
+
+# The longest error text a record keeps: a 5 MB message made a 5 MB journal line that
+# `bojax show` printed whole.
+ERROR_LIMIT = 2000
+
+
 def failure_text(error: BaseException) -> str:
     """How a failed evaluation is journalled: ``"Type: message"``, or the exit status
-    of an objective that called ``sys.exit``."""
+    of an objective that called ``sys.exit``; cut to ``ERROR_LIMIT`` characters, and
+    never raising (an exception whose ``__str__`` raises is named by its type)."""
     if isinstance(error, SystemExit):
-        return f"the objective called sys.exit({error.code!r})"
-    return f"{type(error).__name__}: {error}"
+        return f"the objective called sys.exit({short_repr(error.code)})"
+    try:
+        text = f"{type(error).__name__}: {error}"
+    except Exception as broken:  # its __str__ raised: the objective's problem, not the run's
+        text = f"{type(error).__name__} (its message raised {type(broken).__name__})"
+    return text if len(text) <= ERROR_LIMIT else text[: ERROR_LIMIT - 3] + "..."
 
 
 def checked(value: Any) -> tuple[Any, str | None]:

@@ -169,7 +169,10 @@ def _exit_with_parent(folder: Path, interval: float = 0.5) -> None:
         while os.getppid() == parent:
             time.sleep(interval)
         shutil.rmtree(folder, ignore_errors=True)
-        os._exit(70)
+        try:  # and whatever the evaluation started (a training run as a subprocess)
+            os.killpg(os.getpid(), signal.SIGKILL)  # (this process leads its session)
+        finally:
+            os._exit(70)
 
     threading.Thread(target=watch, name="bojax-parent-watch", daemon=True).start()
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from bojax.bo.evaluation import Inline, as_executor, concurrency, failure_text
+from bojax.bo.evaluation import Inline, as_executor, concurrency, failure_text, refused_future
 from bojax.bo.isolation import run_isolated
 from bojax.bo.stepwise import (
     Checkpoint,
@@ -216,9 +216,14 @@ class _Pooled:
         return self.limits is not None and self.limits.why() is not None
 
     def _segment(self, args: tuple, attempt: int) -> cf.Future:
-        if self.settings.isolated:
-            return self.pool.submit(run_segment_isolated, self.settings.timeout, *args, attempt)
-        return self.pool.submit(run_segment, *args, attempt)
+        try:
+            if self.settings.isolated:
+                return self.pool.submit(run_segment_isolated, self.settings.timeout, *args, attempt)
+            return self.pool.submit(run_segment, *args, attempt)
+        except Exception as refused:  # a broken pool (a process died) or one shut down
+            if self.limits is not None and self.limits.refused is None:
+                self.limits.refused = f"the executor refused new work: {refused!r:.300}"
+            return refused_future(refused)  # lost: retried, then journalled failed
 
     def _fill(self) -> None:
         raise NotImplementedError

@@ -370,12 +370,14 @@ class StepRun:
         training = opened.training
         kwargs = {} if training.checkpoint is None else {"checkpoint": training.checkpoint.state}
         y, error = None, None
-        try:
-            returned = self.train(opened.point, _Reporter(self, training), **kwargs)
+        try:  # a copy: a training that edits its point must not edit the record
+            returned = self.train(dict(opened.point), _Reporter(self, training), **kwargs)
             status, y, error = outcome(returned, opened.training.curve)
         except StopTraining:
             status = "ok" if opened.training.over in COMPLETE else "stopped"
-        except Exception as raised:
+        except KeyboardInterrupt:  # Ctrl-C stops the run; the training stays pending
+            raise
+        except BaseException as raised:  # user code, sys.exit too: this design fails
             status, error = "failed", failure_text(raised)
         repeated = training.charged > training.recorded  # continued from an older checkpoint
         return self.end(opened, status, y, error, training.charged if repeated else None)
@@ -404,10 +406,12 @@ class StepRun:
             return report
 
         try:
-            returned = list(batch([o.point for o in opened], [reporter(o) for o in opened]))
+            returned = list(batch([dict(o.point) for o in opened], [reporter(o) for o in opened]))
             if len(returned) != count:
                 raise ValueError(f"batch returned {len(returned)} values for {count} designs")
-        except Exception as raised:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as raised:  # (StopTraining escaping a batch fails it too)
             why = failure_text(raised)
             failed.update({o.design: failed.get(o.design, why) for o in opened})
             returned = [None] * count
@@ -590,7 +594,7 @@ class Trainings:
             self._next += 1
         self._open[opened.design] = self._run.in_flight[opened.design] = opened
         self._run.save_progress()
-        return opened.design, opened.point
+        return opened.design, dict(opened.point)  # yours to change: the record keeps its own
 
     def tell(self, design: int, step: int, value: float, last: bool = False) -> bool:
         """Record ``value`` at ``step``; whether the training goes on (False once it is
@@ -1060,9 +1064,12 @@ class Limits:
         self.run, self.max_failures = run, settings.max_failures
         self.deadline = Deadline(settings.time_budget, started)
         self.first = len(run.history)  # records journalled before this call
+        self.refused: str | None = None  # why the executor took no more work, once it did
 
     def why(self) -> str | None:
         """Why ``run`` starts nothing more, or None while it may go on."""
+        if self.refused is not None:
+            return self.refused
         history = self.run.history
         if self.deadline.reached(len(history) - self.first):
             return self.deadline.why(f"{self.run.spent} steps of {self.run.budget}")
