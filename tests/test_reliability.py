@@ -324,6 +324,43 @@ def test_with_isolate_a_design_that_kills_its_process_fails_alone(tmp_path):
     assert all(r["x"]["x"] < 0.35 for r in failed)
 
 
+_STARTS_A_TRAINING = """
+import subprocess, sys, time
+import bojax
+from bojax.spaces import Real, Space
+
+MARKER = sys.argv[1]  # (travels with the pickled objective)
+
+def objective(p):  # a wrapper that runs the real training as a process of its own
+    training = subprocess.Popen(["sleep", "300"])
+    open(MARKER, "w").write(str(training.pid))
+    time.sleep(300)
+
+bojax.minimize(objective, Space([Real("x", 0.0, 1.0)]), initial=1, iterations=0,
+               progress=False, isolate=True)
+"""
+
+
+@pytest.mark.slow  # a driver and an isolated evaluation, fresh Pythons that import JAX
+def test_a_killed_driver_leaves_no_training_its_isolated_evaluation_started(tmp_path):
+    script, marker = tmp_path / "driver.py", tmp_path / "training.pid"
+    script.write_text(_STARTS_A_TRAINING)
+    driver = subprocess.Popen([sys.executable, str(script), str(marker)])
+    try:
+        deadline = time.time() + 120
+        while not (marker.exists() and marker.read_text()) and time.time() < deadline:
+            time.sleep(0.2)
+        training = int(marker.read_text())
+        assert _alive(training)
+    finally:
+        driver.kill()
+        driver.wait()
+    deadline = time.time() + 10  # the evaluation notices within half a second
+    while _alive(training) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not _alive(training)
+
+
 # -- bojax show of an untrusted folder ---------------------------------------------------------
 def test_show_prints_markup_and_escape_sequences_as_text(tmp_path):
     space = Space([Categorical("[bold]choice", ["[/data]", "b"]), Real("x", 0.0, 1.0)])
