@@ -56,7 +56,7 @@ from bojax.bo.evaluation import (
     concurrency,
     evaluate,
     evaluate_batch,
-    refused_future,
+    refused,
     short_repr,
 )
 from bojax.bo.isolation import evaluate_isolated
@@ -512,10 +512,9 @@ class _Run:
         tick = time.perf_counter()
         try:
             future = self.pool.submit(*task, flight.attempts)  # inline: evaluates right here
-        except Exception as refused:  # a broken pool (a process died) or one shut down
-            future = refused_future(refused)  # lost: retried, then journalled failed
-            if self.stopped is None:
-                self.stopped = f"the executor refused new work: {_describe(refused)}"
+        except Exception as error:  # a broken pool (a process died) or one shut down
+            future, why = refused(error)  # lost: retried, then journalled failed
+            self.stopped = self.stopped or why
         self.running[future], self.submitted[future] = flight, time.perf_counter()
         self.began[future] = tick
         self.starting = []

@@ -44,12 +44,13 @@ def evaluate(objective: Objective, point: dict[str, Any], attempt: int = 0):
         return math.nan, f"objective returned an unusable {type(value).__name__}: {error}"
 
 
-def refused_future(error: Exception) -> cf.Future:
-    """A future that failed with ``error``: a submission the executor refused (a broken
-    process pool, one shut down), handled as an evaluation the executor lost."""
+def refused(error: Exception) -> tuple[cf.Future, str]:
+    """A submission the executor refused (a broken process pool, one shut down): a future
+    failed with ``error``, handled as an evaluation the executor lost, and why the run
+    starts nothing more."""
     future: cf.Future = cf.Future()
     future.set_exception(error)
-    return future
+    return future, f"the executor refused new work: {failure_text(error)}"
 
 
 # The longest error text a record keeps: a 5 MB message made a 5 MB journal line that

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from bojax.bo.evaluation import Inline, as_executor, concurrency, failure_text, refused_future
+from bojax.bo.evaluation import Inline, as_executor, concurrency, failure_text, refused
 from bojax.bo.isolation import run_isolated
 from bojax.bo.stepwise import (
     Checkpoint,
@@ -220,10 +220,11 @@ class _Pooled:
             if self.settings.isolated:
                 return self.pool.submit(run_segment_isolated, self.settings.timeout, *args, attempt)
             return self.pool.submit(run_segment, *args, attempt)
-        except Exception as refused:  # a broken pool (a process died) or one shut down
-            if self.limits is not None and self.limits.refused is None:
-                self.limits.refused = f"the executor refused new work: {refused!r:.300}"
-            return refused_future(refused)  # lost: retried, then journalled failed
+        except Exception as error:  # a broken pool (a process died) or one shut down
+            future, why = refused(error)  # lost: retried, then journalled failed
+            if self.limits is not None:
+                self.limits.refused = self.limits.refused or why
+            return future
 
     def _fill(self) -> None:
         raise NotImplementedError
