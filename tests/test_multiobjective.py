@@ -268,6 +268,27 @@ def test_bad_returns_fail_the_evaluation_with_a_reason():
     assert len(calls) == 1
 
 
+def test_a_misspelt_metric_stops_the_run_after_three_evaluations():
+    """Metrics that never hold a declared name are a misspelt objective, not designs that
+    fail: the run stops at the third rather than failing its whole budget; one design
+    lacking a metric it could not measure is only a failed evaluation."""
+    calls = []
+    with pytest.raises(bojax.errors.ObjectiveError, match=r"lacking \['acc'\]") as raised:
+        bojax.minimize(
+            lambda point: calls.append(point) or {"accuracy": point["x"], "size": 1.0}, SPACE,
+            objectives=["acc:max", "size:min"], iterations=4, initial=6, **QUIET,
+        )  # fmt: skip
+    assert len(calls) == 3 and "no further evaluation started" in str(raised.value)
+    outcomes = iter(
+        [{"size": 1.0}, {"size": 2.0}] + [{"acc": 0.1 * i, "size": i} for i in range(9)]
+    )
+    result = bojax.minimize(
+        lambda point: next(outcomes), SPACE, objectives=["acc:max", "size:min"], iterations=0,
+        initial=6, **QUIET,
+    )  # fmt: skip
+    assert result.evaluations == 6 and result.failures == 2 and result.stopped is None
+
+
 @pytest.mark.parametrize(
     "settings, message",
     [

@@ -353,7 +353,7 @@ class _Run:
         self.max_failures = settings.max_failures
         self.min_success_probability = settings.min_success_probability
         self.stopped: str | None = None  # why no more points are issued, once that holds
-        self.mismatched = 0  # outcomes of another kind than declared (a dict, or not one)
+        self.mismatched: dict[int, int] = {}  # outcomes not as declared, by _misdeclared
         self.resumed = len(history)  # records journalled before this call
         self.started = time.perf_counter()
         self.deadline = Deadline(settings.time_budget, self.started)
@@ -552,13 +552,16 @@ class _Run:
             if error is None:
                 return state
         declared, why = _declared(self.settings, y, error)
-        if error is None and (self.settings.metrics is None) == isinstance(y, dict):
-            # A dict where one number is declared, or one number where metrics are. While
-            # every evaluation has come back so, it is the run's set-up, not a point's
-            # outcome: none more is started.
-            self.mismatched += 1
+        misdeclared = 0 if error is not None else _misdeclared(self.settings, y)
+        if misdeclared:
+            # A dict where one number is declared, or one number where metrics are (at the
+            # first), or metrics lacking a declared name, a misspelt --objective (at the
+            # third: one design may lack a metric it could not measure). While every
+            # evaluation has come back so, it is the run's set-up, not a point's outcome:
+            # none more is started, rather than failing the whole budget.
+            self.mismatched[misdeclared] = self.mismatched.get(misdeclared, 0) + 1
             this_call = len(self.history) - self.resumed + 1  # a resume counts its own
-            if self.mismatched == this_call and self.stopped is None:
+            if self.mismatched[misdeclared] == this_call >= misdeclared and not self.stopped:
                 self.stopped = f"{why}; no further evaluation started"
         return self._conclude(state, flight, declared, why, evaluated)
 
@@ -640,6 +643,16 @@ def _declared(settings: Settings, y: Any, error: str | None) -> tuple[Any, str |
             f"objective returned metrics {sorted(y)[:10]}, lacking {metrics.missing(y)}",
         )
     return y, None
+
+
+def _misdeclared(settings: Settings, y: Any) -> int:
+    """How many evaluations of a run must come back as ``y`` (not an error) before it is
+    the run's set-up: 1 for another kind than declared (a dict for one number, a number
+    for metrics), 3 for metrics lacking a declared name; 0 if ``y`` is as declared."""
+    metrics = settings.metrics
+    if metrics is None or not isinstance(y, dict):
+        return int((metrics is None) == isinstance(y, dict))
+    return 3 if metrics.missing(y) else 0
 
 
 def _died(flight: Flight) -> str:
