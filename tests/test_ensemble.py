@@ -330,6 +330,19 @@ def test_a_batch_of_step_wise_trainings_is_one_program_per_step_and_asha_stops_t
         assert [s for s, _ in curve] == [s for s, _, _ in alone] and final == curve[-1][1]
         assert np.allclose([v for _, v in curve], [v for _, v, _ in alone], rtol=1e-4)
     assert batch_of(objective.train) == objective.train_batch  # what q > 1 trains with
+    # A batch of one trains as train does, stopped by its report as a batch's member is.
+    from bojax.bo.stepwise import StopTraining
+
+    one = []
+
+    def stop_at_two(step, value):
+        one.append((step, value))
+        if step == 2:
+            raise StopTraining
+
+    _, alone = recorded(objective, STEPPED[0])
+    assert objective.train_batch(STEPPED[:1], [stop_at_two]) == [alone[1][1]]
+    assert one == [(step, value) for step, value, _ in alone[:2]]
     result = bojax.minimize(
         objective.train, objective.space, max_step=objective.max_step, early_stopping="asha",
         proposer="random", step_budget=40, q=4, progress=False, seed=1,
