@@ -68,12 +68,9 @@ def train_live_rows(
         if not live:
             break
         rows = padded(live)
-        if rows == list(range(count)):  # every row live, unpadded: no copy in or out
-            state, out, over = advance(state, step)
-        else:
-            targets = jnp.asarray(live + [count] * (len(rows) - len(live)))
-            trained, out, over = advance(gather(state, jnp.asarray(rows)), step)
-            state = scatter(state, targets, trained)
+        targets = jnp.asarray(live + [count] * (len(rows) - len(live)))
+        trained, out, over = advance(gather(state, jnp.asarray(rows)), step)
+        state = scatter(state, targets, trained)
         out = np.asarray(jax.device_get(out), np.float64)
         over = np.zeros(len(rows), bool) if over is None else np.asarray(jax.device_get(over))
         going = []
