@@ -201,6 +201,11 @@ def test_ask_tell_and_batches_with_pending_points():
     assert np.isnan(bojax.tell(state, points[0], [1.0, None]).metrics[-1]).all()
     with pytest.raises(bojax.errors.DataError):
         bojax.tell(state, points[0], [True, 1.0])
+    for text in ("1.5", True, "nan"):  # a dict's values are checked as the list's are
+        with pytest.raises(bojax.errors.DataError, match="'left' is"):
+            bojax.tell(state, points[0], {"left": text, "right": 1.0})
+    for huge in ({"left": 10**400, "right": 1.0}, [1.0, -(10**400)]):  # beyond float64: failed
+        assert np.isnan(bojax.tell(state, points[0], huge).metrics[-1]).all()
 
 
 def test_show_labels_a_metric_named_as_a_parameter(tmp_path):

@@ -123,25 +123,41 @@ def _told_row(metrics, y: Any) -> np.ndarray:
         missing = metrics.missing(y)
         if missing:
             raise DataError(f"the metrics {sorted(y)} lack {missing}")
-        return metrics.row(y)
+        numbers_ = [_told_metric(y[name]) for name in metrics.columns]
+        wrong = [n for n, v in zip(metrics.columns, numbers_, strict=True) if v is None]
+        if wrong:
+            raise DataError(f"metrics must be numbers: {wrong[0]!r} is {short_repr(y[wrong[0]])}")
+        return np.array(numbers_, np.float64)
     try:
-        row = np.asarray(y)
+        row = np.asarray(y, dtype=object)
     except (TypeError, ValueError):  # a ragged list
         raise DataError(f"{expected}; got {short_repr(y)}") from None
     if row.ndim == 0:
         if not math.isnan(_told_value(y)):  # (a number, or a DataError)
             raise DataError(f"{expected}; got {short_repr(y)}")
         return np.full(len(metrics.columns), np.nan)
-    # Numbers of any kind (Decimal, a pandas row's objects; None is NaN, a failure), but
-    # never text or booleans, which NumPy would read as numbers.
-    as_given = np.asarray(y, dtype=object).ravel()  # ([True, 1.0] reads as [1.0, 1.0])
-    wrong = [v for v in as_given if isinstance(v, str | bytes | bool | np.bool_)]
-    if wrong or row.size != len(metrics.columns):
+    values = [_told_metric(v) for v in row.ravel()]
+    if None in values or len(values) != len(metrics.columns):
         raise DataError(f"{expected}; got {short_repr(y)}")
+    return np.array(values, np.float64)
+
+
+def _told_metric(value: Any) -> float | None:
+    """One told metric as a float: numbers of any kind (Decimal, NumPy and JAX scalars, a
+    pandas row's objects), None as NaN (a failure), an int beyond float64 as an infinity;
+    None (not a number) for text and booleans, which ``float`` would read as numbers."""
+    if isinstance(value, np.ndarray | jax.Array) and value.size == 1:
+        value = value.reshape(()).item()
+    if value is None:
+        return math.nan
+    if isinstance(value, str | bytes | bool | np.bool_ | np.ndarray | jax.Array):
+        return None
     try:
-        return row.astype(np.float64).reshape(len(metrics.columns))
+        return float(value)
+    except OverflowError:  # an int beyond float64
+        return -math.inf if value < 0 else math.inf
     except (TypeError, ValueError):
-        raise DataError(f"{expected}; got {short_repr(y)}") from None
+        return None
 
 
 def _told_point(dim: int, u: Any) -> np.ndarray:
