@@ -250,3 +250,16 @@ def test_the_problems_fronts_have_their_known_hypervolumes():
     square = [[a, b] for a in np.linspace(0, 1, 100) for b in np.linspace(0, 1, 100)]
     ys, problem = values("branin-currin", square)
     assert 50 < pareto.hypervolume(ys, problem.reference_point) < 59.3602
+
+
+def test_the_best_record_breaks_ties_in_the_first_objective_by_the_next():
+    """Records tied in the first objective: the best is on the Pareto set (the next
+    objectives decide, in their own directions), never a dominated one listed first."""
+    from bojax.bo.metrics import Metrics, objective_texts
+
+    metrics = Metrics.parse(objective_texts({"a": "min", "b": "max", "c": "min"}), None)
+    ys = [{"a": 0.0, "b": 1.0, "c": 5.0}, {"a": 0.0, "b": 3.0, "c": 9.0},
+          {"a": 0.0, "b": 3.0, "c": 2.0}, {"a": 1.0, "b": 9.0, "c": 0.0}]  # fmt: skip
+    records = [{"status": "ok", "y": y, "iteration": i} for i, y in enumerate(ys)]
+    assert pareto.best_record(metrics, records)["iteration"] == 2
+    assert pareto.best_record(metrics, [{"status": "failed", "y": None}]) is None

@@ -188,13 +188,15 @@ def search_reference_point(standardised: np.ndarray, margin: float = 0.1) -> np.
 
 def best_record(metrics: Metrics, records: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The ok record best in the first objective among the feasible ones (among all ok
-    records while none is feasible); None without an ok record."""
+    records while none is feasible), ties broken by the next objectives in turn, so it
+    is on the Pareto set; None without an ok record."""
     ok = [r for r in records if r["status"] == "ok"]
     if not ok:
         return None
-    name, direction = metrics.objectives[0]
     feasible = [r for r in ok if metrics.feasible(metrics.row(r["y"]))[0]] or ok
-    return (max if direction == "max" else min)(feasible, key=lambda r: r["y"][name])
+    signs = metrics.signs  # -1 for a maximised objective: the key minimises
+    columns = [(name, signs[metrics.columns.index(name)]) for name, _ in metrics.objectives]
+    return min(feasible, key=lambda r: tuple(sign * r["y"][name] for name, sign in columns))
 
 
 def summary(metrics: Metrics, history: list[dict[str, Any]], reference=None) -> dict[str, Any]:
