@@ -271,6 +271,14 @@ def test_bad_returns_fail_the_evaluation_with_a_reason():
             iterations=2, initial=4, **QUIET,
         )  # fmt: skip
     assert len(calls) == 1
+    for declared in (dict(objectives=["a:min", "b:min"]), {}):  # a tuple is neither kind
+        calls.clear()
+        with pytest.raises(bojax.errors.ObjectiveError, match=r"returned tuple .* expects"):
+            bojax.minimize(
+                lambda point: calls.append(point) or (1.0, 2.0), SPACE, iterations=2,
+                initial=4, **declared, **QUIET,
+            )  # fmt: skip
+        assert len(calls) == 1
 
 
 def test_a_misspelt_metric_stops_the_run_after_three_evaluations():

@@ -51,6 +51,7 @@ from bojax.bo.deadline import Deadline
 from bojax.bo.evaluation import (
     Inline,
     Objective,
+    SeveralValues,
     Unusable,
     as_executor,
     concurrency,
@@ -552,13 +553,15 @@ class _Run:
             if error is None:
                 return state
         declared, why = _declared(self.settings, y, error)
-        misdeclared = 0 if error is not None else _misdeclared(self.settings, y)
+        several = int(isinstance(error, SeveralValues))
+        misdeclared = _misdeclared(self.settings, y) if error is None else several
         if misdeclared:
-            # A dict where one number is declared, or one number where metrics are (at the
-            # first), or metrics lacking a declared name, a misspelt --objective (at the
-            # third: one design may lack a metric it could not measure). While every
-            # evaluation has come back so, it is the run's set-up, not a point's outcome:
-            # none more is started, rather than failing the whole budget.
+            # A dict where one number is declared, one number where metrics are, several
+            # values (a tuple) where either is (at the first), or metrics lacking a
+            # declared name, a misspelt --objective (at the third: one design may lack a
+            # metric it could not measure). While every evaluation has come back so, it
+            # is the run's set-up, not a point's outcome: none more is started, rather
+            # than failing the whole budget.
             self.mismatched[misdeclared] = self.mismatched.get(misdeclared, 0) + 1
             this_call = len(self.history) - self.resumed + 1  # a resume counts its own
             if self.mismatched[misdeclared] == this_call >= misdeclared and not self.stopped:
@@ -619,6 +622,9 @@ def _declared(settings: Settings, y: Any, error: str | None) -> tuple[Any, str |
     holding every declared metric, each one finite number (other entries that are not
     are left out of the record); anything else fails the evaluation, saying why."""
     metrics = settings.metrics
+    if isinstance(error, SeveralValues):
+        expects = "one number" if metrics is None else f"a dict of metrics {list(metrics.columns)}"
+        return math.nan, f"{error.returned}; this run expects {expects}"
     if error is not None:
         return math.nan, error
     if metrics is None and isinstance(y, dict):

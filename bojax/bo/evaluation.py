@@ -79,6 +79,10 @@ def checked(value: Any) -> tuple[Any, str | None]:
     if np.ma.is_masked(value):  # a masked entry is a missing value, not its fill
         return math.nan, f"objective returned a masked value {short_repr(value)}"
     value = unwrapped(value)
+    if isinstance(value, list | tuple | np.ndarray | jax.Array):
+        kind = type(value).__name__
+        returned = f"objective returned {kind} {short_repr(value)}"
+        return math.nan, SeveralValues(f"{returned}, expected a number", returned)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         kind = type(value).__name__
         return math.nan, f"objective returned {kind} {short_repr(value)}, expected a number"
@@ -89,6 +93,22 @@ def checked(value: Any) -> tuple[Any, str | None]:
     if not math.isfinite(value):
         return math.nan, f"objective returned {value!r}"
     return value, None
+
+
+class SeveralValues(str):
+    """Why an outcome failed, when the objective returned several values (a tuple, a
+    list, an array): of a kind no run declares, so while every outcome comes back so the
+    driver takes it for the run's set-up (:func:`bojax.bo.driver._misdeclared`)."""
+
+    returned: str  # "objective returned tuple (1.0, 2.0)"
+
+    def __new__(cls, text: str, returned: str):
+        error = super().__new__(cls, text)
+        error.returned = returned
+        return error
+
+    def __reduce__(self):  # pickled across processes as itself
+        return SeveralValues, (str(self), self.returned)
 
 
 def unwrapped(value: Any) -> Any:
