@@ -66,6 +66,27 @@ def test_single_and_constant_outputs_keep_a_finite_warping():
             np.testing.assert_allclose(warp.inverse(z), y)
 
 
+@pytest.mark.parametrize("unit", [1e-13, 1e-200, 1e12])
+def test_warped_values_do_not_depend_on_the_objectives_units(unit):
+    """Outputs of 1e-13 units are data, not a constant (an absolute floor of 1e-12 on the
+    spread left them unmodelled); the multi-objective columns are standardised alike."""
+    from bojax.bo.multiobjective import standardised
+    from bojax.bo.settings import Settings
+
+    y = np.array([0.3, 1.7, 0.9, 2.4, 1.1])
+    for kind in warping.WARPINGS:
+        np.testing.assert_allclose(
+            warping.fit(kind, unit * y).forward(unit * y), warping.fit(kind, y).forward(y),
+            rtol=1e-6, atol=1e-9,
+        )  # fmt: skip
+    settings = Settings(objectives=["a:min", "b:max"])
+    state = bojax.init(bojax.Space([bojax.Real("x", 0.0, 1.0)]), settings)
+    for i, value in enumerate(y):
+        state = bojax.tell(state, np.array([i / 5]), {"a": unit * value, "b": 2.0 - value})
+    z = standardised(state)[1]
+    np.testing.assert_allclose(z[:, 0], z[:, 1], rtol=1e-9)  # b maximised: oriented alike
+
+
 def test_settings_choose_the_warping_and_reject_unknown_ones():
     with pytest.raises(SettingsError, match="warping"):
         bojax.Settings(warping="log")

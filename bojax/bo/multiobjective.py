@@ -52,7 +52,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bojax import gp
-from bojax.bo import keys, pareto
+from bojax.bo import keys, pareto, warping
 from bojax.bo.acquisition import AcquisitionRecord, MultiIncumbent, get_acquisition
 from bojax.bo.metrics import Metrics
 from bojax.bo.optimize import propose
@@ -63,6 +63,9 @@ PAREGO_RHO = 0.05  # the weight of ParEGO's linear term (Knowles 2006)
 CHUNK_FLOATS = 2**23  # at most this many floats per box-sum chunk of candidates
 
 
+TINY = 1e-300  # a spread below it is zero (and dividing by it would overflow)
+
+
 def standardised(state) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(x, z, shift, scale)``: the successful unit points, their metric columns
     oriented and standardised, ``z = (sign v - shift) / scale``, and the shift and scale."""
@@ -70,8 +73,10 @@ def standardised(state) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     ok = np.isfinite(state.y)
     oriented = state.metrics[ok] * metrics.signs
     shift = oriented.mean(axis=0)
-    scale = oriented.std(axis=0)
-    scale = np.where(scale > 1e-12 * np.maximum(1.0, np.abs(shift)), scale, 1.0)
+    scale = warping.spread(oriented, axis=0)
+    # Constant where the spread is rounding of the mean, relative to it: a metric of
+    # 1e-13 units is data (an absolute floor of 1e-12 left it unmodelled).
+    scale = np.where(scale > np.maximum(1e-12 * np.abs(shift), TINY), scale, 1.0)
     return state.u[ok], (oriented - shift) / scale, shift, scale
 
 

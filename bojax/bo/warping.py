@@ -83,10 +83,20 @@ def fit(kind: str, y: np.ndarray, maximize: bool = False) -> Warping:
     return Warping(kind, sign, shift, scale, knots_y, z[first])
 
 
+def spread(v: np.ndarray, axis: int | None = None) -> np.ndarray:
+    """``np.std(v, axis)`` computed on ``v``'s deviations divided by their largest, so
+    that values of 1e-200 units do not square to zero (nor 1e200 to inf)."""
+    deviations = v - np.mean(v, axis=axis, keepdims=True)
+    largest = np.max(np.abs(deviations), axis=axis, keepdims=True)
+    safe = np.where(largest > 0, largest, 1.0)
+    return np.squeeze(safe * np.std(deviations / safe, axis=axis, keepdims=True), axis=axis)
+
+
 def _location_and_scale(v: np.ndarray) -> tuple[float, float]:
-    """Mean and sd of ``v``; sd 1 where the values are (numerically) constant."""
-    shift, scale = float(np.mean(v)), float(np.std(v))
-    if not scale > 1e-12 * max(1.0, abs(shift)):
+    """Mean and sd of ``v``; sd 1 where the values are (numerically) constant: their
+    spread within rounding of their mean, relative to it (values of 1e-13 units differ)."""
+    shift, scale = float(np.mean(v)), float(spread(v))
+    if not scale > max(1e-12 * abs(shift), 1e-300):
         scale = 1.0
     return shift, scale
 
