@@ -345,6 +345,22 @@ def test_a_several_metric_acquisition_serves_multi_objective_studies_only():
         study.optimize(lambda t: t.suggest_float("x", 0.0, 1.0) ** 2, n_trials=3)
 
 
+def test_a_reference_point_is_taken_with_the_default_acquisition():
+    """A reference point is a multi-objective setting: accepted at construction whatever
+    the acquisition, and used by the study's proposals; objectives and constraints come
+    from the study and constraints_func, so naming them is refused."""
+    from bojax.errors import SettingsError
+
+    sampler = BojaxSampler(reference_point=[2.0, 2.0], seed=0, n_startup_trials=3, **FAST)
+    study = optuna.create_study(directions=["minimize", "minimize"], sampler=sampler)
+    study.optimize(lambda t: _two_objectives([t.suggest_float("u0", 0, 1), 0.5])[:2], 3)
+    settings, _ = sampler._study_settings(study, study.trials)
+    assert settings.reference_point == (2.0, 2.0) and len(settings.objectives) == 2
+    for wrong in (dict(constraints={"size": ("<=", 1.0)}), dict(objectives=["a:min"])):
+        with pytest.raises(SettingsError, match="BojaxSampler takes"):
+            BojaxSampler(**wrong)
+
+
 def test_a_setting_for_one_objective_is_refused_at_a_multi_objective_studys_first_trial():
     from bojax.errors import SettingsError
 

@@ -121,6 +121,11 @@ def _made_parameter(name: str, d: BaseDistribution) -> Parameter | None:
     return None
 
 
+def _sized(value: Any) -> bool:
+    """Whether ``value`` is a list, tuple, array or dict (a reference point's forms)."""
+    return isinstance(value, list | tuple | dict | np.ndarray)
+
+
 @functools.lru_cache(maxsize=64)
 def _space_key(space) -> str:
     """A search space's text, as a cache key (a grid of a million steps: once, not per
@@ -190,7 +195,14 @@ class BojaxSampler(BaseSampler):
             and acquisition in ACQUISITIONS
             and ACQUISITIONS.get(acquisition).outputs != 1
         )
-        probe = {"objectives": ["objective_0:min", "objective_1:min"]} if self._several_only else {}
+        for name, instead in (("objectives", "the study's directions"),
+                              ("constraints", "constraints_func")):  # fmt: skip
+            if name in settings:
+                raise SettingsError(f"BojaxSampler takes {instead}, not {name}=")
+        # A reference point is for a multi-objective study: checked with as many objectives.
+        count = len(settings["reference_point"]) if _sized(settings.get("reference_point")) else 2
+        several = self._several_only or settings.get("reference_point") is not None
+        probe = {"objectives": [f"objective_{i}:min" for i in range(count)]} if several else {}
         self._settings = Settings(
             surrogate=surrogate,
             acquisition=acquisition,
