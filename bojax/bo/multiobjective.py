@@ -337,7 +337,9 @@ def propose_batch(state, classifier, feasibility, taken, first: int, q: int):
         points.append(u)
         infos.append({"phase": "bo", "acquisition_value": value})
         taken = np.concatenate([taken, u[None]])
-    return np.stack(points), state._replace(surrogate=fitted), infos
+    # The chains the next ask continues are this ask's first fit's: a resume replays that
+    # fit only, so ParEGO's refits for a batch's later scalarisations are not carried on.
+    return np.stack(points), state._replace(surrogate=models.fitted), infos
 
 
 def pooled_means(surrogate, fitted, x: np.ndarray, count: int) -> np.ndarray:
