@@ -353,6 +353,27 @@ def test_the_default_acquisition_with_objectives_is_noisy_ehvi_on_a_gp():
     assert bojax.Settings(**several, acquisition="log_ehvi").acquisition == "log_ehvi"
     assert bojax.Settings(objectives=["a:min"], constraints=["c<=1"]).acquisition == "log_ehvi"
     assert bojax.Settings().acquisition == "log_ei"
+    three, four = ([f"f{i}:min" for i in range(k)] for k in (3, 4))
+    assert bojax.Settings(objectives=three).acquisition == "log_nehvi"
+    assert bojax.Settings(objectives=four).acquisition == "parego"  # EHVI's boxes explode
+    assert bojax.Settings(objectives=four, acquisition="log_ehvi").acquisition == "log_ehvi"
+
+
+def test_ehvi_refuses_a_box_decomposition_too_large_to_score():
+    """Five mutually non-dominated objectives at 20 points cut into 20,288 boxes; summed
+    over 16 draws they are refused before any memory is asked for (a review's ask asked
+    for 34 GB). Three objectives at 20 points stay well inside."""
+    from bojax.bo.multiobjective import _boxes
+
+    rng = np.random.default_rng(0)
+    for count, refused in ((5, True), (3, False)):
+        front = np.abs(rng.normal(size=(20, count)))
+        front /= np.linalg.norm(front, axis=1, keepdims=True)  # none dominates another
+        if refused:
+            with pytest.raises(SettingsError, match="acquisition='parego'"):
+                _boxes(front, np.full(count, 1.1), draws=16)
+        else:
+            assert len(_boxes(front, np.full(count, 1.1), draws=16)[0]) <= 256
 
 
 def test_a_tampered_record_is_refused_with_its_line(tmp_path):

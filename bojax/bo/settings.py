@@ -45,6 +45,7 @@ POLICIES = _imported("bojax.bo.policies", "POLICIES")
 SCALINGS = _imported("bojax.bo.policies", "SCALINGS")
 STRATEGIES = _imported("bojax.gp.fantasies", "STRATEGIES")
 WARPINGS = _imported("bojax.bo.warping", "WARPINGS")
+MANY_OBJECTIVES = 4  # from this many objectives the default acquisition is ParEGO
 
 
 # -- checks: each raises SettingsError naming the setting ---------------------------------
@@ -439,11 +440,15 @@ class Settings:
             put("reference_point", tuple(float(v) for v in reference))
         if self.objectives is not None and self.acquisition == "log_ei":
             # Noisy EHVI samples fronts from a GP; other surrogates keep exact EHVI, and so
-            # does one objective with constraints (constrained EI, as without them).
+            # does one objective with constraints (constrained EI, as without them). From
+            # MANY_OBJECTIVES on, ParEGO: EHVI's boxes grow as the front's size to the
+            # power objectives - 1 (minutes an ask at 4, out of memory at 5).
             noisy = len(self.objectives) > 1 and hasattr(
                 SURROGATES().get(self.surrogate), "fantasize"
             )
             put("acquisition", "log_nehvi" if noisy else "log_ehvi")
+            if len(self.objectives) >= MANY_OBJECTIVES:
+                put("acquisition", "parego")
         elif self.acquisition == "log_nehvi" and not hasattr(
             SURROGATES().get(self.surrogate), "fantasize"
         ):
