@@ -1792,3 +1792,41 @@ def test_a_training_that_failed_past_the_modelled_milestone_is_told_once(monkeyp
     points = [u for u, _ in told]
     assert len(points) == len(set(points)) == 5  # each design once
     assert sum(math.isnan(y) for _, y in told) == 1  # only design 3 is a failure
+
+
+@pytest.mark.parametrize(
+    "how", [dict(early_stopping="asha"), dict(early_stopping="asha", pool=2),
+            dict(early_stopping="freeze-thaw")], ids=["asha", "asha-pool", "freeze-thaw"],
+)  # fmt: skip
+def test_a_training_that_catches_its_stop_is_still_stopped(how, monkeypatch):
+    """A report called in a trainer thread: the StopTraining it raises ends that thread
+    only and the training returns normally. It is stopped (or paused) all the same, never
+    complete after one step, and its later reports are refused."""
+    monkeypatch.setattr(threading, "excepthook", lambda args: None)
+    after_stop = []
+
+    def train(point, report):
+        def epochs():
+            for epoch in range(1, 10):
+                try:
+                    if not report(epoch, point["w"] + 1.0 / epoch):
+                        break
+                except StopTraining:
+                    with contextlib.suppress(StopTraining):
+                        after_stop.append(report(epoch + 1, 0.0))  # refused: not recorded
+                    raise
+
+        worker = threading.Thread(target=epochs)
+        worker.start()
+        worker.join()
+        return point["w"]
+
+    how = dict(how)
+    pool = how.pop("pool", None)
+    run = dict(max_step=9, initial=3, step_budget=24, seed=0, proposer="random",
+               surrogate="gp-map", progress=False, **how)  # fmt: skip
+    with cf.ThreadPoolExecutor(pool) if pool else contextlib.nullcontext() as executor:
+        result = bojax.minimize(train, SPACE, executor=executor, **run)
+    ends = {(r["status"], r["curve"][-1][0] == 9) for r in result.history}
+    assert ends <= {("ok", True), ("stopped", False)} and ("stopped", False) in ends
+    assert after_stop == []

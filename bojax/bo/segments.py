@@ -81,6 +81,7 @@ class SegmentReport:
         self.charged = 0
         self.checkpoint: Checkpoint | None = None
         self.complete = False
+        self.paused = False  # StopTraining raised to pause it (a training may swallow it)
         self.seconds, self.tick = seconds, time.perf_counter()
 
     def __call__(
@@ -88,6 +89,8 @@ class SegmentReport:
     ) -> bool:
         if self.complete:  # it reported its last step (last=True) and went on
             raise StopTraining("the training said its last step was its last")
+        if self.paused:  # it caught the pause (a trainer thread's report) and went on
+            raise StopTraining("paused: no report is taken after the pause")
         step = check_step(step, self.last)
         if step > self.max_step:
             past_max_step(step, self.max_step, self.curve[-1][0] if self.curve else self.after)
@@ -108,6 +111,7 @@ class SegmentReport:
         if step == self.max_step or last:
             self.complete = True  # the training returns by itself
         elif step >= self.until:  # (below `after` only when the budget cut the segment)
+            self.paused = True
             raise StopTraining(f"paused at step {step}")
         return not self.complete
 
@@ -146,6 +150,8 @@ def run_segment(
         raise
     except BaseException as error:  # user code: record, don't end the run
         return report.ended("failed", error=failure_text(error))
+    if report.paused:  # it returned after the pause, which it caught: paused all the same
+        return report.ended("paused")
     earlier = [[after, 0.0]] if after else []  # a value was recorded before this segment
     status, y, error = outcome(returned, report.curve or earlier)
     return report.ended("complete" if status == "ok" else "failed", y, error)

@@ -182,6 +182,8 @@ class _Reporter:
         run, training = self.run, self.training
         if training.over == "last":
             raise StopTraining("the training said its last step was its last")
+        if training.over is not None:  # it caught the stop (a trainer thread's report)
+            raise StopTraining(f"stopped ({training.over}): no report is taken after it")
         step = check_step(step, training.reported)
         if step > run.max_step:
             past_max_step(step, run.max_step, training.recorded)
@@ -372,6 +374,8 @@ class StepRun:
         y, error = None, None
         try:  # a copy: a training that edits its point must not edit the record
             returned = self.train(dict(opened.point), _Reporter(self, training), **kwargs)
+            if training.over not in (None, *COMPLETE):  # it caught the stop and returned
+                raise StopTraining(training.over)
             status, y, error = outcome(returned, opened.training.curve)
         except StopTraining:
             status = "ok" if opened.training.over in COMPLETE else "stopped"
