@@ -1830,3 +1830,33 @@ def test_a_training_that_catches_its_stop_is_still_stopped(how, monkeypatch):
     ends = {(r["status"], r["curve"][-1][0] == 9) for r in result.history}
     assert ends <= {("ok", True), ("stopped", False)} and ("stopped", False) in ends
     assert after_stop == []
+
+
+def test_a_pooled_run_resumed_inline_numbers_new_trainings_past_the_pools(tmp_path):
+    """A pool journals trainings in the order they end, so the records' count can be a
+    number the pool used; the inline resume first finishes the trainings that were in
+    flight, then numbers new ones past every used number (no number twice)."""
+    calls = []
+
+    def train(point, report, checkpoint=None):
+        calls.append(point)
+        if len(calls) == 9:
+            raise KeyboardInterrupt  # Ctrl-C: the run stops, its trainings in flight kept
+        if len(calls) == 1:
+            time.sleep(1.0)  # the first training ends after later ones
+        for epoch in range((checkpoint or 0) + 1, 10):
+            if not report(epoch, point["w"] + 1.0 / epoch, checkpoint=epoch):
+                break
+
+    run = dict(max_step=9, early_stopping="asha", initial=3, iterations=5, seed=0,
+               proposer="random", progress=False, out=tmp_path)  # fmt: skip
+    with pytest.raises(KeyboardInterrupt), cf.ThreadPoolExecutor(3) as pool:
+        bojax.minimize(train, SPACE, executor=pool, **run)
+    pending = {e["proposal"] for e in json.loads((tmp_path / "pending.json").read_text())}
+    lines = (tmp_path / "journal.jsonl").read_text().splitlines()
+    used = pending | {json.loads(line)["proposal"] for line in lines}
+    assert 0 in pending and len(lines) in used  # the records' count is a number taken
+    result = bojax.minimize(train, SPACE, resume=True, **run)
+    proposals = [r["proposal"] for r in result.history]
+    assert len(proposals) == len(set(proposals)) and pending <= set(proposals)
+    assert sorted(proposals) == list(range(len(proposals)))

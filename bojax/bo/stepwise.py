@@ -386,12 +386,22 @@ class StepRun:
         repeated = training.charged > training.recorded  # continued from an older checkpoint
         return self.end(opened, status, y, error, training.charged if repeated else None)
 
-    def evaluate_batch(self, first: int, count: int, batch: Callable) -> list[dict[str, Any]]:
-        """Designs ``first .. first + count - 1`` trained together by one
-        ``batch(points, reports)`` call (a vmapped trainer); each design's decisions are
-        taken at its own reports. If the call raises, every design of it fails."""
+    def next_designs(self, count: int) -> list[int]:
+        """The numbers of the next ``count`` trainings: a killed run's trainings in flight
+        first, then new numbers past every one used (a parallel run journals trainings in
+        the order they end, so the records' count may be a number already taken)."""
+        restored = sorted(self.restored)[:count]
+        used = [int(r.get("proposal", j)) for j, r in enumerate(self.history)]
+        start = max([*used, *self.restored, *self.in_flight], default=-1) + 1
+        return restored + list(range(start, start + count - len(restored)))
+
+    def evaluate_batch(self, designs: list[int], batch: Callable) -> list[dict[str, Any]]:
+        """``designs`` trained together by one ``batch(points, reports)`` call (a vmapped
+        trainer); each design's decisions are taken at its own reports. If the call
+        raises, every design of it fails."""
+        count = len(designs)
         opened: list[Opened] = []
-        for design in range(first, first + count):
+        for design in designs:
             pending = np.array([o.u for o in opened], np.float64)
             opened.append(self.restored.pop(design, None) or self.begin(design, pending))
             self.in_flight[design] = opened[-1]
@@ -793,6 +803,10 @@ class _FreezeThawRun:
 
         return save
 
+    def next_designs(self, count: int) -> list[int]:
+        """Decision numbers (one per record; the designs are numbered by the model)."""
+        return list(range(len(self.history), len(self.history) + count))
+
     def evaluate(self, k: int) -> dict[str, Any]:
         from bojax.bo import freezethaw
 
@@ -988,11 +1002,11 @@ def minimize_steps(
                 while run.spent < run.budget and limits.why() is None:
                     # No more designs than steps left: each costs at least its first step.
                     count = min(settings.q, run.budget - run.spent)
-                    for record in run.evaluate_batch(len(history), count, batch):
+                    for record in run.evaluate_batch(run.next_designs(count), batch):
                         bar.update(record)
             else:
                 while run.spent < run.budget and limits.why() is None:
-                    record = run.evaluate(len(history))
+                    record = run.evaluate(run.next_designs(1)[0])
                     bar.update(record)
         ended = limits.why() if run.spent < run.budget else None  # the loops end at the budget
         return finished(journal, history, run.spent, time.perf_counter() - started, ended)
