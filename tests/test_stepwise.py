@@ -1860,3 +1860,28 @@ def test_a_pooled_run_resumed_inline_numbers_new_trainings_past_the_pools(tmp_pa
     proposals = [r["proposal"] for r in result.history]
     assert len(proposals) == len(set(proposals)) and pending <= set(proposals)
     assert sorted(proposals) == list(range(len(proposals)))
+
+
+@pytest.mark.parametrize("pool", [None, 2], ids=["inline", "thread-pool"])
+def test_a_checkpoint_that_cannot_be_pickled_is_not_journalled_and_the_run_goes_on(tmp_path, pool):
+    """A model state holding a lock: the run with a journal goes on as without one (the
+    checkpoint kept in memory), with a warning that a resume starts such a design again."""
+
+    def train(point, report, checkpoint=None):
+        start = 0 if checkpoint is None else checkpoint["step"]
+        for epoch in range(start + 1, 10):
+            state = {"step": epoch, "lock": threading.Lock()}
+            if not report(epoch, point["w"] + 1.0 / epoch, checkpoint=state):
+                break
+
+    run = dict(max_step=9, early_stopping="asha", initial=3, iterations=2, seed=0,
+               proposer="random", progress=False)  # fmt: skip
+    with cf.ThreadPoolExecutor(pool) if pool else contextlib.nullcontext() as executor:
+        plain = bojax.minimize(train, SPACE, executor=executor, **run)
+    with (
+        cf.ThreadPoolExecutor(pool) if pool else contextlib.nullcontext() as executor,
+        pytest.warns(UserWarning, match="checkpoint cannot be saved"),
+    ):
+        journalled = bojax.minimize(train, SPACE, executor=executor, out=tmp_path, **run)
+    assert journalled.failures == 0 and journalled.steps == plain.steps
+    assert not list(tmp_path.glob("checkpoints/*.pkl"))

@@ -846,13 +846,26 @@ class _FreezeThawRun:
 
 def save_checkpoint(journal: Journal, design: int, checkpoint: Checkpoint) -> None:
     """Pickle design ``design``'s checkpoint (its step and state) to ``checkpoints/``
-    (atomically: a run killed mid-write keeps the previous one)."""
+    (atomically: a run killed mid-write keeps the previous one). A state that cannot be
+    pickled (one holding a lock, an open file) is not saved, with a warning: the run goes
+    on with it in memory, and a resume trains that design again from its last saved
+    checkpoint, or its first step."""
     import cloudpickle
 
+    try:
+        payload = cloudpickle.dumps(checkpoint)
+    except Exception as error:  # pickling runs user code (__reduce__): anything may raise
+        warnings.warn(
+            f"a training's checkpoint cannot be saved to {journal.folder} "
+            f"({failure_text(error)}); a resume trains such a design again from its last "
+            "saved checkpoint, or its first step",
+            stacklevel=2,
+        )
+        return
     folder = Path(journal.folder) / "checkpoints"
     folder.mkdir(exist_ok=True)
     partial = folder / f"{design}.pkl.tmp"
-    partial.write_bytes(cloudpickle.dumps(checkpoint))
+    partial.write_bytes(payload)
     partial.replace(folder / f"{design}.pkl")
 
 
