@@ -1885,3 +1885,39 @@ def test_a_checkpoint_that_cannot_be_pickled_is_not_journalled_and_the_run_goes_
         journalled = bojax.minimize(train, SPACE, executor=executor, out=tmp_path, **run)
     assert journalled.failures == 0 and journalled.steps == plain.steps
     assert not list(tmp_path.glob("checkpoints/*.pkl"))
+
+
+def test_a_kill_between_the_curve_and_its_checkpoint_repeats_one_step(tmp_path):
+    """The curve in flight is written before its checkpoint: a driver killed between the
+    two resumes from the checkpoint before, training one step again, not from step 1."""
+    import subprocess
+    import sys
+    import textwrap
+
+    log = tmp_path / "trained.txt"
+    code = textwrap.dedent(f"""
+        import os, signal, sys, bojax
+        from bojax.parameters import Real
+        from bojax.bo.journal import Journal
+        def train(point, report, checkpoint=None):
+            for epoch in range((checkpoint or 0) + 1, 10):
+                with open({str(log)!r}, "a") as file:
+                    file.write(f"{{epoch}}\\n")
+                if not report(epoch, point["x"] + 1.0 / epoch, checkpoint=epoch):
+                    break
+        if sys.argv[1] == "kill":  # dies as the curve to step 5 is written
+            save = Journal.save_pending
+            def dying(self, entries):
+                save(self, entries)
+                if any(e["curve"] and e["curve"][-1][0] == 5 for e in entries):
+                    os.kill(os.getpid(), signal.SIGKILL)
+            Journal.save_pending = dying
+        bojax.minimize(train, bojax.Space([Real("x", 0.0, 1.0)]), max_step=9,
+                       early_stopping="none", initial=1, iterations=0, progress=False,
+                       out={str(tmp_path / "run")!r}, resume=sys.argv[1] == "resume")
+    """)
+    killed = subprocess.run([sys.executable, "-c", code, "kill"], capture_output=True)
+    assert killed.returncode == -9
+    subprocess.run([sys.executable, "-c", code, "resume"], check=True, capture_output=True)
+    trained = [int(e) for e in log.read_text().split()]
+    assert trained[:7] == [1, 2, 3, 4, 5, 5, 6] and trained.count(1) == 1  # (step 5 charged)

@@ -254,15 +254,18 @@ class StepRun:
         design ``checkpointed``'s new checkpoint to ``checkpoints/<design>.pkl``."""
         if self.journal is None:
             return
-        if checkpointed is not None and checkpointed in self.in_flight:
-            checkpoint = self.in_flight[checkpointed].training.checkpoint
-            save_checkpoint(self.journal, checkpointed, checkpoint)
         entries = [
             {"proposal": d, "u": np.asarray(o.u).tolist(), "x": o.point, "info": o.info,
              "curve": o.training.curve, "charged": o.training.charged}
             for d, o in sorted(self.in_flight.items())
         ]  # fmt: skip
         self.journal.save_pending(entries)
+        # The curve first, then its checkpoint: killed between the two, the resume
+        # continues from the checkpoint before (one step again), where a checkpoint past
+        # the curve would be refused and the training started again from step 1.
+        if checkpointed is not None and checkpointed in self.in_flight:
+            checkpoint = self.in_flight[checkpointed].training.checkpoint
+            save_checkpoint(self.journal, checkpointed, checkpoint)
 
     def _restored(self) -> dict[int, Opened]:
         """The trainings a killed run had in flight (``pending.json``): with a checkpoint
