@@ -283,7 +283,14 @@ class PooledSteps(_Pooled):
         if resumable and self.spent < self.budget and self.halted():
             self.run.save_progress()  # stopped early: the kept trainings stay open
             return []
-        return [self._end(design, "stopped") for design in list(self.ready)]  # budget spent
+        # Budget spent. A killed run's training that never started again has nothing
+        # journalled to end: it leaves the pending list, so the run reads as finished.
+        for design in self.restarts:
+            self.open.pop(design)
+            self.run.in_flight.pop(design, None)
+        self.restarts = []
+        self.run.save_progress()
+        return [self._end(design, "stopped") for design in list(self.ready)]
 
     def _fill(self) -> None:
         """Hand out segments while workers and budget are free: continuations first."""
