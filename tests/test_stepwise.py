@@ -564,6 +564,25 @@ def test_freeze_thaw_starts_a_new_design_when_none_is_paused():
     assert decision.phase == "new" and decision.design == 6 and decision.until == 1
 
 
+def test_freeze_thaw_counts_only_designs_with_a_point_towards_its_initial_design():
+    """A resumed parallel run's placeholders (designs whose first segment was lost) are
+    not designs: the model waits for max(initial, d + 2) real ones."""
+    from bojax.bo.freezethaw import Design, FreezeThaw
+
+    settings = bojax.Settings(**FREEZE_THAW | {"max_step": 9, "initial": 3})
+    placeholder = Design(np.full(2, np.nan), {}, failed=True)
+    rng = np.random.default_rng(1)
+    designs = [placeholder]
+    for _ in range(3):  # with the placeholder, d + 2 = 4 entries; 3 real designs
+        u = rng.random(2)
+        point = SPACE.from_unit(u)
+        designs.append(Design(u, point, [[1, final_value(point) + 2.0]]))
+    decision = FreezeThaw(SPACE, settings).decide(designs, 4)
+    assert decision.phase == "initial" and decision.design == 4
+    steps = FreezeThaw(SPACE, settings).steps
+    assert decision.until == steps[3 % len(steps)]  # the fourth real design's milestone
+
+
 def test_freeze_thaw_models_power_warped_values_unless_the_run_names_a_warping():
     from bojax.bo.freezethaw import FreezeThaw
     from bojax.bo.loop import init, output_warping, tell

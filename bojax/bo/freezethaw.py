@@ -268,11 +268,12 @@ class FreezeThaw:
         new = len(designs)
         known = [d.u for d in designs if not np.isnan(d.u).any()]
         # The Sobol design, at successive milestones (also while every design has failed:
-        # there is nothing to fit).
-        if new < self.least or not observations(designs, 1):
+        # there is nothing to fit). Placeholders of designs whose first segment a killed
+        # parallel run lost (no point) do not count towards it.
+        if len(known) < self.least or not observations(designs, 1):
             started = np.reshape(known, (-1, self.space.dim))
             points, _, _ = ask_batch(init(self.space, self.settings), 1, started)
-            until = self.steps[new % len(self.steps)]
+            until = self.steps[len(known) % len(self.steps)]
             return Decision(new, points[0], until, "initial", {})
         paused = [j for j, d in enumerate(designs) if not (d.complete or d.failed or j in busy)]
         u_new, gains, costs, rows = self.worth(designs, paused, [designs[j].u for j in busy])
