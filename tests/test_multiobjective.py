@@ -295,9 +295,10 @@ def test_bad_returns_fail_the_evaluation_with_a_reason():
 
 
 def test_a_misspelt_metric_stops_the_run_after_three_evaluations():
-    """Metrics that never hold a declared name are a misspelt objective, not designs that
-    fail: the run stops at the third rather than failing its whole budget; one design
-    lacking a metric it could not measure is only a failed evaluation."""
+    """Metrics that lack a declared name and hold an undeclared one are a misspelt
+    objective, not designs that fail: the run stops at the third rather than failing its
+    whole budget; designs lacking a metric they could not measure (declared names only)
+    are failed evaluations, however many come first."""
     calls = []
     with pytest.raises(bojax.errors.ObjectiveError, match=r"lacking \['acc'\]") as raised:
         bojax.minimize(
@@ -306,13 +307,14 @@ def test_a_misspelt_metric_stops_the_run_after_three_evaluations():
         )  # fmt: skip
     assert len(calls) == 3 and "no further evaluation started" in str(raised.value)
     outcomes = iter(
-        [{"size": 1.0}, {"size": 2.0}] + [{"acc": 0.1 * i, "size": i} for i in range(9)]
+        [{"size": 1.0}, {"size": 2.0}, {"size": 3.0}, {"size": 4.0}]
+        + [{"acc": 0.1 * i, "size": i} for i in range(9)]
     )
     result = bojax.minimize(
         lambda point: next(outcomes), SPACE, objectives=["acc:max", "size:min"], iterations=0,
         initial=6, **QUIET,
     )  # fmt: skip
-    assert result.evaluations == 6 and result.failures == 2 and result.stopped is None
+    assert result.evaluations == 6 and result.failures == 4 and result.stopped is None
 
 
 @pytest.mark.parametrize(
@@ -357,6 +359,18 @@ def test_the_default_acquisition_with_objectives_is_noisy_ehvi_on_a_gp():
     assert bojax.Settings(objectives=three).acquisition == "log_nehvi"
     assert bojax.Settings(objectives=four).acquisition == "parego"  # EHVI's boxes explode
     assert bojax.Settings(objectives=four, acquisition="log_ehvi").acquisition == "log_ehvi"
+
+
+def test_a_four_objective_journal_of_the_old_default_says_how_to_resume_it(tmp_path):
+    four = dict(objectives=[f"f{i}:min" for i in range(4)], initial=3, iterations=0,
+                surrogate="gp-map", **QUIET)  # fmt: skip
+
+    def metrics(point):
+        return {f"f{i}": point["x"] * i + point["w"] for i in range(4)}
+
+    bojax.minimize(metrics, SPACE, acquisition="log_nehvi", out=tmp_path, **four)
+    with pytest.raises(JournalError, match="pass acquisition='log_nehvi' to resume"):
+        bojax.minimize(metrics, SPACE, out=tmp_path, resume=True, **four)
 
 
 def test_ehvi_refuses_a_box_decomposition_too_large_to_score():

@@ -359,6 +359,16 @@ def test_a_reference_point_is_taken_with_the_default_acquisition():
     for wrong in (dict(constraints={"size": ("<=", 1.0)}), dict(objectives=["a:min"])):
         with pytest.raises(SettingsError, match="BojaxSampler takes"):
             BojaxSampler(**wrong)
+    BojaxSampler(objectives=None, constraints=None)  # their defaults: nothing named
+
+
+def test_a_constraints_func_returning_booleans_is_read_as_optunas_samplers_read_it():
+    """True (violated) and False (met) are stored by Optuna as given; they are 1 and 0."""
+    sampler = BojaxSampler(seed=0, n_startup_trials=3,
+                           constraints_func=lambda t: [t.params["x"] > 0.7], **FAST)  # fmt: skip
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(lambda t: (t.suggest_float("x", 0.0, 1.0) - 0.8) ** 2, n_trials=5)
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
 
 
 def test_a_setting_for_one_objective_is_refused_at_a_multi_objective_studys_first_trial():

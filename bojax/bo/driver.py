@@ -334,7 +334,16 @@ def _open(journal: Journal | None, state: BOState, resume: bool):
     if not (resume and journal.exists()):
         journal.start(header)
         return state, [], []
-    journal.check(header)
+    try:
+        journal.check(header)
+    except JournalError as error:
+        stored = (journal.header().get("settings") or {}).get("acquisition")
+        if state.settings.acquisition == "parego" and stored in ("log_ehvi", "log_nehvi"):
+            raise JournalError(
+                f"{error}. Runs of four or more objectives default to parego since "
+                f"2026-11-28; pass acquisition={stored!r} to resume this one"
+            ) from None
+        raise
     # Every record checked against the space (and the declared metrics).
     history = journal.read(space=state.space, metrics=state.settings.metrics)
     if len(history) > state.settings.initial + state.settings.iterations:
@@ -654,11 +663,15 @@ def _declared(settings: Settings, y: Any, error: str | None) -> tuple[Any, str |
 def _misdeclared(settings: Settings, y: Any) -> int:
     """How many evaluations of a run must come back as ``y`` (not an error) before it is
     the run's set-up: 1 for another kind than declared (a dict for one number, a number
-    for metrics), 3 for metrics lacking a declared name; 0 if ``y`` is as declared."""
+    for metrics), 3 for metrics lacking a declared name and holding an undeclared one;
+    0 otherwise."""
     metrics = settings.metrics
     if metrics is None or not isinstance(y, dict):
         return int((metrics is None) == isinstance(y, dict))
-    return 3 if metrics.missing(y) else 0
+    # Lacking a declared name while holding an undeclared one reads as a misspelling; a
+    # dict of declared names only, one short, is a design whose metric was not measured.
+    misspelt = metrics.missing(y) and set(y) - set(metrics.columns)
+    return 3 if misspelt else 0
 
 
 def _died(flight: Flight) -> str:

@@ -298,6 +298,10 @@ def propose_batch(state, classifier, feasibility, taken, first: int, q: int):
         observed_front = pooled_means(surrogate, fitted, x[feasible], count)
     if sampled and found:  # the baseline depends on the fit only, not on the batch so far
         at = x[feasible][baseline(x[feasible], observed_front, surrogate, fitted, count)]
+    # Rows each box sum runs over: the predictive's draws (a GP's samples; one for a BNN,
+    # whose predictive is one Gaussian however many networks it keeps).
+    draws = surrogate.predictive(surrogate.conditioned(fitted[0]), jnp.asarray(x[:1]))[0]
+    draws = int(np.shape(draws)[0]) if np.ndim(draws) > 1 else 1
     points, infos = [], []
     for k in range(first, first + q):
         if parego and k > first:  # a new scalarisation per proposal
@@ -330,7 +334,6 @@ def propose_batch(state, classifier, feasibility, taken, first: int, q: int):
                     settings.fantasies,
                 )  # fmt: skip
             else:
-                draws = jax.tree.leaves(conditioned[0])[0].shape[0]
                 boxes = _boxes(front_points, reference, draws)
         incumbent = MultiIncumbent(
             *boxes,

@@ -197,7 +197,7 @@ class BojaxSampler(BaseSampler):
         )
         for name, instead in (("objectives", "the study's directions"),
                               ("constraints", "constraints_func")):  # fmt: skip
-            if name in settings:
+            if settings.get(name) is not None:
                 raise SettingsError(f"BojaxSampler takes {instead}, not {name}=")
         # A reference point is for a multi-objective study: checked with as many objectives.
         count = len(settings["reference_point"]) if _sized(settings.get("reference_point")) else 2
@@ -475,10 +475,12 @@ def _constraints(trial: FrozenTrial) -> dict[str, float]:
     """The trial's constraint values by key (Optuna 5's ``trial.constraints``; the list
     that ``constraints_func`` stores, by position, in older versions)."""
     given = getattr(trial, "constraints", None)
-    if isinstance(given, dict):
-        return given
-    stored = trial.system_attrs.get("constraints") or ()
-    return {str(i): v for i, v in enumerate(stored)}
+    if not isinstance(given, dict):
+        stored = trial.system_attrs.get("constraints") or ()
+        given = {str(i): v for i, v in enumerate(stored)}
+    # Optuna stores what constraints_func returns; a boolean (True: violated) reads as
+    # the number Optuna's own samplers compare with 0.
+    return {k: float(v) if isinstance(v, bool | np.bool_) else v for k, v in given.items()}
 
 
 __all__ = ["BojaxSampler"]
