@@ -403,7 +403,9 @@ def show(
             )),
         )  # fmt: skip
     console.print(table)
-    for entry in record.failures:
+    for entry in record.records[start:]:  # (--last N: the failures among the rows shown)
+        if entry["status"] != "failed":
+            continue
         where = _pairs(entry["x"])
         console.print(plain(f"  failed at #{entry['iteration']} ({where}): {entry['error']}"))
     for entry in record.pending:  # in flight (a step-wise training: how far it got)

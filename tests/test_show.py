@@ -91,6 +91,9 @@ def test_show_last_limits_the_rows(tmp_path):
     assert result.exit_code == 0
     rows = [line for line in result.output.splitlines() if line.startswith("│")]
     assert [row.split("│")[1].strip() for row in rows] == ["3", "4"]
+    assert "failed at #3" in result.output  # the failures among the rows shown, only
+    result = runner.invoke(app, ["show", str(folder), "--last", "1"], terminal_width=200)
+    assert result.exit_code == 0 and "failed at" not in result.output
 
 
 def test_show_refuses_a_folder_without_a_run(tmp_path):
@@ -234,3 +237,24 @@ def test_show_reads_past_a_malformed_curve_of_a_training_in_flight(tmp_path):
     result = runner.invoke(app, ["show", str(tmp_path / "run")], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "in flight, proposal 0 (lr=" in result.output and "step" not in result.output
+
+
+def test_plot_of_a_run_stopped_inside_its_initial_design_skips_the_slices(tmp_path):
+    """The refit predicts as the run would: not before its initial design is in."""
+    import bojax
+    from bojax.objectives.problems import get_problem
+
+    problem, calls = get_problem("branin"), []
+
+    def stopped(point):
+        calls.append(point)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return problem(point)
+
+    with pytest.raises(KeyboardInterrupt):
+        bojax.minimize(stopped, problem.space, initial=8, iterations=2, out=tmp_path / "run",
+                       progress=False)  # fmt: skip
+    result = runner.invoke(app, ["plot", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    assert not (tmp_path / "run" / "figures" / "slices.png").exists()

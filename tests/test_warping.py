@@ -87,6 +87,17 @@ def test_warped_values_do_not_depend_on_the_objectives_units(unit):
     np.testing.assert_allclose(z[:, 0], z[:, 1], rtol=1e-9)  # b maximised: oriented alike
 
 
+def test_a_finite_penalty_near_the_largest_float_keeps_a_finite_warping():
+    """sys.float_info.max as a diverged training's value is finite: its mean and spread
+    must not overflow (every later ask failed on the inf they gave)."""
+    import sys
+
+    y = np.array([0.3, sys.float_info.max, 0.1, sys.float_info.max, 0.2])
+    for kind in warping.WARPINGS:
+        z = warping.fit(kind, y).forward(y)
+        assert np.all(np.isfinite(z)) and np.argmax(z) == 1
+
+
 def test_settings_choose_the_warping_and_reject_unknown_ones():
     with pytest.raises(SettingsError, match="warping"):
         bojax.Settings(warping="log")

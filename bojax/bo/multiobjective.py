@@ -79,8 +79,7 @@ def standardised(state) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     metrics: Metrics = state.settings.metrics
     ok = np.isfinite(state.y)
     oriented = state.metrics[ok] * metrics.signs
-    shift = oriented.mean(axis=0)
-    scale = warping.spread(oriented, axis=0)
+    shift, scale = warping.mean_and_spread(oriented, axis=0)
     # Constant where the spread is rounding of the mean, relative to it: a metric of
     # 1e-13 units is data (an absolute floor of 1e-12 left it unmodelled).
     scale = np.where(scale > np.maximum(1e-12 * np.abs(shift), TINY), scale, 1.0)

@@ -83,19 +83,27 @@ def fit(kind: str, y: np.ndarray, maximize: bool = False) -> Warping:
     return Warping(kind, sign, shift, scale, knots_y, z[first])
 
 
-def spread(v: np.ndarray, axis: int | None = None) -> np.ndarray:
-    """``np.std(v, axis)`` computed on ``v``'s deviations divided by their largest, so
-    that values of 1e-200 units do not square to zero (nor 1e200 to inf)."""
-    deviations = v - np.mean(v, axis=axis, keepdims=True)
-    largest = np.max(np.abs(deviations), axis=axis, keepdims=True)
+def mean_and_spread(v: np.ndarray, axis: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(np.mean(v, axis), np.std(v, axis))`` computed on ``v`` divided by its largest
+    magnitude, so that values of 1e-200 units do not square to zero, nor a finite
+    penalty of 1e308 sum or square to inf."""
+    largest = np.max(np.abs(v), axis=axis, keepdims=True, initial=0.0)
     safe = np.where(largest > 0, largest, 1.0)
-    return np.squeeze(safe * np.std(deviations / safe, axis=axis, keepdims=True), axis=axis)
+    unit = v / safe
+    squeeze = (lambda a: np.squeeze(a, axis=axis)) if axis is not None else np.squeeze
+    mean = safe * np.mean(unit, axis=axis, keepdims=True)
+    return squeeze(mean), squeeze(safe * np.std(unit, axis=axis, keepdims=True))
+
+
+def spread(v: np.ndarray, axis: int | None = None) -> np.ndarray:
+    """``np.std(v, axis)``, robust to tiny and huge values (:func:`mean_and_spread`)."""
+    return mean_and_spread(v, axis)[1]
 
 
 def _location_and_scale(v: np.ndarray) -> tuple[float, float]:
     """Mean and sd of ``v``; sd 1 where the values are (numerically) constant: their
     spread within rounding of their mean, relative to it (values of 1e-13 units differ)."""
-    shift, scale = float(np.mean(v)), float(spread(v))
+    shift, scale = (float(a) for a in mean_and_spread(v))
     if not scale > max(1e-12 * abs(shift), 1e-300):
         scale = 1.0
     return shift, scale
@@ -173,7 +181,7 @@ def _fit_power(v: np.ndarray, sign: float) -> Warping:
 
     method = "box-cox" if np.all(v > 0) else "yeo-johnson"
     if method == "yeo-johnson":
-        unit = float(np.std(v)) or 1.0
+        unit = float(spread(v)) or 1.0
     else:
         unit = float(np.exp(np.mean(np.log(v))))  # the geometric mean: units drop out
     scaled = v / unit

@@ -455,7 +455,10 @@ def plot_run(run: Run, out: Path, slices: bool = True) -> list[Path]:
         plot_curves(run, paths[0])
         plot_parameters(run, paths[1])
         return paths
-    refit = slices and run.best() is not None
+    # The refit predicts as the run would have: not before its initial design is in (a
+    # run stopped inside a large design gets no slices, as one with no success).
+    designed = len(run.records) >= int(run.settings.get("initial", 0))
+    refit = slices and designed and run.best() is not None
     if refit:
         refit_settings(run)
     out.mkdir(parents=True, exist_ok=True)
