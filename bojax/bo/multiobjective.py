@@ -70,9 +70,6 @@ CHUNK_FLOATS = 2**23  # at most this many floats per box-sum chunk of candidates
 BOX_FLOATS = 2**19
 
 
-TINY = 1e-300  # a spread below it is zero (and dividing by it would overflow)
-
-
 def standardised(state) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(x, z, shift, scale)``: the successful unit points, their metric columns
     oriented and standardised, ``z = (sign v - shift) / scale``, and the shift and scale."""
@@ -80,9 +77,7 @@ def standardised(state) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     ok = np.isfinite(state.y)
     oriented = state.metrics[ok] * metrics.signs
     shift, scale = warping.mean_and_spread(oriented, axis=0)
-    # Constant where the spread is rounding of the mean, relative to it: a metric of
-    # 1e-13 units is data (an absolute floor of 1e-12 left it unmodelled).
-    scale = np.where(scale > np.maximum(1e-12 * np.abs(shift), TINY), scale, 1.0)
+    scale = warping.usable_scale(shift, scale)
     return state.u[ok], (oriented - shift) / scale, shift, scale
 
 

@@ -100,13 +100,17 @@ def spread(v: np.ndarray, axis: int | None = None) -> np.ndarray:
     return mean_and_spread(v, axis)[1]
 
 
+def usable_scale(shift, scale):
+    """``scale``, or 1 where the values are (numerically) constant: their spread within
+    rounding of their mean, relative to it (values of 1e-13 units differ), or zero."""
+    return np.where(scale > np.maximum(1e-12 * np.abs(shift), 1e-300), scale, 1.0)
+
+
 def _location_and_scale(v: np.ndarray) -> tuple[float, float]:
-    """Mean and sd of ``v``; sd 1 where the values are (numerically) constant: their
-    spread within rounding of their mean, relative to it (values of 1e-13 units differ)."""
-    shift, scale = (float(a) for a in mean_and_spread(v))
-    if not scale > max(1e-12 * abs(shift), 1e-300):
-        scale = 1.0
-    return shift, scale
+    """Mean and sd of ``v`` (:func:`mean_and_spread`); sd 1 where the values are
+    (numerically) constant (:func:`usable_scale`)."""
+    shift, scale = mean_and_spread(v)
+    return float(shift), float(usable_scale(shift, scale))
 
 
 def _interpolate(x, knots_x, knots_y, slope_if_single):
