@@ -68,3 +68,31 @@ def test_runs_journal_the_seconds_of_evaluations_and_resume_with_them(tmp_path):
         expected = 0.001 + 0.05 * record["x"]["x"]
         assert expected <= record["evaluation_seconds"] < expected + 0.5
     assert np.isclose(result.best_value, 0.0, atol=0.05)
+
+
+def test_past_exact_limit_the_cost_model_sees_the_trust_regions_evaluations(monkeypatch):
+    """The cost GP is fitted to the ``local_points`` evaluations nearest the region's
+    centre, failures included, not to all n (an exact fit per ask took 14 s at n = 400)."""
+    from bojax.bo import loop
+
+    seen = []
+    fit_cost = loop.fit_cost
+
+    def spy(space, u, seconds, key):
+        seen.append((u.copy(), seconds.copy()))
+        return fit_cost(space, u, seconds, key)
+
+    monkeypatch.setattr(loop, "fit_cost", spy)
+    state = bojax.init(LINE, surrogate="gp-map", cost_aware=True, exact_limit=10, local_points=8)
+    xs = np.linspace(0.0, 1.0, 30)
+    for x in xs:
+        failed = abs(x - 0.31) < 0.02  # one failure near the best
+        state = bojax.tell(state, [x], np.nan if failed else (x - 0.3) ** 2, 0.1 + x)
+    _, _, info = bojax.ask(state)
+    ((u, seconds),) = seen
+    assert len(u) == 8 and info["local_points"] == 8.0
+    assert np.isnan(state.y[9])  # x = 0.310 failed; the best is x = 0.276
+    nearest = xs[np.argsort(np.abs(xs - xs[8]), kind="stable")[:8]]
+    assert xs[9] in nearest
+    assert sorted(u[:, 0].tolist()) == pytest.approx(sorted(nearest.tolist()))
+    assert np.allclose(seconds, 0.1 + u[:, 0])

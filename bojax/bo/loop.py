@@ -26,7 +26,7 @@ import itertools
 import math
 import numbers
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 import jax
@@ -399,10 +399,14 @@ class FirstColumns:
 
 def fit_cost(space: Space, u: np.ndarray, seconds: np.ndarray, key: jax.Array) -> CostFit:
     """A MAP GP (``COST_MODEL``) fitted to the standardised log ``seconds`` at unit points
-    ``u`` of ``space``."""
+    ``u`` of ``space``. Each ask fits it afresh (nothing carried, so a resume replays
+    it), from the two starts a warm-started fit gets rather than the eight of a run's
+    first: log seconds are smooth, and on six smooth cost surfaces with 256 points both
+    found the same optimum (1.15 s against 0.27 s a fit)."""
     from bojax.surrogates import SURROGATES, for_space
 
     model = for_space(SURROGATES.get(COST_MODEL), space)
+    model = replace(model, map_restarts=model.map_restarts_later)
     log_seconds = np.log(seconds)
     scale = float(np.std(log_seconds)) or 1.0
     center = float(np.mean(log_seconds))
@@ -416,13 +420,19 @@ def fit_cost(space: Space, u: np.ndarray, seconds: np.ndarray, key: jax.Array) -
     return CostFit(model, ((conditioned, jnp.asarray(scale)),), seconds_at)
 
 
-def _cost_terms(state: BOState, k: int) -> CostFit | None:
-    """The cost model of a ``cost_aware`` run (:func:`fit_cost` on every evaluation's
-    seconds so far), None otherwise."""
+def _cost_terms(state: BOState, k: int, area: trust.Region | None = None) -> CostFit | None:
+    """The cost model of a ``cost_aware`` run, None otherwise: :func:`fit_cost` on every
+    evaluation's seconds so far or, in a trust ``area`` (past ``exact_limit``), on the
+    ``local_points`` evaluations nearest its centre, failed ones included (their seconds
+    were spent too). Proposals stay in the area, and an exact cost GP on every
+    evaluation would cost ``O(n^3)`` an ask (14 s at n = 400, d = 6, against 0.3 s)."""
     if state.seconds is None or len(state.seconds) == 0:
         return None
     key = jax.random.fold_in(_iteration_key(state.settings, k), 7)
-    return fit_cost(state.space, state.u, state.seconds, key)
+    rows = slice(None)
+    if area is not None:
+        rows = trust.nearest(state.u, area.centre, state.settings.local_points)
+    return fit_cost(state.space, state.u[rows], state.seconds[rows], key)
 
 
 def _success_diagnostics(state: BOState, u: np.ndarray, k: int) -> dict[str, float]:
@@ -513,7 +523,7 @@ def ask_batch(
         best = jnp.min(jnp.mean(mean, axis=0))
     acquire = get_acquisition(settings.acquisition)
     options = {name: getattr(settings, name) for name in acquire.options}
-    costed = _cost_terms(state, first) if cost is None else cost
+    costed = _cost_terms(state, first, area) if cost is None else cost
     cost, costing, seconds_at = costed or (None, (), None)
     points, infos = [], []
     for k in range(first, first + q):
