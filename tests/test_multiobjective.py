@@ -238,6 +238,24 @@ def test_show_labels_a_metric_named_as_a_parameter(tmp_path):
     assert "x (metric)" in header and "w (metric)" in header
 
 
+def test_show_and_plot_compute_the_pareto_summary_once(tmp_path, monkeypatch):
+    """The summary walks the whole history; show and plot read it from several places."""
+    from typer.testing import CliRunner
+
+    from bojax.bo import pareto
+    from bojax.cli import app
+
+    out = tmp_path / "run"
+    bojax.minimize(two_bowls, SPACE, objectives=["left:min", "right:min"], initial=5,
+                   iterations=0, out=out, **QUIET)  # fmt: skip
+    calls, summary = [], pareto.summary
+    monkeypatch.setattr(pareto, "summary", lambda *a, **k: calls.append(1) or summary(*a, **k))
+    for command in ("show", "plot"):
+        calls.clear()
+        assert CliRunner().invoke(app, [command, str(out)]).exit_code == 0
+        assert len(calls) == 1, command
+
+
 def test_parego_proposes_and_constraints_steer_before_anything_is_feasible():
     def objective(point):
         return {"a": point["x"], "b": 1 - point["x"] + point["w"], "c": point["w"]}

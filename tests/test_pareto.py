@@ -47,10 +47,14 @@ def _hypervolume_inclusion_exclusion(points, reference):
     return total
 
 
+@pytest.mark.parametrize("objectives", [1, 2, 3, 4])
 @pytest.mark.parametrize("seed", range(4))
-def test_pareto_mask_matches_brute_force(seed):
+def test_pareto_mask_matches_brute_force(seed, objectives):
     rng = np.random.default_rng(seed)
-    values = rng.integers(0, 5, size=(30, 3)).astype(float)  # ties and duplicates
+    values = rng.integers(0, 5, size=(40, objectives)).astype(float)  # ties and duplicates
+    values[rng.random(values.shape) < 0.05] = np.inf
+    values[rng.random(values.shape) < 0.05] = -np.inf
+    values[rng.random(values.shape) < 0.03] = np.nan  # such a row neither dominates nor is
     np.testing.assert_array_equal(pareto.pareto_mask(values), ~_dominated_brute(values))
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from bojax.errors import DataError
 
-CHUNK = 2**22  # booleans per block of the pairwise comparisons
+CHUNK = 2**22  # booleans per block of the grid columns' comparisons
 
 if TYPE_CHECKING:
     from bojax.bo.metrics import Metrics
@@ -36,18 +36,28 @@ if TYPE_CHECKING:
 
 def pareto_mask(values: np.ndarray) -> np.ndarray:
     """``(n,)`` bool: the rows of ``values`` (n, K) that no other row dominates (weakly
-    better in every objective, strictly in one). Duplicated rows are all kept."""
+    better in every objective, strictly in one). Duplicated rows are all kept; a row with
+    a NaN neither dominates nor is dominated.
+
+    Peeled in lexicographic order: the first remaining row is dominated by none (one
+    that dominated it would come before it), so it is kept with its duplicates and
+    every row it dominates is dropped. That is one pass over the remaining rows per
+    distinct non-dominated row, ``O(n f K)`` for ``f`` of them, where the pairwise
+    comparison is ``O(n^2 K)``: fronts clipped to a point's box have a few points, and a
+    run's hypervolume history clips one per new front point (53 s at 1,600 points)."""
     values = np.asarray(values, dtype=np.float64)
     if values.ndim != 2:
         raise DataError(f"values must be (n, K), got shape {values.shape}")
-    dominated = np.zeros(len(values), dtype=bool)
-    step = max(1, CHUNK // max(1, len(values) * values.shape[1]))
-    for start in range(0, len(values), step):  # rows i of [i, j]: does i dominate j?
-        block = values[start : start + step, None, :]
-        no_worse = np.all(block <= values[None], axis=-1)
-        better = np.any(block < values[None], axis=-1)
-        dominated |= np.any(no_worse & better, axis=0)
-    return ~dominated
+    keep = np.isnan(values).any(axis=1)
+    alive = np.flatnonzero(~keep)
+    alive = alive[np.lexsort(values[alive].T[::-1])]
+    while len(alive):
+        head, rest = values[alive[0]], values[alive]
+        no_worse = np.all(head <= rest, axis=1)
+        same = no_worse & np.all(head == rest, axis=1)
+        keep[alive[same]] = True
+        alive = alive[~no_worse]  # dominated or a duplicate of the head
+    return keep
 
 
 def front(values: np.ndarray, reference: np.ndarray) -> np.ndarray:

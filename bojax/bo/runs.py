@@ -9,6 +9,7 @@ skipped, not truncated. A folder without ``run.json`` or with a corrupt record i
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass
@@ -51,7 +52,12 @@ class Run:
 
     def front(self) -> dict[str, Any]:
         """With several metrics: the Pareto set, reference point and hypervolume after
-        each record (:func:`bojax.bo.pareto.summary`)."""
+        each record (:func:`bojax.bo.pareto.summary`), computed once per loaded run
+        (``bojax show`` and ``bojax plot`` read it from several places)."""
+        return self._front
+
+    @functools.cached_property
+    def _front(self) -> dict[str, Any]:
         return pareto.summary(self.metrics, self.records, self.settings.get("reference_point"))
 
     def best_so_far(self) -> list[float]:
