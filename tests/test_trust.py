@@ -347,3 +347,90 @@ def test_an_integer_trust_region_with_every_point_evaluated_proposes_outside_it(
     assert result.stopped is None and len(result.history) == 28
     assert len({tuple(r["x"].values()) for r in result.history}) == 28
     assert result.best_point == {"a": 6, "b": 13}
+
+
+# -- one objective under outcome constraints (SCBO's rules) -----------------------------
+def test_a_constrained_region_centres_on_the_best_feasible_and_counts_only_feasible_wins():
+    settings = bojax.Settings(exact_limit=2, local_points=8, initial=3)
+    u = np.random.default_rng(2).uniform(size=(12, 2))
+    y = np.array([5.0, 4.0, 3.0, 2.0, 1.0, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05, 0.01])
+    violation = np.zeros(12)
+    violation[[2, 3, 4, 5, 6, 7, 8, 9, 10, 11]] = 1.0  # feasible: rows 0 and 1 only
+    area = trust.region(settings, u, y, 1.0, 2, violation)
+    np.testing.assert_array_equal(area.centre, u[1])  # not the better infeasible rows
+    # nine infeasible "improvements" in a row are misses (patience 4): halved twice
+    assert area.length == trust.INITIAL_LENGTH / 4
+    unconstrained = trust.region(settings, u, y, 1.0, 2)
+    assert unconstrained.length == trust.MAX_LENGTH  # the same values as wins
+    # maximising: the better feasible is the larger
+    np.testing.assert_array_equal(trust.region(settings, u, y, -1.0, 2, violation).centre, u[0])
+
+
+def test_with_nothing_feasible_the_region_centres_on_the_least_violating():
+    settings = bojax.Settings(exact_limit=2, local_points=8, initial=3)
+    u = np.random.default_rng(3).uniform(size=(6, 2))
+    y = np.array([1.0, 2.0, np.nan, 0.5, 3.0, 0.1])
+    violation = np.array([2.0, 0.3, np.nan, 1.0, 0.3, 5.0])  # ties broken by the objective
+    area = trust.region(settings, u, y, 1.0, 2, violation)
+    np.testing.assert_array_equal(area.centre, u[1])
+    assert np.all(np.isfinite(y[np.flatnonzero(np.isfinite(y))[area.rows]]))
+
+
+def test_one_constrained_objective_goes_local_and_several_stay_exact():
+    """Past exact_limit every metric's model sees the region's rows, and the proposal
+    lies in its box; the violations are standardised shortfalls, 0 where feasible."""
+    space = bojax.Space([bojax.Real(f"x{i}", 0.0, 1.0) for i in range(3)])
+    rng = np.random.default_rng(0)
+    points = rng.uniform(size=(40, 3))
+
+    def metrics(u):
+        return {"err": float(np.sum((u - 0.3) ** 2)), "size": float(4 * u[0] + u[1]), "b": 1.0}
+
+    def run(objectives):
+        state = loop.init(space, surrogate="gp-map", objectives=objectives,
+                          constraints=["size<=2.0"], exact_limit=20, local_points=12,
+                          num_candidates=128)  # fmt: skip
+        for u in points:
+            state = loop.tell(state, u, metrics(u))
+        return state
+
+    state = run(["err:min"])
+    violation = loop.multiobjective.violations(state)
+    size = 4 * points[:, 0] + points[:, 1]
+    assert np.array_equal(violation == 0, size <= 2.0) and np.all(violation >= 0)
+    assert np.all(np.diff(violation[size > 2.0][np.argsort(size[size > 2.0])]) >= -1e-12)
+    area = loop.local_region(state)
+    feasible = size <= 2.0
+    best = np.flatnonzero(feasible)[np.argmin(np.sum((points[feasible] - 0.3) ** 2, axis=1))]
+    np.testing.assert_array_equal(area.centre, points[best])
+    models = loop.multiobjective.fit_models(state, area=area)
+    assert len(models.x) == 12 and abs(np.mean(models.outputs[0])) < 1e-12  # warped afresh
+    np.testing.assert_array_equal(models.x, points[area.rows])
+    assert models.feasible.tolist() == feasible[area.rows].tolist()
+    u, _, info = loop.ask(state)
+    lower, upper = models.area.lower, models.area.upper
+    assert info["local_points"] == 12 and np.all((u >= lower - 1e-12) & (u <= upper + 1e-12))
+    u, _, info = loop.ask(run(["err:min", "b:max"]))
+    assert "local_points" not in info
+
+
+@pytest.mark.slow  # 13 s: three runs of sampled GPs past exact_limit
+def test_a_resumed_constrained_local_run_proposes_what_the_uninterrupted_run_did(tmp_path):
+    """The sampled models' chains become MAP positions at the switch, per metric."""
+
+    def objective(point):
+        return {"err": (point["a"] - 0.3) ** 2 + (point["b"] - 0.6) ** 2,
+                "size": 3 * point["a"] + point["b"]}  # fmt: skip
+
+    settings = dict(
+        objectives=["err:min"], constraints=["size<=1.5"], initial=8, seed=3, exact_limit=12,
+        local_points=10, progress=False, num_candidates=256,
+    )  # fmt: skip
+    whole, short = tmp_path / "whole", tmp_path / "short"
+    bojax.minimize(objective, SPACE, out=whole, iterations=9, **settings)
+    bojax.minimize(objective, SPACE, out=short, iterations=6, **settings)
+    bojax.minimize(objective, SPACE, out=short, iterations=9, resume=True, **settings)
+    read = [[json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
+            for out in (whole, short)]  # fmt: skip
+    assert [r["u"] for r in read[0]] == [r["u"] for r in read[1]]
+    assert sum("local_points" in r["diagnostics"] for r in read[0]) == 4

@@ -260,7 +260,8 @@ def fit_models(state: BOState) -> BOState:
     state = fit_classifier(state)
     if np.isfinite(state.y).any():
         if state.settings.metrics is not None:
-            return state._replace(surrogate=multiobjective.fit_models(state).fitted)
+            models = multiobjective.fit_models(state, area=local_region(state))
+            return state._replace(surrogate=models.fitted)
         state = state._replace(surrogate=fit_surrogate(state).fitted)
     return state
 
@@ -284,11 +285,19 @@ def _sign(state: BOState) -> float:
 
 def local_region(state: BOState) -> trust.Region | None:
     """The trust region of the next proposal once the run is past ``exact_limit``
-    successes (None before, or with several metrics, which stay exact)."""
-    successes = int(np.isfinite(state.y).sum())
-    if state.settings.metrics is not None or not trust.is_local(state.settings, successes):
+    successes (None before, or with several objectives, which stay exact). One objective
+    under outcome constraints centres on the best feasible evaluation
+    (:func:`bojax.bo.multiobjective.violations`)."""
+    settings = state.settings
+    if not trust.is_local(settings, int(np.isfinite(state.y).sum())):
         return None
-    return trust.region(state.settings, state.u, state.y, _sign(state), state.space.dim)
+    if settings.metrics is None:
+        return trust.region(settings, state.u, state.y, _sign(state), state.space.dim)
+    if len(settings.metrics.objectives) > 1:
+        return None
+    sign = float(settings.metrics.signs[0])  # y is the objective's column, in its units
+    violation = multiobjective.violations(state)
+    return trust.region(settings, state.u, state.y, sign, state.space.dim, violation)
 
 
 def fit_surrogate(state: BOState) -> SurrogateFit:
@@ -501,17 +510,17 @@ def ask_batch(
     feasibility = () if classifier is None else (classifier.conditioned(state.classifier),)
     if not np.isfinite(state.y).any():
         return _likeliest_successes(state, classifier, taken, first, q)
+    restart = local_region(state)
+    if restart is not None and restart.designing:  # a new trust region's random design
+        return _restart_points(state, restart, taken, first, q)
     if settings.metrics is not None:
         points, state, infos = multiobjective.propose_batch(
-            state, classifier, feasibility, taken, first, q
+            state, classifier, feasibility, taken, first, q, restart
         )
         if classifier is not None:
             for k, (u, info) in enumerate(zip(points, infos, strict=True), start=first):
                 info.update(_success_diagnostics(state, u, k))
         return points, state, infos
-    restart = local_region(state)
-    if restart is not None and restart.designing:  # a new trust region's random design
-        return _restart_points(state, restart, taken, first, q)
     surrogate, fitted, x, y, _, area = fit_surrogate(state) if fit is None else fit
     region = box is None and area is not None  # the box is the trust region's
     if region:

@@ -52,7 +52,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bojax import gp
-from bojax.bo import keys, pareto, warping
+from bojax.bo import keys, pareto, trust, warping
 from bojax.bo.acquisition import AcquisitionRecord, MultiIncumbent, get_acquisition
 from bojax.bo.metrics import Metrics
 from bojax.bo.optimize import propose
@@ -70,15 +70,35 @@ CHUNK_FLOATS = 2**23  # at most this many floats per box-sum chunk of candidates
 BOX_FLOATS = 2**19
 
 
-def standardised(state) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(x, z, shift, scale)``: the successful unit points, their metric columns
-    oriented and standardised, ``z = (sign v - shift) / scale``, and the shift and scale."""
+def standardised(state, rows=None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(x, z, shift, scale)``: the successful unit points (those of them at ``rows``, a
+    trust region's), their metric columns oriented and standardised,
+    ``z = (sign v - shift) / scale``, and the shift and scale."""
     metrics: Metrics = state.settings.metrics
     ok = np.isfinite(state.y)
-    oriented = state.metrics[ok] * metrics.signs
+    x, oriented = state.u[ok], state.metrics[ok] * metrics.signs
+    if rows is not None:
+        x, oriented = x[rows], oriented[rows]
     shift, scale = warping.mean_and_spread(oriented, axis=0)
     scale = warping.usable_scale(shift, scale)
-    return state.u[ok], (oriented - shift) / scale, shift, scale
+    return x, (oriented - shift) / scale, shift, scale
+
+
+def violations(state) -> np.ndarray:
+    """``(n,)``: how far each evaluation misses the constraints, the sum of its
+    standardised shortfalls (``max(0, a z - t)`` per constraint, :meth:`Metrics.thresholds`),
+    0 where feasible and NaN where it failed: SCBO's ranking of infeasible points."""
+    metrics: Metrics = state.settings.metrics
+    ok = np.isfinite(state.y)
+    out = np.full(len(state.y), np.nan)
+    if not ok.any():
+        return out
+    _, z, shift, scale = standardised(state)
+    index, orient, bounds = metrics.thresholds(shift, scale)
+    shortfall = np.maximum(0.0, orient * z[:, index] - bounds)
+    # A row the constraints call feasible counts as 0 whatever rounding the warp adds.
+    out[ok] = np.where(metrics.feasible(state.metrics[ok]), 0.0, shortfall.sum(axis=1))
+    return out
 
 
 def _fit_column(surrogate: Surrogate, key, previous, dim: int, x, y):
@@ -120,6 +140,8 @@ class Models(NamedTuple):
     z: np.ndarray  # the metric columns, oriented and standardised
     shift: np.ndarray
     scale: np.ndarray
+    area: trust.Region | None = None  # a trust region's, with its box; None when exact
+    feasible: np.ndarray | None = None  # (len(x),) the rows meeting every constraint
 
 
 def _scalarised(state, z: np.ndarray, k: int) -> np.ndarray:
@@ -129,25 +151,37 @@ def _scalarised(state, z: np.ndarray, k: int) -> np.ndarray:
     )
 
 
-def fit_models(state, k: int | None = None) -> Models:
+def fit_models(state, k: int | None = None, area: trust.Region | None = None) -> Models:
     """The surrogates proposal ``k`` (default: the next, ``n``) fits, each output ``i``
-    continuing its own chain with key ``fold_in(fit key of n, i)``."""
+    continuing its own chain with key ``fold_in(fit key of n, i)``. In a trust ``area``
+    (one objective past ``exact_limit``, :func:`bojax.bo.loop.local_region`) they are
+    local MAP fits to its rows, standardised afresh, as a single-metric run's are
+    (:mod:`bojax.bo.trust`); the area comes back with its box."""
     settings, space = state.settings, state.space
     n = len(state.y)
     parego = settings.acquisition == "parego"
     surrogate = settings.make_surrogate(space)
-    x, z, shift, scale = standardised(state)
+    x, z, shift, scale = standardised(state, None if area is None else area.rows)
+    ok = np.isfinite(state.y)
+    feasible = settings.metrics.feasible(state.metrics[ok])
+    feasible = feasible if area is None else feasible[area.rows]
     columns, _ = _modelled(settings.metrics, parego)
     outputs = [z[:, j] for j in columns]
     if parego:
         outputs.insert(0, _scalarised(state, z, n if k is None else k))
     previous = state.surrogate or (None,) * len(outputs)
+    if area is not None:
+        surrogate = trust.local_surrogate(surrogate)
+        previous = tuple(None if p is None else trust.carried(p) for p in previous)
     fit_key = keys.proposal_keys(settings.seed, n)[0]
     fitted = tuple(
         _fit_column(surrogate, jax.random.fold_in(fit_key, i), previous[i], space.dim, x, y)
         for i, y in enumerate(outputs)
     )
-    return Models(surrogate, fitted, outputs, x, z, shift, scale)
+    if area is not None:  # the box follows the objective model's length-scales
+        lengthscales = trust.fitted_lengthscales(fitted[0], space.dim)
+        area = trust.with_box(area, space, lengthscales)
+    return Models(surrogate, fitted, outputs, x, z, shift, scale, area, feasible)
 
 
 @functools.cache
@@ -262,21 +296,23 @@ def _believed(surrogate: Surrogate, fitted, key, x, y, pending: np.ndarray):
     return surrogate.conditioned(surrogate.fit(key, fitted, data)), believed
 
 
-def propose_batch(state, classifier, feasibility, taken, first: int, q: int):
+def propose_batch(state, classifier, feasibility, taken, first: int, q: int, area=None):
     """Up to ``q`` points ``(q', d)``, the state with the fitted models, and diagnostics,
     for a run with several metrics: greedily, each proposal with the pending points and
     the batch so far as believers. ``classifier`` and ``feasibility`` weight by
-    P(success) as in :func:`bojax.bo.loop.ask_batch`."""
+    P(success) as in :func:`bojax.bo.loop.ask_batch`; a trust ``area`` confines the
+    proposals to its box (anywhere, should its points all be taken)."""
     settings, space = state.settings, state.space
     metrics: Metrics = settings.metrics
     acquire = get_acquisition(settings.acquisition)
     parego = acquire.name == "parego"
     sampled = acquire.name == "log_nehvi"
     count = len(metrics.objectives)
-    models = fit_models(state, first)
-    x, z, surrogate = models.x, models.z, models.surrogate
-    feasible = metrics.feasible(state.metrics[np.isfinite(state.y)])
+    models = fit_models(state, first, area)
+    x, z, surrogate, area = models.x, models.z, models.surrogate, models.area
+    feasible = models.feasible
     found = bool(feasible.any())
+    boxes_tried = (None,) if area is None else ((area.lower, area.upper), None)
     _, output_of = _modelled(metrics, parego)
     index, orient, bounds = metrics.thresholds(models.shift, models.scale)
     index = np.array([output_of[j] for j in index], dtype=np.int32)
@@ -338,7 +374,8 @@ def propose_batch(state, classifier, feasibility, taken, first: int, q: int):
             bounds=jnp.asarray(bounds),
         )
         try:
-            u, value = propose(
+            u, value = _propose_within(
+                boxes_tried,
                 keys.proposal_keys(settings.seed, k)[1],
                 score,
                 (tuple(conditioned), incumbent, {}, *feasibility),
@@ -355,11 +392,22 @@ def propose_batch(state, classifier, feasibility, taken, first: int, q: int):
                 break
             raise
         points.append(u)
-        infos.append({"phase": "bo", "acquisition_value": value})
+        infos.append({"phase": "bo", "acquisition_value": value, **(area.info() if area else {})})
         taken = np.concatenate([taken, u[None]])
     # The chains the next ask continues are this ask's first fit's: a resume replays that
     # fit only, so ParEGO's refits for a batch's later scalarisations are not carried on.
     return np.stack(points), state._replace(surrogate=models.fitted), infos
+
+
+def _propose_within(boxes, *args, **kwargs):
+    """:func:`bojax.bo.optimize.propose` in the first of ``boxes`` that has a point left
+    (a trust region of integers may be used up while the space is not)."""
+    for last, box in enumerate(boxes, start=1 - len(boxes)):
+        try:
+            return propose(*args, box=box, **kwargs)
+        except SpaceExhaustedError:
+            if last == 0:
+                raise
 
 
 def pooled_means(surrogate, fitted, x: np.ndarray, count: int) -> np.ndarray:

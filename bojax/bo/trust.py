@@ -26,6 +26,11 @@ successful evaluations the loop therefore models locally, as TuRBO does (Eriksso
   TuRBO discards the old data; bojax's local GP keeps reading every evaluation near
   the new centre.
 
+One objective under outcome constraints follows SCBO (Eriksson & Poloczek 2021): every
+metric's model takes the region's rows, the centre is the best feasible evaluation (the
+least violating while none is feasible), and an infeasible evaluation is a miss. Several
+objectives stay exact: a front is no one point's neighbourhood.
+
 The region is a pure function of the run's outputs in the order they were told, so a
 resumed run rebuilds it exactly (no extra state in the journal). Counting is per
 evaluation, TuRBO's ``q = 1`` rule; with batches TuRBO counts per batch.
@@ -180,21 +185,36 @@ def local_start(y: np.ndarray, limit: int) -> int:
     return int(np.searchsorted(successes, limit, side="right")) + 1
 
 
-def region(settings: Any, u: np.ndarray, y: np.ndarray, sign: float, dim: int) -> Region:
+def region(
+    settings: Any,
+    u: np.ndarray,
+    y: np.ndarray,
+    sign: float,
+    dim: int,
+    violation: np.ndarray | None = None,
+) -> Region:
     """The trust region of the next proposal of a run whose evaluations are ``u``, ``y``
-    (NaN = failed) and ``sign`` = -1 when maximising (so ``sign * y`` is minimised)."""
+    (NaN = failed) and ``sign`` = -1 when maximising (so ``sign * y`` is minimised).
+
+    With outcome constraints, ``violation`` (n,) is each evaluation's (0 where feasible),
+    as in SCBO (Eriksson & Poloczek 2021): only a feasible improvement counts as a
+    success, and the centre is the best feasible evaluation, or while none is feasible
+    the least violating one."""
+    ok = np.isfinite(y)
+    violation = np.zeros(len(y)) if violation is None else np.asarray(violation, np.float64)
+    feasible = ok & (violation <= 0)
     # The initial design's points are no proposals of a region: a design larger than
     # exact_limit (or data told as one, initial=len(data)) would otherwise count as misses.
     start = min(max(local_start(y, settings.exact_limit), settings.initial), len(y))
-    episode = replay(sign * y, start, dim)
-    ok = np.isfinite(y)
+    episode = replay(sign * np.where(feasible, y, np.nan), start, dim)
     # The episode's own best (the first episode's is the run's); while a restarted
     # episode is designing, or has no success yet, it proposes random points (the
     # region then stands at the run's best, where the failure classifier looks).
     mine = ok & (np.arange(len(y)) >= episode.start)
     designing = episode.index > 0 and (episode.seen < design_size(dim) or not mine.any())
     own = np.flatnonzero(ok if episode.index == 0 or designing else mine)
-    centre = u[own[int(np.argmin(sign * y[own]))]]
+    rank = np.lexsort((sign * y[own], violation[own], ~feasible[own]))  # feasible first
+    centre = u[own[rank[0]]]
     rows = nearest(u[ok], centre, settings.local_points)
     return Region(rows, centre, episode.length, episode.index, designing)
 
