@@ -1811,6 +1811,9 @@ def test_a_training_that_failed_past_the_modelled_milestone_is_told_once(monkeyp
     points = [u for u, _ in told]
     assert len(points) == len(set(points)) == 5  # each design once
     assert sum(math.isnan(y) for _, y in told) == 1  # only design 3 is a failure
+    # in design order, the failure where it happened: past exact_limit the trust region
+    # counts misses in this order, and failures told last ended its episodes
+    assert points == [tuple(r["u"]) for r in history] and math.isnan(told[3][1])
 
 
 @pytest.mark.parametrize(

@@ -335,14 +335,18 @@ class StepRun:
             return points[0], {"phase": "initial"}
         rung, observed = chosen
         state = init(self.space, self.settings.replace(fantasy="believer"))
-        for j in observed:
-            state = tell(state, started[j], rung_values(self.steps, self.history[j]["curve"])[rung])
-        # Failed trainings are the failure classifier's labels, as in a plain run.
-        # (One that reached the milestone and failed later is data there already.)
+        # Failed trainings are the failure classifier's labels, as in a plain run (one
+        # that reached the milestone and failed later is data there already). They are
+        # told in design order with the values: past exact_limit the trust region counts
+        # misses in that order, and failures told last read as a run of misses that ended
+        # its episodes (28 random proposals in a row).
         failed = {j for j, r in enumerate(self.history) if r["status"] == "failed"}
         failed -= set(observed)
-        for j in sorted(failed):
-            state = tell(state, started[j], math.nan)
+        for j in sorted(failed | set(observed)):
+            value = math.nan
+            if j not in failed:
+                value = rung_values(self.steps, self.history[j]["curve"])[rung]
+            state = tell(state, started[j], value)
         # proposed since the milestone's data last grew (the latest `most_believers`), or
         # in training now
         since = [j for j in range(max(observed) + 1, len(started)) if j not in failed]
