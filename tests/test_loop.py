@@ -97,6 +97,39 @@ def test_tell_refuses_what_is_not_a_point_and_a_number(u, y, message):
     assert told.y[0] == 2.0 and math.isnan(told.y[1])  # inf is a failure, as NaN
 
 
+def test_tell_snaps_a_point_to_what_the_model_reads_and_refuses_a_misplaced_sentinel():
+    """An unsnapped categorical coordinate was a choice of its own to the overlap kernel
+    (the model learnt nothing of the categorical); a sentinel on a parameter in use read
+    as a point outside the cube."""
+    from bojax.bo.loop import init, tell
+    from bojax.errors import DataError
+    from bojax.parameters import Categorical
+
+    space = Space([Categorical("c", ["a", "b", "c", "d"]), Real("x", 0.0, 1.0),
+                   Real("m", 0.0, 1.0, condition=("c", "==", "b"))])  # fmt: skip
+    state = tell(init(space), [0.1, 0.3, 0.7], 1.0)  # 'a': m is not in use
+    np.testing.assert_array_equal(state.u[0], space.snap(np.array([0.1, 0.3, 0.7])))
+    assert state.u[0, 0] == space.to_unit([{"c": "a", "x": 0.3}])[0, 0] and state.u[0, 2] == -1
+    for u, name in (([-1, 0.5, -1], "c"), ([0.3, -1, 0.5], "x"), ([0.3, 0.5, -1], "m")):
+        with pytest.raises(DataError, match=f"sentinel -1.0 for '{name}'"):
+            tell(state, u, 1.0)  # (0.3 is choice 'b', under which m is in use)
+
+
+@pytest.mark.parametrize(
+    "pending, message",
+    [(np.array([[0.3]]), r"shape \(P, 2\); got shape \(1, 1\)"), ([["a", 0.2]], "got shape \\?"),
+     ([[0.2, 2.0]], r"must lie in \[0, 1\]"), ([[0.1, 0.2, 0.3]], r"got shape \(1, 3\)")],
+)  # fmt: skip
+def test_ask_refuses_pending_points_that_are_not_rows_of_the_space(pending, message):
+    from bojax.errors import DataError
+
+    state = bojax.init(Space([Real("a", 0.0, 1.0), Real("b", 0.0, 1.0)]), initial=2)
+    with pytest.raises(DataError, match=message):
+        bojax.ask(state, pending=pending)
+    one, _, _ = bojax.ask(state, pending=[0.1, 0.2])  # one point as one row
+    np.testing.assert_array_equal(one, bojax.ask(state, pending=[[0.1, 0.2]])[0])
+
+
 @pytest.mark.parametrize(
     "surrogate, q",
     [("gp-slice", 1), ("gp-map", 3)],

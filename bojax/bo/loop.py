@@ -96,7 +96,7 @@ def tell(state: BOState, u: np.ndarray, y: Any, seconds: float | None = None) ->
     several metrics ``y`` is the dict of metrics (or their columns in order, or NaN). A
     ``cost_aware`` run needs the evaluation's ``seconds`` (a positive number). Anything
     else is a :class:`DataError` saying what was expected, before the state changes."""
-    u = _told_point(state.space.dim, u)
+    u = _told_point(state.space, u)
     if state.seconds is not None:
         if not (is_number(seconds) and seconds > 0):
             raise DataError(
@@ -160,10 +160,15 @@ def _told_metric(value: Any) -> float | None:
         return None
 
 
-def _told_point(dim: int, u: Any) -> np.ndarray:
-    """``u`` as a (1, dim) float64 row; DataError unless it is ``dim`` numbers, each in
-    [0, 1] or the sentinel of a parameter whose condition does not hold (a point outside
-    the cube would make every later ``ask`` fail)."""
+def _told_point(space: Space, u: Any) -> np.ndarray:
+    """``u`` as a (1, dim) float64 row, snapped (:meth:`Space.snap`: integer and
+    categorical coordinates to their bins' centres, those of parameters whose condition
+    does not hold to the sentinel), as ask's points are: the overlap kernel compares
+    categorical coordinates for equality, so an unsnapped one would be a choice of its
+    own. DataError unless it is ``dim`` numbers, each in [0, 1] or the sentinel of a
+    parameter whose condition does not hold (a point outside the cube would make every
+    later ``ask`` fail)."""
+    dim = space.dim
     try:
         row = np.asarray(u, dtype=np.float64)
     except (TypeError, ValueError):
@@ -174,7 +179,40 @@ def _told_point(dim: int, u: Any) -> np.ndarray:
             f"tell's u must be the {dim} unit coordinates ask returned (each in [0, 1]; "
             f"space.to_unit(point) gives them), got {u!r:.200}"
         )
-    return row.reshape(1, dim)
+    row = row.reshape(1, dim)
+    snapped = space.snap(row)
+    misplaced = np.flatnonzero((row[0] == IRRELEVANT) & (snapped[0] != IRRELEVANT))
+    if misplaced.size:
+        name = space.parameters[misplaced[0]].name
+        raise DataError(
+            f"tell's u holds the sentinel {IRRELEVANT} for {name!r}, which this point "
+            f"uses (its condition holds, or it has none): got {u!r:.200}"
+        )
+    return snapped
+
+
+def _pending_points(space: Space, pending: Any) -> np.ndarray:
+    """``pending`` as (P, dim) unit rows (one point may be one row); DataError unless it
+    holds rows of ``dim`` numbers in [0, 1] (or the sentinel), as ask returns them."""
+    try:
+        rows = np.asarray(pending, dtype=np.float64)
+    except (TypeError, ValueError):
+        rows = None
+    fits = rows is not None and (
+        rows.size == 0
+        or (rows.ndim == 2 and rows.shape[1] == space.dim)
+        or (rows.ndim == 1 and rows.size == space.dim)  # one point
+    )
+    if not fits:
+        shape = "?" if rows is None else rows.shape
+        raise DataError(
+            f"pending must be rows of the {space.dim} unit coordinates ask returned, shape "
+            f"(P, {space.dim}); got shape {shape}: {pending!r:.200}"
+        )
+    rows = rows.reshape(-1, space.dim)
+    if not np.all((rows == IRRELEVANT) | ((rows >= 0.0) & (rows <= 1.0))):
+        raise DataError(f"pending points must lie in [0, 1] (or be the sentinel): {pending!r:.200}")
+    return rows
 
 
 def _told_value(y: Any) -> float:
@@ -497,8 +535,7 @@ def ask_batch(
     if not is_count(q) or q < 1:
         raise SettingsError(f"q must be a positive integer, got {q!r}")
     settings, space = state.settings, state.space
-    taken = np.zeros((0, space.dim)) if pending is None else np.asarray(pending, np.float64)
-    taken = taken.reshape(-1, space.dim)
+    taken = np.zeros((0, space.dim)) if pending is None else _pending_points(space, pending)
     first = len(state.y) + len(taken)  # the index of this batch's first proposal
     if not model_based(state):
         points = _design_points(state, taken, first, q)
