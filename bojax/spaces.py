@@ -96,6 +96,12 @@ def _check_condition(child: Parameter, parent: Parameter) -> None:
                 f"lies in [{ends[0]}, {ends[-1]}]"
             )
         return
+    if isinstance(parent, Real):  # a continuous value equals any given one with probability 0
+        raise SpaceDefinitionError(
+            f"{child.name!r}: condition {condition} compares the real parameter "
+            f"{parent.name!r} for equality, which {'never' if condition.op != '!=' else 'always'}"
+            " holds in practice; use < <= > or >= (or make it an Integer or Ordinal)"
+        )
     for value in condition.values:
         try:
             parent.check(value)

@@ -121,6 +121,12 @@ def test_conditions_serialise_and_are_checked_at_definition():
     Space([Integer("layers", 0, 2), Integer("units", 1, 4, condition=("layers", ">=", 2))])
     with pytest.raises(SpaceDefinitionError, match="can never hold"):  # a real's end alone
         Space([Real("lr", 0.3, 0.9, log=True), Real("x", 0.0, 1.0, condition=("lr", ">=", 0.9))])
+    # Equality on a real: a parameter that (almost surely) never exists, or always does.
+    for op, value, says in (("==", 0.5, "never"), ("!=", 0.5, "always"), ("in", (0.5,), "never")):
+        with pytest.raises(SpaceDefinitionError, match=f"for equality, which {says} holds"):
+            Space([Real("lr", 0.0, 1.0), Real("w", 0.0, 1.0, condition=("lr", op, value))])
+    # A condition names its value as written: the string "1" apart from the number 1.
+    assert str(Condition("c", "==", "1")) == "c == '1'" and str(Condition("c", "==", 1)) == "c == 1"
 
 
 def test_fill_irrelevant_is_a_fixed_pseudo_random_fill_of_the_sentinels_only():

@@ -130,7 +130,7 @@ class Condition:
         return ~equal if self.op == "!=" else equal
 
     def __str__(self) -> str:
-        return f"{self.parent} {self.op} {self.value}"
+        return f"{self.parent} {self.op} {self.value!r}"  # the string "1" apart from 1
 
 
 MAX_NAME_LENGTH = 200
