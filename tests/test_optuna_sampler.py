@@ -49,6 +49,18 @@ def mixed(trial):
     return (x - 1.0) ** 2 + {"a": 1.0, "b": 0.0, "c": 2.0}[kind] + ((batch - 64) / 64) ** 2 + drop
 
 
+def test_choices_optuna_cannot_tell_apart_go_to_the_independent_sampler():
+    """Optuna stores a choice as ``choices.index(value)``: True among (1, True) is stored
+    as 1, and a model told 1 after proposing True proposed True again (8 of 12 trials)."""
+    from optuna.distributions import CategoricalDistribution
+
+    from bojax.integrations.optuna import _parameter
+
+    for choices in ((1, True, "z"), (0, False), (1, 1.0), (None, "x")):
+        assert _parameter("c", CategoricalDistribution(choices)) is None, choices
+    assert _parameter("c", CategoricalDistribution(("1", 1, 2.5))).choices == ("1", 1, 2.5)
+
+
 @pytest.mark.slow
 def test_categorical_and_stepped_parameters_are_modelled_jointly():
     sampler = BojaxSampler(seed=1, **FAST)

@@ -103,6 +103,11 @@ def _parameter(name: str, d: BaseDistribution) -> Parameter | None:
 
 def _made_parameter(name: str, d: BaseDistribution) -> Parameter | None:
     if isinstance(d, CategoricalDistribution):
+        # Optuna stores a choice as its index, choices.index(value), which returns the
+        # first equal choice: with 1 and True (or 0 and False, 1 and 1.0) among them it
+        # records True as 1, and a model told 1 would propose True again and again.
+        if any(a == b for i, a in enumerate(d.choices) for b in d.choices[i + 1 :]):
+            return None  # to the independent sampler, as a None choice goes
         try:
             return Categorical(name, d.choices)
         except SpaceDefinitionError:
