@@ -948,19 +948,18 @@ def test_ask_and_tell_refuse_out_of_order_calls_and_fail_a_diverged_training():
             bojax.Trainings(SPACE, max_step=9, early_stopping="asha", **limit)
 
 
-def test_believers_at_a_milestone_no_design_reaches_any_more_stay_bounded():
+def test_designs_stopped_at_a_milestone_no_design_reaches_any_more_stay_data():
     """Four designs complete, then every later one is stopped at the first milestone: the
-    top milestone's data no longer grows, so each proposal's believers (designs proposed
-    since) would grow with the run; only the latest max(least, eta^(K - 1)) are kept."""
+    top milestone's data no longer grows, and each proposal's model holds every stopped
+    design at its last value (as a window of believers, they were forgotten)."""
     trainings = bojax.Trainings(
         SPACE, max_step=8, eta=2, early_stopping="asha", surrogate="gp-map", initial=2,
         step_budget=1000,
     )  # fmt: skip
-    cap = max(2, SPACE.dim + 2, 2 ** (len(schedulers.milestones(1, 8, 2)) - 1))
-    assert cap == 8
-    believers = []
+    below, points = [], []
     for k in range(4 + 12):
-        design, _ = trainings.ask()
+        design, point = trainings.ask()
+        points.append(tuple(point.values()))
         if k < 4:  # each better than all before it: kept to max_step
             for step in range(1, 9):
                 going = trainings.tell(design, step, 10.0 - k)
@@ -968,15 +967,10 @@ def test_believers_at_a_milestone_no_design_reaches_any_more_stay_bounded():
         else:  # worse than all before it: stopped at step 1
             assert trainings.tell(design, 1, 100.0 + k) is False
         record = trainings.finish(design)
-        believers.append(record["diagnostics"].get("believers"))
+        below.append(record["diagnostics"].get("stopped_below"))
     assert [r["curve"][-1][0] for r in trainings.history] == [8] * 4 + [1] * 12
-    assert believers[:4] == [None] * 4  # the Sobol design while no milestone has 4 values
-    assert believers[4:] == [min(j, cap) for j in range(12)]
-    # eta = 2 up to step 1000 (11 milestones) would allow 1,024: the ceiling holds
-    from bojax.bo.stepwise import MOST_BELIEVERS
-
-    deep = bojax.Trainings(SPACE, max_step=1000, eta=2, early_stopping="asha")
-    assert deep._run.most_believers == MOST_BELIEVERS == 128
+    assert below[:4] == [None] * 4  # the Sobol design while no milestone has 4 values
+    assert below[4:] == list(range(12)) and len(set(points)) == 16
 
 
 @pytest.mark.parametrize("on_pool", [False, True])
@@ -1814,6 +1808,41 @@ def test_a_training_that_failed_past_the_modelled_milestone_is_told_once(monkeyp
     # in design order, the failure where it happened: past exact_limit the trust region
     # counts misses in this order, and failures told last ended its episodes
     assert points == [tuple(r["u"]) for r in history] and math.isnan(told[3][1])
+
+
+@pytest.mark.slow  # 8 s: compiles the failure classifier's fit
+def test_designs_stopped_below_the_modelled_milestone_are_data_at_their_last_value(monkeypatch):
+    """As pending believers, the latest few only, a proposal went back to a stopped
+    design once it left their window: a 62-design ASHA run trained (0.0001, 0) 7 times
+    and ended at 0.09 (now 28 distinct designs, 5e-4)."""
+    import bojax.bo.stepwise as stepwise
+    from bojax.bo.stepwise import StepRun
+
+    settings = bojax.Settings(max_step=9, early_stopping="asha", initial=3, surrogate="gp-map")
+    rng = np.random.default_rng(0)
+
+    def record(j, curve, status="stopped"):
+        u = rng.uniform(size=2).tolist()
+        return {"proposal": j, "u": u, "x": SPACE.from_unit(np.array(u)), "curve": curve,
+                "status": status, "diagnostics": {}}  # fmt: skip
+
+    climbed = [[1, 0.5], [2, 0.45], [3, 0.4]]  # reached milestone 3
+    history = [record(j, climbed) for j in range(4)]
+    history += [record(4, [[1, 0.9]]), record(5, [[1, 0.8], [2, 0.85]]), record(6, climbed)]
+    history += [record(7, [[1, 0.7]], "ok"), record(8, [], "failed")]  # ended by itself at 1
+    run = StepRun(None, SPACE, settings, None, history, False)
+    told = []
+    real = stepwise.tell
+    monkeypatch.setattr(
+        stepwise, "tell", lambda state, u, y: told.append((tuple(u), y)) or real(state, u, y)
+    )
+    _, info = run.propose(9, training=[[0.5, 0.5]])
+    assert [u for u, _ in told] == [tuple(r["u"]) for r in history]  # every one, in order
+    values = [y for _, y in told]
+    assert values[:4] == [0.4] * 4 and values[6] == 0.4  # at milestone 3
+    assert values[4:6] == [0.9, 0.85] and values[7] == 0.7 and math.isnan(values[8])
+    assert (info["model_step"], info["model_points"], info["stopped_below"]) == (3, 5, 3)
+    assert info["believers"] == 1  # the design in training only
 
 
 @pytest.mark.parametrize(

@@ -77,7 +77,6 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from bojax.bo import schedulers
-from bojax.bo.stepwise import MOST_BELIEVERS
 from bojax.errors import (
     MissingParameterError,
     ParameterError,
@@ -219,6 +218,9 @@ class BojaxSampler(BaseSampler):
         self._constraints_func = constraints_func
         self._independent = independent_sampler or RandomSampler(seed=seed)
         self._intersection = IntersectionSearchSpace()
+        # Until a trial completes, the pruned trials' space: their intermediate values
+        # are data, and the complete trials' space alone left every trial random then.
+        self._pruned_intersection = IntersectionSearchSpace(include_pruned=True)
         self._chains: dict[tuple, Any] = {}  # (surrogate, classifier) states per search space
         self._left_out: set[tuple[str, int]] = set()  # (study, trial number) warned about
         self._exhausted: set[str] = set()  # studies warned that their space is used up
@@ -245,7 +247,7 @@ class BojaxSampler(BaseSampler):
     def infer_relative_search_space(
         self, study: Study, trial: FrozenTrial
     ) -> dict[str, BaseDistribution]:
-        space = self._intersection.calculate(study)
+        space = self._intersection.calculate(study) or self._pruned_intersection.calculate(study)
         return {name: d for name, d in space.items() if _modelled(name, d)}
 
     def sample_relative(
@@ -270,7 +272,7 @@ class BojaxSampler(BaseSampler):
         stepwise = _stepwise(study, settings)
         if stepwise:  # trials report intermediate values: BOHB's rule
             least = max(self._settings.initial, space.dim + 2)
-            observed, outcome, since = _at_highest_step(study, space, least, self._unit)
+            observed, outcome = _at_highest_step(study, space, least, self._unit)
         if observed is None or len(observed) < self._settings.initial:
             return {}
         state = init(space, settings)
@@ -295,8 +297,6 @@ class BojaxSampler(BaseSampler):
                 proposed = self._proposed.get((study.study_name, t.number))
                 if proposed is not None and proposed[0] == space_key:
                     running.append(proposed[1])
-        if stepwise:  # and the trials since that step's data last grew
-            running += since
         pending = np.asarray(running).reshape(-1, space.dim) if running else None
         try:
             points, state, _ = ask_batch(state, 1, pending)
@@ -416,14 +416,16 @@ def _stepwise(study: Study, settings) -> bool:
 
 
 def _at_highest_step(study: Study, space: Space, least: int, unit):
-    """``(observed, outcome, since)`` at the highest step that ``least`` trials reached:
+    """``(observed, outcome)`` at the highest step that ``least`` trials reached:
     each trial's first intermediate value at or past that step, running trials' too (a
     completed trial without intermediate values counts its value as reached at every
-    step), failed trials as failures, and so are pruned trials without a finite value
-    (skipped, or diverged); ``since``, the unit points of the latest ``MOST_BELIEVERS``
-    trials pruned below that step (or complete without reaching it), taken as pending
-    believers so an unchanged data set does not propose their points again.
-    ``observed`` is None while no step has enough trials."""
+    step); a trial pruned below that step (or complete without reaching it) its last
+    finite value, a pessimistic stand-in for a curve that only falls, as the pruner
+    judged it; failed trials as failures, and so are pruned trials without a finite
+    value (skipped, or diverged). ``observed`` is in trial order (past ``exact_limit``
+    the trust region counts misses in that order) and None while no step has enough
+    trials. As pending believers, the latest few only, a proposal returned to a pruned
+    trial's point once it left their window (17 trials in a row in one corner)."""
     states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING)
     trials = sorted(study.get_trials(deepcopy=False, states=states), key=lambda t: t.number)
     reported = sorted({step for t in trials for step in t.intermediate_values})
@@ -440,30 +442,27 @@ def _at_highest_step(study: Study, space: Space, least: int, unit):
             chosen = step
             break
     if chosen is None:
-        return None, None, []
-
-    def diverged(t: FrozenTrial) -> bool:  # pruned with no finite value reported
-        finite = [v for v in t.intermediate_values.values() if math.isfinite(v)]
-        return t.state == TrialState.PRUNED and not finite
-
-    failed = [
-        t for t in trials if t.number not in values and (t.state == TrialState.FAIL or diverged(t))
-    ]
-    seen = [t for t in trials if t.number in values]
-    observed = [(t, u) for t in seen + failed if (u := unit(study, space, t)) is not None]
-    below = [
-        t
+        return None, None
+    for t in trials:
+        if t.number in values or t.state in (TrialState.FAIL, TrialState.RUNNING):
+            continue  # (a running trial below the step is pending anyway)
+        finite = [v for _, v in sorted(t.intermediate_values.items()) if math.isfinite(v)]
+        if t.state == TrialState.COMPLETE and t.value is not None and math.isfinite(t.value):
+            values[t.number] = t.value
+        elif finite:
+            values[t.number] = finite[-1]
+    # the rest (failed, or pruned with no finite value) are failures
+    observed = [
+        (t, u)
         for t in trials
-        if t.number not in values
-        and t.state not in (TrialState.FAIL, TrialState.RUNNING)  # running: pending anyway
-        and not diverged(t)
+        if (t.number in values or t.state != TrialState.RUNNING)
+        and (u := unit(study, space, t)) is not None
     ]
-    since = [u for t in below[-MOST_BELIEVERS:] if (u := unit(study, space, t)) is not None]
 
     def outcome(t: FrozenTrial) -> float:
         return values.get(t.number, math.nan)
 
-    return observed, outcome, since
+    return observed, outcome
 
 
 def _constraint_name(key: Any) -> str:
