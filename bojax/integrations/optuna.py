@@ -525,18 +525,30 @@ class BojaxPruner(BasePruner):
     ) -> None:
         from bojax.bo.settings import Settings
 
-        # Checked as a bojax run's settings are (a SettingsError names the bad one).
-        self._settings = Settings(
-            min_step=min_resource, max_step=max_resource, eta=reduction_factor,
-            early_stopping=early_stopping, surrogate=surrogate, seed=seed, initial=5,
-        )  # fmt: skip
         if early_stopping == "none":
             raise SettingsError("early_stopping='none' prunes nothing: use Optuna's NopPruner")
+        # Checked as a bojax run's settings are, the error naming this pruner's argument.
+        ours = {"min_step": "min_resource", "max_step": "max_resource", "eta": "reduction_factor"}
+        try:
+            self._settings = Settings(
+                min_step=min_resource, max_step=max_resource, eta=reduction_factor,
+                early_stopping=early_stopping, surrogate=surrogate, seed=seed, initial=5,
+            )  # fmt: skip
+        except SettingsError as error:
+            text = str(error)
+            for name, argument in ours.items():
+                text = re.sub(rf"\b{name}\b", argument, text)
+            text = text.replace(", 'none'", "").replace("'none', ", "")  # refused above
+            raise SettingsError(text) from None
         if early_stopping == "freeze-thaw" and max_resource < 2:
             raise SettingsError("freeze-thaw needs max_resource >= 2 (steps to decide between)")
         self._steps = schedulers.milestones(min_resource, max_resource, reduction_factor)
         self._eta, self._kind = reduction_factor, early_stopping
         self._models: dict[tuple, Any] = {}  # (study, parameters) -> FreezeThaw
+        # (study, trial) -> the step up to which its milestones were decided: a trial may
+        # call should_prune at some reports only, and a milestone passed between two
+        # calls is decided at the next (by the previous report, none was ever decided).
+        self._decided: dict[tuple[str, int], int] = {}
 
     def prune(self, study: Study, trial: FrozenTrial) -> bool:
         step = trial.last_step
@@ -546,8 +558,10 @@ class BojaxPruner(BasePruner):
         rungs = schedulers.SCHEDULERS[kind](self._steps, self._eta)
         bracket = rungs.bracket(trial.number)
         sign = -1.0 if study.direction == StudyDirection.MAXIMIZE else 1.0
-        before = max((s for s in trial.intermediate_values if s < step), default=0)
-        # The milestones this report crossed (the last one ends the training, no decision).
+        key = (study.study_name, trial.number)
+        before = self._decided.get(key, 0)
+        # The milestones passed since the last decision (the last one ends the training,
+        # no decision there).
         crossed = [
             k
             for k in range(rungs.start(bracket), len(self._steps) - 1)
@@ -555,6 +569,7 @@ class BojaxPruner(BasePruner):
         ]
         if not crossed:
             return False
+        self._decided[key] = step
         value = sign * trial.intermediate_values[step]
         if not math.isfinite(value):
             return True  # a diverged training does not go on
@@ -573,7 +588,9 @@ class BojaxPruner(BasePruner):
                 later = [s for s in sorted(t.intermediate_values) if s >= self._steps[k]]
                 if later and math.isfinite(t.intermediate_values[later[0]]):
                     rungs.keep(bracket, k, sign * t.intermediate_values[later[0]])
-            if not rungs.keep(bracket, k, value):
+            reached = [s for s in sorted(trial.intermediate_values) if s >= self._steps[k]]
+            at_milestone = sign * trial.intermediate_values[reached[0]]
+            if not (math.isfinite(at_milestone) and rungs.keep(bracket, k, at_milestone)):
                 return True
         return False
 
