@@ -866,6 +866,39 @@ def test_ask_and_tell_make_the_records_minimize_makes():
     assert trainings.spent == 150
 
 
+def test_worker_threads_share_one_journalled_trainings(tmp_path):
+    """Four threads each ask, tell and finish on one run: without a lock two were handed
+    one design, and their writes of pending.json through one temporary file failed."""
+    from bojax.bo.runs import load_run
+
+    trainings = bojax.Trainings(SPACE, max_step=9, early_stopping="asha", proposer="random",
+                                step_budget=120, out=tmp_path / "run")  # fmt: skip
+    errors, designs = [], []
+
+    def worker():
+        try:
+            while True:
+                try:
+                    design, point = trainings.ask()
+                except bojax.errors.SettingsError:  # the budget is spent
+                    return
+                designs.append(design)
+                _tell_curve(trainings, design, point, last=9)
+                trainings.finish(design)
+        except BaseException as error:  # reported below, in the test thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    trainings.close()
+    assert errors == [] and len(designs) == len(set(designs))
+    run = load_run(tmp_path / "run")
+    assert sorted(r["proposal"] for r in run.records) == sorted(designs) and run.finished
+
+
 def _tell_curve(trainings, design, point, last=27):
     """Tell ``design``'s curve up to step ``last`` (or until it is stopped); its last step."""
     final = final_value(point)

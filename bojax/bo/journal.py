@@ -32,6 +32,7 @@ import json
 import math
 import os
 import socket
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -76,7 +77,9 @@ def _write_atomic(path: Path, payload: Any) -> None:
 def write_text_atomic(path: Path, text: str) -> None:
     """Replace ``path`` by ``text`` all at once (write, fsync, rename): a kill leaves the
     old file or the new one, never half of either."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
+    # A name of its own per writer: two threads replacing one file shared a fixed
+    # "<name>.tmp", and one's rename took the other's file away.
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         with open(tmp, "w") as handle:
             handle.write(text)
@@ -84,6 +87,8 @@ def write_text_atomic(path: Path, text: str) -> None:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except OSError as error:  # a full disk, a folder made read-only: the old file stands
+        with contextlib.suppress(OSError):
+            tmp.unlink()
         raise RunFolderError(f"cannot write {path}: {error.strerror or error}") from None
 
 

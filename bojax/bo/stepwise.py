@@ -42,8 +42,10 @@ it had.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import math
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -505,6 +507,17 @@ def outcome(returned: Any, curve: list) -> tuple[str, float | None, str | None]:
     return "ok", None, None  # its last reported value
 
 
+def _locked(method):
+    """``method`` under the instance's lock."""
+
+    @functools.wraps(method)
+    def under_lock(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return under_lock
+
+
 class Trainings:
     """Step-wise runs by ask and tell, for training loops bojax does not call.
 
@@ -518,8 +531,9 @@ class Trainings:
             trainings.finish(design)
         trainings.close()
 
-    Several trainings may be open at once (your own workers): each ``ask`` proposes with
-    the open designs as pending points, and ``tell`` decides at once from the values
+    Several trainings may be open at once (your own workers, threads included: ``ask``,
+    ``tell`` and ``finish`` hold a lock): each ``ask`` proposes with the open designs as
+    pending points, and ``tell`` decides at once from the values
     recorded so far. One at a time, it makes :func:`bojax.minimize`'s proposals,
     decisions and records (``history``). ``finish(design, value)`` takes the training's
     final value (default: its last reported one) or ``error=`` for a failed training.
@@ -554,6 +568,7 @@ class Trainings:
         if resume and out is None:
             raise SettingsError("resume continues the run journalled in a folder: pass out=")
         self._started = time.perf_counter()
+        self._lock = threading.RLock()  # one call at a time: workers' threads share a run
         self._journal = Journal(out) if out is not None else None
         self._held = contextlib.ExitStack()  # the folder's lock, until close()
         history = []
@@ -592,6 +607,7 @@ class Trainings:
         """The designs asked for and not finished."""
         return sorted(self._open)
 
+    @_locked
     def ask(self) -> tuple[int, dict[str, Any]]:
         """``(design, point)`` of the next training to start."""
         if self.done:
@@ -606,6 +622,7 @@ class Trainings:
         self._run.save_progress()
         return opened.design, dict(opened.point)  # yours to change: the record keeps its own
 
+    @_locked
     def tell(self, design: int, step: int, value: float, last: bool = False) -> bool:
         """Record ``value`` at ``step``; whether the training goes on (False once it is
         stopped, or complete at ``max_step`` or, with ``last=True``, at this step: your
@@ -634,6 +651,7 @@ class Trainings:
             return False
         return True
 
+    @_locked
     def finish(self, design: int, value: float | None = None, error: str | None = None) -> dict:
         """End design ``design``'s training; its journal record."""
         opened = self._opened(design)
