@@ -125,6 +125,25 @@ def test_exhausted_integer_space_is_a_typed_error():
         propose(jax.random.key(0), bump, jnp.zeros(1), space, evaluated)
 
 
+def test_a_conditional_discrete_space_with_few_distinct_points_is_enumerated():
+    """Eight nested binary choices: 256 combinations, more than the 64 candidates, but 9
+    distinct points. Its last unseen point is found, and the space is called exhausted
+    only once all 9 are taken (it was called exhausted with one of 15 points left)."""
+    from bojax.parameters import Categorical
+
+    params = [Categorical("c0", ["a", "b"])] + [
+        Categorical(f"c{k}", ["a", "b"], condition=(f"c{k - 1}", "==", "a")) for k in range(1, 8)
+    ]
+    space = Space(params)
+    points = [{f"c{j}": "a" for j in range(k)} | {f"c{k}": "b"} for k in range(8)]
+    points.append({f"c{j}": "a" for j in range(8)})
+    everything = space.to_unit(points)
+    u, _ = propose(jax.random.key(0), bump, jnp.zeros(8), space, everything[1:], num_candidates=64)
+    np.testing.assert_array_equal(u, everything[0])
+    with pytest.raises(SpaceExhaustedError, match="all 9 of its points"):
+        propose(jax.random.key(0), bump, jnp.zeros(8), space, everything, num_candidates=64)
+
+
 def test_bad_options():
     with pytest.raises(ValueError, match="method"):
         propose(jax.random.key(0), bump, TARGET, SPACE, np.zeros((0, 3)), method="grid")

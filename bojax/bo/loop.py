@@ -37,7 +37,7 @@ from bojax import gp
 from bojax.bo import keys, multiobjective, policies, trust, warping
 from bojax.bo.acquisition import AcquisitionRecord, get_acquisition
 from bojax.bo.evaluation import short_repr
-from bojax.bo.optimize import candidate_grid, enumeration, propose
+from bojax.bo.optimize import ENUMERATION_LIMIT, candidate_grid, enumeration, propose
 from bojax.bo.settings import Settings
 from bojax.compilation import release_if_crowded, use_persistent_cache
 from bojax.errors import (
@@ -712,7 +712,7 @@ def _unseen_point(space: Space, seen: np.ndarray) -> np.ndarray | None:
     """The first point of a discrete space's enumeration that ``seen`` (snapped) lacks;
     None when there is none, or the space is too large to list (draws find new points
     there)."""
-    everything = enumeration(space, 1 << 16)
+    everything = enumeration(space, ENUMERATION_LIMIT)
     if everything is None:
         return None
     fresh = ~np.asarray(repeated_mask(jnp.asarray(everything), jnp.asarray(seen)))

@@ -27,6 +27,7 @@ up) :class:`~bojax.errors.SpaceExhaustedError` is raised.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable
@@ -202,13 +203,25 @@ def _size(p) -> int | None:
 def enumeration(space: Space, limit: int) -> np.ndarray | None:
     """Every distinct point of a space whose parameters all have finitely many values,
     snapped (conditions collapse the irrelevant ones), when there are at most ``limit``
-    combinations; None otherwise."""
+    combinations; None otherwise. Kept per (space, limit): asks list it again and again."""
     sizes = [_size(p) for p in space.parameters]
     if None in sizes or math.prod(sizes) > limit:
         return None
+    return _enumerated(space, limit).copy()
+
+
+@functools.lru_cache(maxsize=16)
+def _enumerated(space: Space, limit: int) -> np.ndarray:
     grids = [p.grid() for p in space.parameters]
     points = np.array(list(itertools.product(*grids)), dtype=np.float64)
-    return np.unique(space.snap(points), axis=0)
+    points = np.unique(space.snap(points), axis=0)
+    points.flags.writeable = False  # shared by every caller
+    return points
+
+
+# Combinations a discrete space may have and still be listed to find how few distinct
+# points its conditions leave (14 nested binary choices: 16,384 combinations, 15 points).
+ENUMERATION_LIMIT = 1 << 16
 
 
 def _starts(key, candidates, values, incumbent, num_refine: int, num_drawn: int) -> np.ndarray:
@@ -305,7 +318,9 @@ def propose(
     # Categorical and ordinal coordinates move by discrete steps, never by gradient.
     moves = tuple(j for j, p in enumerate(space.parameters) if not p.continuous)
     if moves:
-        everything = enumeration(space, num_candidates)
+        everything = enumeration(space, max(num_candidates, ENUMERATION_LIMIT))
+        if everything is not None and len(everything) > num_candidates:
+            everything = None  # more distinct points than candidates: sample them
         if everything is not None:  # a small discrete space: score every point exactly
             values = _batch_scores(score, args, everything)
             return _best_or_exhausted(
