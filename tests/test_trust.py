@@ -107,6 +107,21 @@ def test_the_local_phase_starts_after_the_limits_successes():
     assert trust.local_start(y, 4) == 7  # never reached: past the end
 
 
+def test_a_local_model_sees_its_episodes_latest_proposals_however_far():
+    """A conditional space: proposals that switch the categorical parent away from the
+    centre's are far in unit coordinates (its children become irrelevant); left out of
+    the nearest, the model never saw them and proposed them again (9 repeats in 20)."""
+    settings = bojax.Settings(exact_limit=10, local_points=8, initial=10)
+    rng = np.random.default_rng(4)
+    u = rng.uniform(0.0, 0.1, size=(30, 2))  # crowded around the best...
+    u[-3:] = [[0.9, 0.9], [0.95, 0.8], [0.8, 0.95]]  # ...and the last three proposals far
+    y = np.concatenate([np.linspace(1.0, 0.0, 27), [5.0, 6.0, 7.0]])
+    area = trust.region(settings, u, y, 1.0, 2)
+    assert area.rows.tolist()[-2:] == [29, 28]  # the latest two (a quarter of 8)
+    assert 27 not in area.rows and len(area.rows) == 8
+    np.testing.assert_array_equal(area.rows[:6], trust.nearest(u, u[26], 6))
+
+
 def test_nearest_rows_are_nearest_first_with_ties_by_index():
     points = np.array([[0.5, 0.5], [0.0, 0.0], [0.6, 0.5], [0.4, 0.5], [0.5, 0.9]])
     rows = trust.nearest(points, np.array([0.5, 0.5]), 3)
@@ -289,8 +304,10 @@ def test_a_local_model_sees_the_nearest_points_with_their_own_warping(local_run)
     state = loop.init(SPACE, surrogate="gp-map", exact_limit=12, local_points=10)._replace(u=u, y=y)
     fit = loop.fit_surrogate(state)
     centre = u[np.argmin(y)]
-    expected = trust.nearest(u, centre, 10)
-    np.testing.assert_array_equal(fit.x, u[expected])
+    # the nearest, then the episode's latest proposals (a quarter: 2), newest first
+    latest = [39, 38]
+    nearest = [i for i in trust.nearest(u, centre, 10) if i not in latest][:8]
+    np.testing.assert_array_equal(fit.x, u[nearest + latest])
     assert np.mean(fit.y) == pytest.approx(0.0, abs=1e-12)  # standardised on the subset
     assert float(jnp.sum(fit.fitted.posteriors.data.mask)) == 10  # the model saw 10 rows
     # exact up to the limit: every success

@@ -7,7 +7,9 @@ successful evaluations the loop therefore models locally, as TuRBO does (Eriksso
 2019, "Scalable global optimization via local Bayesian optimization"):
 
 * **the data**: the ``settings.local_points`` evaluations nearest the incumbent (the best
-  observed point), with their outputs warped afresh, so the model's size, its compiled
+  observed point), a quarter of them given up to the episode's latest proposals however
+  far (a proposal the model never sees, it proposes again), with their outputs warped
+  afresh, so the model's size, its compiled
   programs and its memory stay fixed however large ``n`` grows (nearest-neighbour
   selection is ``O(n d)``);
 * **the hyperparameters**: a MAP fit (:func:`local_surrogate`), warm-started from the
@@ -57,7 +59,7 @@ class Region(NamedTuple):
     the box (unit coordinates) proposals are drawn from. While a restarted episode draws
     its design, ``designing`` is true and there is no model."""
 
-    rows: np.ndarray  # indices into the successful evaluations, nearest first
+    rows: np.ndarray  # indices into the successful evaluations: nearest first, then latest
     centre: np.ndarray  # (d,) the episode's best point
     length: float  # the box's edge before the length-scale weights
     episode: int = 0  # restarts so far
@@ -215,8 +217,21 @@ def region(
     own = np.flatnonzero(ok if episode.index == 0 or designing else mine)
     rank = np.lexsort((sign * y[own], violation[own], ~feasible[own]))  # feasible first
     centre = u[own[rank[0]]]
-    rows = nearest(u[ok], centre, settings.local_points)
+    # The episode's latest proposals join the nearest: one the model never sees, it keeps
+    # proposing (a categorical switched away from the centre's, its children irrelevant,
+    # is far in unit coordinates: 20 proposals of a conditional space, 9 of them repeats).
+    ok_rows = np.flatnonzero(ok)
+    latest = np.flatnonzero(ok_rows >= max(start, episode.start))[-latest_count(settings) :]
+    closest = nearest(u[ok], centre, settings.local_points)
+    closest = closest[~np.isin(closest, latest)][: settings.local_points - len(latest)]
+    rows = np.concatenate([closest, latest[::-1]])
     return Region(rows, centre, episode.length, episode.index, designing)
+
+
+def latest_count(settings: Any) -> int:
+    """How many of a local model's ``local_points`` are its episode's latest proposals
+    (the rest are the nearest the centre): a quarter."""
+    return settings.local_points // 4
 
 
 def weights(lengthscales: np.ndarray | None, dim: int) -> np.ndarray:
