@@ -498,7 +498,8 @@ def test_the_model_pruner_stops_trials_that_would_not_have_won(monkeypatch):
     pruned = [t for t in study.trials if t.state == optuna.trial.TrialState.PRUNED]
     assert len(pruned) > 15
     assert all(final(t) > study.best_value for t in pruned)  # none would have won
-    # It spends fewer epochs than successive halving on the same trials.
+    # The model only keeps what successive halving would stop (alone, it pruned trials
+    # at the optimum: the study's sampler never trains the new design it compares with).
     halving = optuna.create_study(
         sampler=optuna.samplers.RandomSampler(seed=0),
         pruner=BojaxPruner(max_resource=9, early_stopping="asha"),
@@ -506,7 +507,32 @@ def test_the_model_pruner_stops_trials_that_would_not_have_won(monkeypatch):
     halving.optimize(curved, n_trials=30)
     assert halving.best_value == study.best_value
     steps = [sum(t.last_step for t in s.trials) for s in (study, halving)]
-    assert steps[0] < steps[1], steps
+    assert steps[0] >= steps[1], steps
+
+
+@pytest.mark.slow  # 10 s: compiles the curve model's MAP fit
+def test_the_model_pruner_keeps_the_trials_successive_halving_keeps():
+    """A one-dimensional curve: with the model deciding alone, every random trial after
+    the third was pruned at its first step, those at the optimum too (best 0.060, ASHA's
+    0.0070 on the same trials)."""
+    from bojax.integrations.optuna import BojaxPruner
+
+    def objective(trial):
+        x = trial.suggest_float("x", 0.0, 1.0)
+        for epoch in range(1, 28):
+            trial.report((x - 0.3) ** 2 + 1.0 / epoch, epoch)
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+        return (x - 0.3) ** 2
+
+    studies = {}
+    for kind in ("freeze-thaw", "asha"):
+        pruner = BojaxPruner(max_resource=27, early_stopping=kind)
+        studies[kind] = optuna.create_study(
+            sampler=optuna.samplers.RandomSampler(seed=0), pruner=pruner
+        )
+        studies[kind].optimize(objective, n_trials=25)
+    assert studies["freeze-thaw"].best_value <= studies["asha"].best_value
 
 
 def test_the_model_pruner_never_prunes_a_trial_at_its_last_step():

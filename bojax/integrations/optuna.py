@@ -501,14 +501,18 @@ class BojaxPruner(BasePruner):
       trials of its bracket reported at the milestone, its own included
       (:mod:`bojax.bo.schedulers`); Hyperband puts trial ``n`` in the bracket bojax's
       own step-wise runs would, ASHA uses one bracket.
-    * ``early_stopping="freeze-thaw"``: the model decides. A GP (``surrogate``, MAP by
-      default: a decision per milestone must be quick) is fitted to every trial's
-      intermediate values over the parameters and the step (:mod:`bojax.bo.freezethaw`),
-      and the trial goes on if its expected improvement at ``max_resource`` per step it
-      still needs is at least the best new design's per full training (Swersky et al.
-      2014; Snoek et al. 2012's EI per unit cost), i.e. if finishing it is the best use
-      of the next steps. Until ``max(5, d + 2)`` trials have reported, successive
-      halving decides. The model's chains are carried from decision to decision.
+    * ``early_stopping="freeze-thaw"``: the model may keep what successive halving
+      would stop. A GP (``surrogate``, MAP by default: a decision per milestone must be
+      quick) is fitted to every trial's intermediate values over the parameters and the
+      step (:mod:`bojax.bo.freezethaw`), and the trial goes on if its expected
+      improvement at ``max_resource`` per step it still needs is at least the best new
+      design's per full training (Swersky et al. 2014; Snoek et al. 2012's EI per unit
+      cost), or if ASHA's rule keeps it. The model alone does not prune: in bojax's
+      own runs that best new design is trained next and its uncertainty shrinks, but
+      here the study's sampler picks the next trial, the unexplored corner keeps its
+      optimism, and a model-only rule pruned 21 of 21 random trials at their first step,
+      those at the optimum included. Until ``max(5, d + 2)`` trials have reported,
+      successive halving decides. The model's chains are carried from decision to decision.
 
     The decision reads the study's storage alone, so parallel workers agree (each
     pruner fits its own model). With :class:`BojaxSampler`, the intermediate values of
@@ -573,10 +577,8 @@ class BojaxPruner(BasePruner):
         value = sign * trial.intermediate_values[step]
         if not math.isfinite(value):
             return True  # a diverged training does not go on
-        if self._kind == "freeze-thaw":
-            verdict = self._model_prunes(study, trial, sign)
-            if verdict is not None:
-                return verdict
+        if self._kind == "freeze-thaw" and self._model_prunes(study, trial, sign) is False:
+            return False  # worth finishing; where the model would stop it, ASHA decides
         states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
         others = [
             t
