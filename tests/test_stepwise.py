@@ -866,6 +866,14 @@ def test_ask_and_tell_make_the_records_minimize_makes():
     assert trainings.spent == 150
 
 
+def test_finishing_a_training_with_no_step_told_fails_it_in_trainings_words():
+    trainings = bojax.Trainings(SPACE, max_step=9, early_stopping="asha")
+    design, _ = trainings.ask()
+    record = trainings.finish(design, 0.5)
+    assert record["status"] == "failed" and "finish(0) came with no step told" in record["error"]
+    assert "report(" not in record["error"]  # a step-wise objective's words
+
+
 def test_worker_threads_share_one_journalled_trainings(tmp_path):
     """Four threads each ask, tell and finish on one run: without a lock two were handed
     one design, and their writes of pending.json through one temporary file failed."""

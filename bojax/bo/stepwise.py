@@ -663,6 +663,11 @@ class Trainings:
             status, y = "stopped", None
         else:
             status, y, error = outcome(value, training.curve)
+            if not training.curve:  # in Trainings' words, not a step-wise objective's
+                error = (
+                    f"finish({design}) came with no step told: call tell(design, step, "
+                    "value) after each step (epoch) first"
+                )
         del self._open[design]
         self._stopped.discard(design)
         record = self._run.end(opened, status, y, error)
