@@ -144,6 +144,22 @@ def test_a_conditional_discrete_space_with_few_distinct_points_is_enumerated():
         propose(jax.random.key(0), bump, jnp.zeros(8), space, everything, num_candidates=64)
 
 
+def test_each_space_gets_its_own_enumeration_though_spaces_compare_equal():
+    """Conditions on the choices 1 and True compare equal, the spaces too; the points
+    kept for one must not serve the other (a run proposed c = 1 six times)."""
+    from bojax.bo.optimize import enumeration
+    from bojax.parameters import Categorical
+
+    def space(value):
+        return Space([Categorical("c", (1, True, "x")),
+                      Integer("k", 0, 3, condition=("c", "==", value))])  # fmt: skip
+
+    for value in (1, True):
+        points = [space(value).from_unit(u) for u in enumeration(space(value), 1000)]
+        assert sum("k" in p for p in points) == 4
+        assert all(p["c"] is value for p in points if "k" in p), (value, points)
+
+
 def test_bad_options():
     with pytest.raises(ValueError, match="method"):
         propose(jax.random.key(0), bump, TARGET, SPACE, np.zeros((0, 3)), method="grid")

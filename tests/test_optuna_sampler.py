@@ -1,9 +1,10 @@
-"""bojax inside Optuna, through Optuna's public API only."""
+"""bojax inside Optuna: through Optuna's public API, and a few of the integration's helpers."""
 
 import math
 import re
 import warnings
 
+import numpy as np
 import pytest
 
 optuna = pytest.importorskip("optuna")
@@ -47,6 +48,59 @@ def mixed(trial):
     trial.suggest_categorical("opaque", [None, "x"])  # a None choice: not modelled
     x = trial.suggest_float("x", -5.0, 5.0)
     return (x - 1.0) ** 2 + {"a": 1.0, "b": 0.0, "c": 2.0}[kind] + ((batch - 64) / 64) ** 2 + drop
+
+
+def test_pruned_trials_below_the_step_are_data_and_diverged_ones_failures():
+    """Below the modelled step: a pruned trial at its last value, a complete one at its
+    value; a trial that reported inf, or completed at inf, is a failure (it was once the
+    best observation: 0.05)."""
+    from optuna.distributions import FloatDistribution
+    from optuna.trial import TrialState, create_trial
+
+    from bojax.integrations.optuna import _at_highest_step, _space
+
+    d = {"x": FloatDistribution(0.0, 1.0)}
+    study = optuna.create_study()
+    for i in range(5):  # reach step 3
+        study.add_trial(create_trial(params={"x": 0.1 * i}, distributions=d, value=0.1,
+                                     intermediate_values={1: 0.5, 3: 0.2 + i}))  # fmt: skip
+    below = [
+        (TrialState.PRUNED, {1: 0.3, 2: 0.25}, None, 0.25),
+        (TrialState.COMPLETE, {1: 0.3}, 0.28, 0.28),  # ended by itself at step 1
+        (TrialState.PRUNED, {1: 0.05, 3: math.inf}, None, math.nan),  # diverged
+        (TrialState.COMPLETE, {1: 0.04}, math.inf, math.nan),
+        (TrialState.PRUNED, {}, None, math.nan),  # skipped
+    ]
+    for k, (state, values, value, _) in enumerate(below):
+        study.add_trial(create_trial(state=state, params={"x": 0.6 + 0.05 * k}, distributions=d,
+                                     value=value, intermediate_values=values))  # fmt: skip
+    observed, outcome = _at_highest_step(study, _space(d), 5, BojaxSampler(seed=0)._unit)
+    told = [outcome(t) for t, _ in observed]
+    assert [t.number for t, _ in observed] == list(range(10))  # in trial order
+    assert told[:5] == [0.2 + i for i in range(5)]
+    np.testing.assert_array_equal(told[5:], [e for *_, e in below])
+
+
+def test_the_pruners_memory_is_per_trial_of_each_study_made():
+    """A study made again under the same name has trials of the same numbers; they
+    inherited the milestones decided for the old ones (19 of 30 pruned, 28 afresh)."""
+
+    def objective(trial):
+        x = trial.suggest_float("x", 0.0, 1.0)
+        for epoch in range(1, 28):
+            trial.report((x - 0.3) ** 2 + 1.0 / epoch, epoch)
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+        return (x - 0.3) ** 2
+
+    pruner = BojaxPruner(max_resource=27, early_stopping="asha")
+    counts = []
+    for _ in range(2):
+        study = optuna.create_study(study_name="again", pruner=pruner,
+                                    sampler=optuna.samplers.RandomSampler(seed=0))  # fmt: skip
+        study.optimize(objective, n_trials=30)
+        counts.append(sum(t.state == optuna.trial.TrialState.PRUNED for t in study.trials))
+    assert counts[0] >= 15 and counts[1] == counts[0]
 
 
 def test_choices_optuna_cannot_tell_apart_go_to_the_independent_sampler():

@@ -176,12 +176,16 @@ def _unpack(settings: Settings, space: Space, saved: dict[str, Any]) -> tuple[An
     if saved["fits"] == 0:
         return None, classifier
     surrogate = settings.make_surrogate(space)
-    if settings.metrics is not None:
-        return tuple(surrogate.unpack(space.dim, s) for s in saved["outputs"]), classifier
-    try:
-        return surrogate.unpack(space.dim, saved), classifier
-    except ValueError:  # past exact_limit, a chain of several became one MAP position
-        return trust.local_surrogate(surrogate).unpack(space.dim, saved), classifier
+
+    def unpacked(packed):
+        try:
+            return surrogate.unpack(space.dim, packed)
+        except ValueError:  # past exact_limit, a chain of several became one MAP position
+            return trust.local_surrogate(surrogate).unpack(space.dim, packed)
+
+    if settings.metrics is not None:  # (one constrained objective goes local too)
+        return tuple(unpacked(s) for s in saved["outputs"]), classifier
+    return unpacked(saved), classifier
 
 
 def _restore(

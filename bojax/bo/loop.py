@@ -340,8 +340,8 @@ def local_region(state: BOState) -> trust.Region | None:
 
 def fit_surrogate(state: BOState) -> SurrogateFit:
     """The surrogate fitted to the successful evaluations (past ``exact_limit``, to the
-    ``local_points`` nearest the incumbent, by :func:`bojax.bo.trust.local_surrogate`),
-    with the data it saw."""
+    trust region's ``local_points``, nearest the incumbent and a quarter the region's
+    latest proposals, by :func:`bojax.bo.trust.local_surrogate`), with the data it saw."""
     settings, n = state.settings, len(state.y)
     surrogate = settings.make_surrogate(state.space)
     ok = np.isfinite(state.y)

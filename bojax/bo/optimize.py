@@ -27,7 +27,6 @@ up) :class:`~bojax.errors.SpaceExhaustedError` is raised.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from collections.abc import Callable
@@ -207,16 +206,19 @@ def enumeration(space: Space, limit: int) -> np.ndarray | None:
     sizes = [_size(p) for p in space.parameters]
     if None in sizes or math.prod(sizes) > limit:
         return None
-    return _enumerated(space, limit).copy()
+    # Keyed by the space's text: spaces compare equal across the choices 1 and True,
+    # which are different points here.
+    key = repr(space.to_dict())
+    if key not in _ENUMERATED:
+        grids = [p.grid() for p in space.parameters]
+        points = np.array(list(itertools.product(*grids)), dtype=np.float64)
+        if len(_ENUMERATED) >= 16:
+            _ENUMERATED.pop(next(iter(_ENUMERATED)))  # the oldest
+        _ENUMERATED[key] = np.unique(space.snap(points), axis=0)
+    return _ENUMERATED[key].copy()
 
 
-@functools.lru_cache(maxsize=16)
-def _enumerated(space: Space, limit: int) -> np.ndarray:
-    grids = [p.grid() for p in space.parameters]
-    points = np.array(list(itertools.product(*grids)), dtype=np.float64)
-    points = np.unique(space.snap(points), axis=0)
-    points.flags.writeable = False  # shared by every caller
-    return points
+_ENUMERATED: dict[str, np.ndarray] = {}  # the distinct points of the spaces listed lately
 
 
 # Combinations a discrete space may have and still be listed to find how few distinct

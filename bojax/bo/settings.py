@@ -250,8 +250,9 @@ class Settings:
     exact_limit: int | None = setting(
         300,
         "successful evaluations a GP conditions on all at once; past them each proposal "
-        "fits a local GP (MAP) to the local_points nearest the best and searches a trust "
-        "region around it (None, or a number above the run's size: always exact)",
+        "fits a local GP (MAP) to the local_points nearest the best (a quarter of them the "
+        "region's latest proposals) and searches a trust region around it (None, or a "
+        "number above the run's size: always exact)",
         count(1, optional=True),
         omit_at_default=True,
     )

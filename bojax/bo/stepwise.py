@@ -14,14 +14,15 @@ report(...): break``) rather than train a step that is never recorded. A run spe
 New designs come from the Sobol design until some milestone holds ``max(initial, d + 2)``
 values; then (``proposer="model"``, after BOHB, Falkner et al. 2018) from the run's
 surrogate and acquisition fitted to the values at the highest such milestone. Every
-other ended training is data too, in design order: a design stopped (or ended) below that
-milestone at its last value, a pessimistic stand-in for a curve that only falls, as the
-scheduler judged it, and a failed one as a failure, the failure classifier's label as in
-a plain run (before, four in ten proposals went on into a region where every training
-failed). The designs in training are pending Kriging believers. (The stopped designs were
-believers once, the latest ``eta^(K - 1)`` of them, to bound a proposal's cost; a design
-that left that window could be proposed again, and one was trained 7 times in a run of
-62. The data now grow with the run, and past ``exact_limit`` the local GP bounds them.)
+other ended training is data too, in the order they ended: a design stopped (or ended)
+below that milestone at its last value, a pessimistic stand-in for a curve that only
+falls, as the scheduler judged it, and a failed one as a failure, the failure
+classifier's label as in a plain run (before, four in ten proposals went on into a region
+where every training failed). The designs in training are pending Kriging believers.
+(The stopped designs were believers once, the latest ``eta^(K - 1)`` of them, to bound a
+proposal's cost; a design that left that window could be proposed again, and one was
+trained 7 times in a run of 62. The data now grow with the run, and past
+``exact_limit`` the local GP bounds them.)
 ``proposer="random"`` keeps to the Sobol design (random search with ASHA or Hyperband).
 Each proposal fits afresh from the records, so a resumed run proposes what the
 uninterrupted one did without any saved chain state.
@@ -323,7 +324,7 @@ class StepRun:
             return points[0], {"phase": "initial"}
         rung, observed = chosen
         state = init(self.space, self.settings.replace(fantasy="believer"))
-        # Every ended training is data, in design order (past exact_limit the trust
+        # Every ended training is data, in the order they ended (past exact_limit the trust
         # region counts misses in that order): its value at the milestone; a failure
         # NaN, the failure classifier's label as in a plain run (one that reached the
         # milestone and failed later is data there already); one stopped (or ended)

@@ -25,10 +25,11 @@ of success, and while every trial has failed it proposes where success is likeli
 Where trials report intermediate values (a study that prunes), the data are each trial's
 value at the highest step that ``max(n_startup_trials, d + 2)`` trials reached, pruned
 and running ones included (BOHB's rule, as bojax's own step-wise runs propose,
-:mod:`bojax.bo.stepwise`), and the trials pruned below that step are pending believers,
-so the model does not propose their points again. A trial pruned before it reported a
-finite value (an invalid configuration skipped by raising ``TrialPruned``, or a training
-whose loss diverged) counts as failed.
+:mod:`bojax.bo.stepwise`), and the trials pruned below that step are data at their last
+value, so the model does not propose their points again. A trial pruned before it
+reported a value (an invalid configuration skipped by raising ``TrialPruned``), or one
+that reported a value that is not finite (a training whose loss diverged), counts as
+failed.
 :class:`BojaxPruner` stops trials by bojax's successive halving or Hyperband. A completed
 trial whose value is not finite (Optuna stores ``inf``) counts as failed, as a
 non-finite value does in bojax's own runs. Trials still running are pending points,
@@ -419,13 +420,15 @@ def _at_highest_step(study: Study, space: Space, least: int, unit):
     """``(observed, outcome)`` at the highest step that ``least`` trials reached:
     each trial's first intermediate value at or past that step, running trials' too (a
     completed trial without intermediate values counts its value as reached at every
-    step); a trial pruned below that step (or complete without reaching it) its last
-    finite value, a pessimistic stand-in for a curve that only falls, as the pruner
-    judged it; failed trials as failures, and so are pruned trials without a finite
-    value (skipped, or diverged). ``observed`` is in trial order (past ``exact_limit``
-    the trust region counts misses in that order) and None while no step has enough
-    trials. As pending believers, the latest few only, a proposal returned to a pruned
-    trial's point once it left their window (17 trials in a row in one corner)."""
+    step); a trial pruned below that step its last value, a pessimistic stand-in for a
+    curve that only falls, as the pruner judged it, and one complete without reaching it
+    its final value; failed trials as failures, and so are trials that reported a value
+    that is not finite (diverged), pruned ones that reported nothing (skipped) and
+    complete ones whose value is not finite. ``observed`` is in trial order (past
+    ``exact_limit`` the trust region counts misses in that order) and None while no step
+    has enough trials. (The trials pruned below the step were once pending believers,
+    the latest 128: a proposal returned to a pruned trial's point once it left that
+    window, 17 trials in a row in one corner.)"""
     states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING)
     trials = sorted(study.get_trials(deepcopy=False, states=states), key=lambda t: t.number)
     reported = sorted({step for t in trials for step in t.intermediate_values})
@@ -446,12 +449,15 @@ def _at_highest_step(study: Study, space: Space, least: int, unit):
     for t in trials:
         if t.number in values or t.state in (TrialState.FAIL, TrialState.RUNNING):
             continue  # (a running trial below the step is pending anyway)
-        finite = [v for _, v in sorted(t.intermediate_values.items()) if math.isfinite(v)]
-        if t.state == TrialState.COMPLETE and t.value is not None and math.isfinite(t.value):
-            values[t.number] = t.value
-        elif finite:
-            values[t.number] = finite[-1]
-    # the rest (failed, or pruned with no finite value) are failures
+        reports = [v for _, v in sorted(t.intermediate_values.items())]
+        if not all(math.isfinite(v) for v in reports):
+            continue  # diverged: a failure, as a non-finite report fails bojax's trainings
+        if t.state == TrialState.COMPLETE:
+            if t.value is not None and math.isfinite(t.value):
+                values[t.number] = t.value
+        elif reports:
+            values[t.number] = reports[-1]
+    # the rest (failed, diverged, pruned before a report, complete at inf) are failures
     observed = [
         (t, u)
         for t in trials
@@ -514,9 +520,12 @@ class BojaxPruner(BasePruner):
       those at the optimum included. Until ``max(5, d + 2)`` trials have reported,
       successive halving decides. The model's chains are carried from decision to decision.
 
-    The decision reads the study's storage alone, so parallel workers agree (each
-    pruner fits its own model). With :class:`BojaxSampler`, the intermediate values of
-    pruned and running trials are the sampler's data (BOHB's rule)."""
+    The decision reads the study's storage, so parallel workers agree (each pruner fits
+    its own model), and the pruner's memory of the milestones it decided for each trial
+    (a trial may call ``should_prune`` at some reports only; one pruner per worker, as
+    Optuna has it, each judging its own trials). With :class:`BojaxSampler`, the
+    intermediate values of pruned and running trials are the sampler's data (BOHB's
+    rule)."""
 
     def __init__(
         self,
@@ -552,7 +561,7 @@ class BojaxPruner(BasePruner):
         # (study, trial) -> the step up to which its milestones were decided: a trial may
         # call should_prune at some reports only, and a milestone passed between two
         # calls is decided at the next (by the previous report, none was ever decided).
-        self._decided: dict[tuple[str, int], int] = {}
+        self._decided: dict[tuple, int] = {}
 
     def prune(self, study: Study, trial: FrozenTrial) -> bool:
         step = trial.last_step
@@ -562,7 +571,7 @@ class BojaxPruner(BasePruner):
         rungs = schedulers.SCHEDULERS[kind](self._steps, self._eta)
         bracket = rungs.bracket(trial.number)
         sign = -1.0 if study.direction == StudyDirection.MAXIMIZE else 1.0
-        key = (study.study_name, trial.number)
+        key = (study.study_name, trial.number, trial.datetime_start)  # (a study made again)
         before = self._decided.get(key, 0)
         # The milestones passed since the last decision (the last one ends the training,
         # no decision there).
