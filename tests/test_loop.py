@@ -115,6 +115,17 @@ def test_tell_snaps_a_point_to_what_the_model_reads_and_refuses_a_misplaced_sent
             tell(state, u, 1.0)  # (0.3 is choice 'b', under which m is in use)
 
 
+def test_an_excluded_point_is_never_proposed_and_not_believed():
+    from bojax.bo.loop import ask_batch
+
+    state = bojax.init(Space([Integer("k", 0, 9)]), surrogate="gp-map", initial=3)
+    for k in (0, 5, 9):
+        state = bojax.tell(state, state.space.to_unit({"k": k}), (k - 3) ** 2)
+    (first,), _, _ = ask_batch(state, 1)
+    (again,), _, _ = ask_batch(state, 1, exclude=first[None])
+    assert state.space.from_unit(again) != state.space.from_unit(first)
+
+
 @pytest.mark.parametrize(
     "pending, message",
     [(np.array([[0.3]]), r"shape \(P, 2\); got shape \(1, 1\)"), ([["a", 0.2]], "got shape \\?"),

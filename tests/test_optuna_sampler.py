@@ -50,13 +50,15 @@ def mixed(trial):
     return (x - 1.0) ** 2 + {"a": 1.0, "b": 0.0, "c": 2.0}[kind] + ((batch - 64) / 64) ** 2 + drop
 
 
-def test_pruned_trials_below_the_step_are_data_and_diverged_ones_failures():
-    """Below the modelled step: a pruned trial at its last value, a complete one at its
-    value; a trial that reported inf, or completed at inf, is a failure (it was once the
-    best observation: 0.05)."""
+def test_trials_pruned_below_the_step_are_believed_or_excluded_and_diverged_ones_fail():
+    """Below the modelled step a trial pruned with finite reports, or complete without
+    reaching it, is a pending believer (the latest 128) or, earlier, excluded from the
+    proposals; one that reported inf, completed at inf or was pruned before a report is
+    a failure (a diverged one was once the best observation: 0.05)."""
     from optuna.distributions import FloatDistribution
     from optuna.trial import TrialState, create_trial
 
+    import bojax.integrations.optuna as integration
     from bojax.integrations.optuna import _at_highest_step, _space
 
     d = {"x": FloatDistribution(0.0, 1.0)}
@@ -65,20 +67,28 @@ def test_pruned_trials_below_the_step_are_data_and_diverged_ones_failures():
         study.add_trial(create_trial(params={"x": 0.1 * i}, distributions=d, value=0.1,
                                      intermediate_values={1: 0.5, 3: 0.2 + i}))  # fmt: skip
     below = [
-        (TrialState.PRUNED, {1: 0.3, 2: 0.25}, None, 0.25),
-        (TrialState.COMPLETE, {1: 0.3}, 0.28, 0.28),  # ended by itself at step 1
-        (TrialState.PRUNED, {1: 0.05, 3: math.inf}, None, math.nan),  # diverged
-        (TrialState.COMPLETE, {1: 0.04}, math.inf, math.nan),
-        (TrialState.PRUNED, {}, None, math.nan),  # skipped
+        (TrialState.PRUNED, {1: 0.3, 2: 0.25}, None),  # believed
+        (TrialState.COMPLETE, {1: 0.3}, 0.28),  # ended by itself at step 1: believed
+        (TrialState.PRUNED, {1: 0.05, 3: math.inf}, None),  # diverged
+        (TrialState.COMPLETE, {1: 0.04}, math.inf),
+        (TrialState.PRUNED, {}, None),  # skipped
     ]
-    for k, (state, values, value, _) in enumerate(below):
+    for k, (state, values, value) in enumerate(below):
         study.add_trial(create_trial(state=state, params={"x": 0.6 + 0.05 * k}, distributions=d,
                                      value=value, intermediate_values=values))  # fmt: skip
-    observed, outcome = _at_highest_step(study, _space(d), 5, BojaxSampler(seed=0)._unit)
+    unit = BojaxSampler(seed=0)._unit
+    observed, outcome, since, excluded = _at_highest_step(study, _space(d), 5, unit)
+    assert [t.number for t, _ in observed] == [0, 1, 2, 3, 4, 7, 8, 9]  # in trial order
     told = [outcome(t) for t, _ in observed]
-    assert [t.number for t, _ in observed] == list(range(10))  # in trial order
-    assert told[:5] == [0.2 + i for i in range(5)]
-    np.testing.assert_array_equal(told[5:], [e for *_, e in below])
+    assert told[:5] == [0.2 + i for i in range(5)] and all(map(math.isnan, told[5:]))
+    np.testing.assert_allclose(np.ravel(since), [0.6, 0.65]) and excluded == []
+    integration.MOST_BELIEVERS, most = 1, integration.MOST_BELIEVERS
+    try:  # past the believers' window the earlier ones are excluded
+        _, _, since, excluded = _at_highest_step(study, _space(d), 5, unit)
+    finally:
+        integration.MOST_BELIEVERS = most
+    np.testing.assert_allclose(np.ravel(since), [0.65])
+    np.testing.assert_allclose(np.ravel(excluded), [0.6])
 
 
 def test_the_pruners_memory_is_per_trial_of_each_study_made():
@@ -654,19 +664,17 @@ def test_the_sampler_models_pruned_trials_at_their_highest_common_step(monkeypat
     fitted = []
     real = loop.ask_batch
 
-    def spy(state, q, pending=None):
-        complete = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
-        fitted.append((len(state.y), len(complete)))
-        return real(state, q, pending)
+    def spy(state, q, pending=None, **options):
+        fitted.append((len(state.y), 0 if pending is None else len(pending)))
+        return real(state, q, pending, **options)
 
     monkeypatch.setattr(loop, "ask_batch", spy)
     pruner = BojaxPruner(max_resource=9, early_stopping="asha")
     study = optuna.create_study(sampler=BojaxSampler(seed=0, **FAST), pruner=pruner)
     study.optimize(curved, n_trials=24)
-    assert len(fitted) >= 5 and fitted[0][1] < 5  # modelled before 5 trials completed
-    # every ended trial is data (pruned ones at their last value), so each fit grows
-    sizes = [n for n, _ in fitted]
-    assert min(sizes) >= 5 and sizes == sorted(set(sizes))
+    states = [t.state for t in study.trials]
+    assert states.count(optuna.trial.TrialState.COMPLETE) < 5 <= len(fitted)
+    assert all(n >= 5 for n, _ in fitted)
     assert study.best_value < 1.0  # near the optimum 0 with so few complete trials
 
 
@@ -676,9 +684,9 @@ def test_a_running_trials_intermediate_values_are_data_not_a_pending_point(monke
     seen = []
     real = loop.ask_batch
 
-    def spy(state, q, pending=None):
+    def spy(state, q, pending=None, **options):
         seen.append((state.u.copy(), None if pending is None else pending.copy()))
-        return real(state, q, pending)
+        return real(state, q, pending, **options)
 
     monkeypatch.setattr(loop, "ask_batch", spy)
     study = optuna.create_study(sampler=BojaxSampler(seed=1, **FAST))
@@ -737,9 +745,9 @@ def test_a_trial_pruned_on_a_diverged_report_is_a_failure_in_a_pruning_study(mon
     seen = []
     real = loop.ask_batch
 
-    def spy(state, q, pending=None):
+    def spy(state, q, pending=None, **options):
         seen.append(state.y.copy())
-        return real(state, q, pending)
+        return real(state, q, pending, **options)
 
     monkeypatch.setattr(loop, "ask_batch", spy)
     study = optuna.create_study(sampler=BojaxSampler(seed=0, **FAST))

@@ -989,15 +989,23 @@ def test_ask_and_tell_refuse_out_of_order_calls_and_fail_a_diverged_training():
             bojax.Trainings(SPACE, max_step=9, early_stopping="asha", **limit)
 
 
-def test_designs_stopped_at_a_milestone_no_design_reaches_any_more_stay_data():
+def test_believers_at_a_milestone_no_design_reaches_any_more_stay_bounded(monkeypatch):
     """Four designs complete, then every later one is stopped at the first milestone: the
-    top milestone's data no longer grows, and each proposal's model holds every stopped
-    design at its last value (as a window of believers, they were forgotten)."""
+    top milestone's data no longer grows, so each proposal's believers (designs proposed
+    since) would grow with the run; only the latest max(least, 32, eta^(K - 1)) are kept
+    (the floor set aside here), and the earlier ones are excluded from the proposals."""
+    import bojax.bo.stepwise as stepwise
+
+    settings = dict(max_step=8, eta=2, early_stopping="asha", surrogate="gp-map", initial=2)
+    assert bojax.Trainings(SPACE, **settings)._run.most_believers == 32  # the floor
+    monkeypatch.setattr(stepwise, "FEWEST_BELIEVERS", 0)
     trainings = bojax.Trainings(
         SPACE, max_step=8, eta=2, early_stopping="asha", surrogate="gp-map", initial=2,
         step_budget=1000,
     )  # fmt: skip
-    below, points = [], []
+    cap = max(2, SPACE.dim + 2, 2 ** (len(schedulers.milestones(1, 8, 2)) - 1))
+    assert cap == 8
+    believers, excluded, points = [], [], []
     for k in range(4 + 12):
         design, point = trainings.ask()
         points.append(tuple(point.values()))
@@ -1008,10 +1016,17 @@ def test_designs_stopped_at_a_milestone_no_design_reaches_any_more_stay_data():
         else:  # worse than all before it: stopped at step 1
             assert trainings.tell(design, 1, 100.0 + k) is False
         record = trainings.finish(design)
-        below.append(record["diagnostics"].get("stopped_below"))
+        believers.append(record["diagnostics"].get("believers"))
+        excluded.append(record["diagnostics"].get("excluded"))
     assert [r["curve"][-1][0] for r in trainings.history] == [8] * 4 + [1] * 12
-    assert below[:4] == [None] * 4  # the Sobol design while no milestone has 4 values
-    assert below[4:] == list(range(12)) and len(set(points)) == 16
+    assert believers[:4] == [None] * 4  # the Sobol design while no milestone has 4 values
+    assert believers[4:] == [min(j, cap) for j in range(12)]
+    assert excluded[4:] == [max(0, j - cap) for j in range(12)] and len(set(points)) == 16
+    # eta = 2 up to step 1000 (11 milestones) would allow 1,024: the ceiling holds
+    from bojax.bo.stepwise import MOST_BELIEVERS
+
+    deep = bojax.Trainings(SPACE, max_step=1000, eta=2, early_stopping="asha")
+    assert deep._run.most_believers == MOST_BELIEVERS == 128
 
 
 @pytest.mark.parametrize("on_pool", [False, True])
@@ -1851,39 +1866,38 @@ def test_a_training_that_failed_past_the_modelled_milestone_is_told_once(monkeyp
     assert points == [tuple(r["u"]) for r in history] and math.isnan(told[3][1])
 
 
-@pytest.mark.slow  # 8 s: compiles the failure classifier's fit
-def test_designs_stopped_below_the_modelled_milestone_are_data_at_their_last_value(monkeypatch):
-    """As pending believers, the latest few only, a proposal went back to a stopped
-    design once it left their window: a 62-design ASHA run trained (0.0001, 0) 7 times
-    and ended at 0.09 (now 28 distinct designs, 5e-4)."""
+@pytest.mark.slow  # 6 s: a model proposal's fit
+def test_stopped_designs_out_of_the_believers_window_are_never_proposed_again(monkeypatch):
+    """Designs stopped before the milestone's data last grew were forgotten: the search
+    went back to them exactly (a corner trained 7 times in a 62-design run, 0.09 at the
+    end; 0.006 now). They are excluded from the proposals, not believed."""
     import bojax.bo.stepwise as stepwise
     from bojax.bo.stepwise import StepRun
 
     settings = bojax.Settings(max_step=9, early_stopping="asha", initial=3, surrogate="gp-map")
     rng = np.random.default_rng(0)
-
-    def record(j, curve, status="stopped"):
+    climbed, stopped = [[1, 0.5], [2, 0.45], [3, 0.4]], [[1, 0.9]]
+    curves = [climbed, stopped, climbed, climbed, stopped, climbed, stopped]
+    history = []
+    for j, curve in enumerate(curves):
         u = rng.uniform(size=2).tolist()
-        return {"proposal": j, "u": u, "x": SPACE.from_unit(np.array(u)), "curve": curve,
-                "status": status, "diagnostics": {}}  # fmt: skip
-
-    climbed = [[1, 0.5], [2, 0.45], [3, 0.4]]  # reached milestone 3
-    history = [record(j, climbed) for j in range(4)]
-    history += [record(4, [[1, 0.9]]), record(5, [[1, 0.8], [2, 0.85]]), record(6, climbed)]
-    history += [record(7, [[1, 0.7]], "ok"), record(8, [], "failed")]  # ended by itself at 1
+        history.append({"proposal": j, "u": u, "x": SPACE.from_unit(np.array(u)),
+                        "curve": curve, "status": "stopped", "diagnostics": {}})  # fmt: skip
     run = StepRun(None, SPACE, settings, None, history, False)
-    told = []
-    real = stepwise.tell
-    monkeypatch.setattr(
-        stepwise, "tell", lambda state, u, y: told.append((tuple(u), y)) or real(state, u, y)
-    )
-    _, info = run.propose(9, training=[[0.5, 0.5]])
-    assert [u for u, _ in told] == [tuple(r["u"]) for r in history]  # every one, in order
-    values = [y for _, y in told]
-    assert values[:4] == [0.4] * 4 and values[6] == 0.4  # at milestone 3
-    assert values[4:6] == [0.9, 0.85] and values[7] == 0.7 and math.isnan(values[8])
-    assert (info["model_step"], info["model_points"], info["stopped_below"]) == (3, 5, 3)
-    assert info["believers"] == 1  # the design in training only
+    seen = []
+    real = stepwise.ask_batch
+
+    def spy(state, q, pending=None, **options):
+        seen.append((pending, options.get("exclude")))
+        return real(state, q, pending, **options)
+
+    monkeypatch.setattr(stepwise, "ask_batch", spy)
+    u, info = run.propose(7, training=[[0.5, 0.5]])
+    ((pending, exclude),) = seen
+    np.testing.assert_array_equal(pending, [history[6]["u"], [0.5, 0.5]])  # since, training
+    np.testing.assert_array_equal(exclude, [history[1]["u"], history[4]["u"]])
+    assert (info["believers"], info["excluded"], info["model_points"]) == (2, 2, 4)
+    assert not any(np.array_equal(u, r["u"]) for r in history)
 
 
 @pytest.mark.parametrize(

@@ -516,6 +516,7 @@ def ask_batch(
     box: tuple[np.ndarray, np.ndarray] | None = None,
     fit: SurrogateFit | None = None,
     cost: CostFit | None = None,
+    exclude: np.ndarray | None = None,
 ) -> tuple[np.ndarray, BOState, list[dict[str, Any]]]:
     """Up to ``q`` distinct unit points ``(q', d)`` to evaluate next, with diagnostics.
 
@@ -523,7 +524,9 @@ def ask_batch(
     ``lower == upper`` is held fixed); ``fit``, a :func:`fit_surrogate` of this state
     made already, saves fitting again (freeze-thaw reads the same fit's posterior);
     ``cost``, a cost model (:func:`fit_cost`), divides the acquisition by its predicted
-    seconds as ``cost_aware`` does with the state's own (freeze-thaw's rates per step).
+    seconds as ``cost_aware`` does with the state's own (freeze-thaw's rates per step);
+    ``exclude`` (unit rows) are points never to propose, without being believed anything
+    (designs a step-wise run stopped and no longer models).
 
     The surrogate is fitted once, to the finished evaluations; the batch is then built
     greedily, each point proposed with the pending points and the batch so far as
@@ -536,6 +539,9 @@ def ask_batch(
         raise SettingsError(f"q must be a positive integer, got {q!r}")
     settings, space = state.settings, state.space
     taken = np.zeros((0, space.dim)) if pending is None else _pending_points(space, pending)
+    evaluated = state.u
+    if exclude is not None and len(exclude):
+        evaluated = np.concatenate([state.u, np.reshape(exclude, (-1, space.dim))])
     first = len(state.y) + len(taken)  # the index of this batch's first proposal
     if not model_based(state):
         points = _design_points(state, taken, first, q)
@@ -587,7 +593,7 @@ def ask_batch(
                         _score_function(surrogate, acquire, None, classifier, cost),
                         (conditioned, incumbent, options, *feasibility, *costing),
                         space,
-                        state.u,
+                        evaluated,
                         taken,
                         incumbent=best_point,
                         method=settings.optimizer,

@@ -13,16 +13,19 @@ report(...): break``) rather than train a step that is never recorded. A run spe
 
 New designs come from the Sobol design until some milestone holds ``max(initial, d + 2)``
 values; then (``proposer="model"``, after BOHB, Falkner et al. 2018) from the run's
-surrogate and acquisition fitted to the values at the highest such milestone. Every
-other ended training is data too, in the order they ended: a design stopped (or ended)
-below that milestone at its last value, a pessimistic stand-in for a curve that only
-falls, as the scheduler judged it, and a failed one as a failure, the failure
-classifier's label as in a plain run (before, four in ten proposals went on into a region
-where every training failed). The designs in training are pending Kriging believers.
-(The stopped designs were believers once, the latest ``eta^(K - 1)`` of them, to bound a
-proposal's cost; a design that left that window could be proposed again, and one was
-trained 7 times in a run of 62. The data now grow with the run, and past
-``exact_limit`` the local GP bounds them.)
+surrogate and acquisition fitted to the values at the highest such milestone; the designs
+proposed since that milestone's data last grew (all stopped below it) are pending
+Kriging believers, so a design is not proposed twice because the data did not change
+(and no other stopped design is proposed again: it is excluded, not believed),
+and failed trainings are the failure classifier's labels, as in a plain run (before,
+four in ten proposals went on into a region where every training failed), while the
+believers stay few (about eta^k designs at the k-th milestone under
+ASHA; every stopped design as a believer made an ASHA run on LCBench 7x slower, 648 s
+against 87 s). At the last milestone, which few designs reach, their count would grow
+without bound (564 on one LCBench run, a proposal's cost growing with them), so only the
+latest ``max(least, 32, min(eta^(K - 1), 128))`` of them are kept, K the number of
+milestones: a proposal's model holds at most that many believers beside its milestone's
+values and the designs in training (benchmarks/README.md).
 ``proposer="random"`` keeps to the Sobol design (random search with ASHA or Hyperband).
 Each proposal fits afresh from the records, so a resumed run proposes what the
 uninterrupted one did without any saved chain state.
@@ -65,6 +68,16 @@ from bojax.bo.runs import design_counts, stepwise_best
 from bojax.bo.settings import Settings
 from bojax.errors import DataError, JournalError, ObjectiveError, SettingsError, is_count
 from bojax.spaces import Space
+
+# The most pending believers a model proposal conditions on, whatever eta and the
+# milestones: its GP holds at most this many beside its milestone's values (a proposal
+# took 0.25 s at 81 on LCBench, 0.96 s at 388; benchmarks/README.md).
+MOST_BELIEVERS = 128
+# and at least this many: with few milestones eta^(K - 1) is small (9 for 1, 3, 9), and a
+# window that short forgot stopped designs within a few proposals, which went back to
+# them (a 62-design ASHA run ended at 0.09; 0.006 with a window of 128)
+FEWEST_BELIEVERS = 32
+
 
 # The most segments a parallel freeze-thaw run may have in flight, as far as a resume's
 # check of its journal's design numbers goes (a tampered one would allocate them all).
@@ -224,6 +237,11 @@ class StepRun:
         self.budget = step_budget(settings)
         self.spent = 0
         self.least = max(settings.initial, space.dim + 2)  # values a milestone's model needs
+        # the most believers a proposal conditions on: about what ASHA proposes between
+        # two promotions to its top rung, eta^(K - 1) for K milestones, and never more
+        # than MOST_BELIEVERS (eta = 2 to max_step = 1000 would allow 1,024)
+        top_rung = settings.eta ** (len(self.steps) - 1)
+        self.most_believers = max(self.least, FEWEST_BELIEVERS, min(top_rung, MOST_BELIEVERS))
         self.progress = progress
         self.in_flight: dict[int, Opened] = {}  # trainings begun and not ended
         for number, record in enumerate(history):  # replay the scheduler's records
@@ -324,31 +342,34 @@ class StepRun:
             return points[0], {"phase": "initial"}
         rung, observed = chosen
         state = init(self.space, self.settings.replace(fantasy="believer"))
-        # Every ended training is data, in the order they ended (past exact_limit the trust
-        # region counts misses in that order): its value at the milestone; a failure
-        # NaN, the failure classifier's label as in a plain run (one that reached the
-        # milestone and failed later is data there already); one stopped (or ended)
-        # below the milestone its last value, a pessimistic stand-in for a curve that
-        # only falls, as the scheduler judged it. Believers for them instead (the latest
-        # few) let a proposal return to a stopped design once it left their window:
-        # one design was trained 7 times in a 62-design run.
-        below = 0
-        for j in range(len(self.history)):
-            record = self.history[j]
-            at_milestone = rung_values(self.steps, record["curve"]).get(rung)
-            if at_milestone is not None:
-                value = at_milestone
-            elif record["status"] == "failed" or not record["curve"]:
-                value = math.nan
-            else:
-                value, below = float(record["curve"][-1][1]), below + 1
+        # Failed trainings are the failure classifier's labels, as in a plain run (one
+        # that reached the milestone and failed later is data there already). They are
+        # told in the order they ended, with the values: past exact_limit the trust region counts
+        # misses in that order, and failures told last read as a run of misses that ended
+        # its episodes (28 random proposals in a row).
+        failed = {j for j, r in enumerate(self.history) if r["status"] == "failed"}
+        failed -= set(observed)
+        for j in sorted(failed | set(observed)):
+            value = math.nan
+            if j not in failed:
+                value = rung_values(self.steps, self.history[j]["curve"])[rung]
             state = tell(state, started[j], value)
-        pending = np.asarray(training, np.float64).reshape(-1, dim)
-        points, _, infos = ask_batch(state, 1, pending)
+        # proposed since the milestone's data last grew (the latest `most_believers`), or
+        # in training now
+        since = [j for j in range(max(observed) + 1, len(started)) if j not in failed]
+        kept = since[-self.most_believers :]
+        pending = np.concatenate([started[kept], training])
+        # Every other design (stopped below the milestone before its data last grew, or
+        # out of the believers' window) is never proposed again: forgotten, a stopped
+        # corner came back exactly, one trained 7 times in a 62-design run (0.09 at the
+        # end, against 0.006 with this rule). As data at their last values instead, an
+        # epoch-1 loss swamped the milestone's scale and an LCBench run ended worse.
+        forgotten = sorted(set(range(len(started))) - set(observed) - failed - set(kept))
+        points, _, infos = ask_batch(state, 1, pending, exclude=started[forgotten])
         info = {k: v for k, v in infos[0].items() if k == "phase" or math.isfinite(float(v))}
         return points[0], {
             **info, "model_step": self.steps[rung], "model_points": len(observed),
-            "stopped_below": below, "believers": len(pending),
+            "believers": len(pending), "excluded": len(forgotten),
         }  # fmt: skip
 
     def _model_milestone(self) -> tuple[int, list[int]] | None:

@@ -25,8 +25,9 @@ of success, and while every trial has failed it proposes where success is likeli
 Where trials report intermediate values (a study that prunes), the data are each trial's
 value at the highest step that ``max(n_startup_trials, d + 2)`` trials reached, pruned
 and running ones included (BOHB's rule, as bojax's own step-wise runs propose,
-:mod:`bojax.bo.stepwise`), and the trials pruned below that step are data at their last
-value, so the model does not propose their points again. A trial pruned before it
+:mod:`bojax.bo.stepwise`), and the trials pruned below that step are pending believers
+(the latest 128; earlier ones are excluded), so the model does not propose their points
+again. A trial pruned before it
 reported a value (an invalid configuration skipped by raising ``TrialPruned``), or one
 that reported a value that is not finite (a training whose loss diverged), counts as
 failed.
@@ -78,6 +79,7 @@ from optuna.study import Study, StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from bojax.bo import schedulers
+from bojax.bo.stepwise import MOST_BELIEVERS
 from bojax.errors import (
     MissingParameterError,
     ParameterError,
@@ -273,7 +275,7 @@ class BojaxSampler(BaseSampler):
         stepwise = _stepwise(study, settings)
         if stepwise:  # trials report intermediate values: BOHB's rule
             least = max(self._settings.initial, space.dim + 2)
-            observed, outcome = _at_highest_step(study, space, least, self._unit)
+            observed, outcome, since, excluded = _at_highest_step(study, space, least, self._unit)
         if observed is None or len(observed) < self._settings.initial:
             return {}
         state = init(space, settings)
@@ -298,9 +300,12 @@ class BojaxSampler(BaseSampler):
                 proposed = self._proposed.get((study.study_name, t.number))
                 if proposed is not None and proposed[0] == space_key:
                     running.append(proposed[1])
+        if stepwise:  # and the trials since that step's data last grew
+            running += since
         pending = np.asarray(running).reshape(-1, space.dim) if running else None
+        exclude = np.reshape(excluded, (-1, space.dim)) if stepwise and excluded else None
         try:
-            points, state, _ = ask_batch(state, 1, pending)
+            points, state, _ = ask_batch(state, 1, pending, exclude=exclude)
         except SpaceExhaustedError as error:  # every point evaluated or being evaluated
             if study.study_name not in self._exhausted:
                 self._exhausted.add(study.study_name)
@@ -417,18 +422,18 @@ def _stepwise(study: Study, settings) -> bool:
 
 
 def _at_highest_step(study: Study, space: Space, least: int, unit):
-    """``(observed, outcome)`` at the highest step that ``least`` trials reached:
-    each trial's first intermediate value at or past that step, running trials' too (a
-    completed trial without intermediate values counts its value as reached at every
-    step); a trial pruned below that step its last value, a pessimistic stand-in for a
-    curve that only falls, as the pruner judged it, and one complete without reaching it
-    its final value; failed trials as failures, and so are trials that reported a value
-    that is not finite (diverged), pruned ones that reported nothing (skipped) and
-    complete ones whose value is not finite. ``observed`` is in trial order (past
-    ``exact_limit`` the trust region counts misses in that order) and None while no step
-    has enough trials. (The trials pruned below the step were once pending believers,
-    the latest 128: a proposal returned to a pruned trial's point once it left that
-    window, 17 trials in a row in one corner.)"""
+    """``(observed, outcome, since, excluded)`` at the highest step that ``least``
+    trials reached: each trial's first intermediate value at or past that step, running
+    trials' too (a completed trial without intermediate values counts its value as
+    reached at every step), failed trials as failures, and so are trials that reported
+    a value that is not finite (diverged), pruned ones that reported nothing (skipped)
+    and complete ones whose value is not finite; ``since``, the unit points of the
+    latest ``MOST_BELIEVERS`` trials pruned below that step (or complete without
+    reaching it), taken as pending believers so an unchanged data set does not propose
+    their points again, and ``excluded`` those of the earlier ones, never proposed again
+    (forgotten, a pruned corner came back: 17 trials in a row). ``observed`` is in trial
+    order (past ``exact_limit`` the trust region counts misses in that order) and None
+    while no step has enough trials."""
     states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING)
     trials = sorted(study.get_trials(deepcopy=False, states=states), key=lambda t: t.number)
     reported = sorted({step for t in trials for step in t.intermediate_values})
@@ -445,30 +450,36 @@ def _at_highest_step(study: Study, space: Space, least: int, unit):
             chosen = step
             break
     if chosen is None:
-        return None, None
-    for t in trials:
-        if t.number in values or t.state in (TrialState.FAIL, TrialState.RUNNING):
-            continue  # (a running trial below the step is pending anyway)
-        reports = [v for _, v in sorted(t.intermediate_values.items())]
-        if not all(math.isfinite(v) for v in reports):
-            continue  # diverged: a failure, as a non-finite report fails bojax's trainings
+        return None, None, [], []
+
+    def failed(t: FrozenTrial) -> bool:
+        reports = list(t.intermediate_values.values())
+        if t.state == TrialState.FAIL or not all(math.isfinite(v) for v in reports):
+            return True  # (diverged: a non-finite report fails bojax's own trainings too)
         if t.state == TrialState.COMPLETE:
-            if t.value is not None and math.isfinite(t.value):
-                values[t.number] = t.value
-        elif reports:
-            values[t.number] = reports[-1]
-    # the rest (failed, diverged, pruned before a report, complete at inf) are failures
+            return t.value is None or not math.isfinite(t.value)
+        return t.state == TrialState.PRUNED and not reports  # skipped
+
     observed = [
         (t, u)
         for t in trials
-        if (t.number in values or t.state != TrialState.RUNNING)
+        if (t.number in values or (t.state != TrialState.RUNNING and failed(t)))
         and (u := unit(study, space, t)) is not None
     ]
+    below = [
+        t
+        for t in trials
+        if t.number not in values
+        and t.state != TrialState.RUNNING  # running: pending anyway
+        and not failed(t)
+    ]
+    points = [u for t in below if (u := unit(study, space, t)) is not None]
+    since, excluded = points[-MOST_BELIEVERS:], points[:-MOST_BELIEVERS]
 
     def outcome(t: FrozenTrial) -> float:
         return values.get(t.number, math.nan)
 
-    return observed, outcome
+    return observed, outcome, since, excluded
 
 
 def _constraint_name(key: Any) -> str:
