@@ -91,24 +91,26 @@ def test_trials_pruned_below_the_step_are_believed_or_excluded_and_diverged_ones
     np.testing.assert_allclose(np.ravel(excluded), [0.6])
 
 
+def falling_bowl(trial):
+    """A 27-epoch curve falling as 1/epoch to (x - 0.3)^2, checked at every epoch."""
+    x = trial.suggest_float("x", 0.0, 1.0)
+    for epoch in range(1, 28):
+        trial.report((x - 0.3) ** 2 + 1.0 / epoch, epoch)
+        if trial.should_prune():
+            raise optuna.TrialPruned()
+    return (x - 0.3) ** 2
+
+
 def test_the_pruners_memory_is_per_trial_of_each_study_made():
     """A study made again under the same name has trials of the same numbers; they
     inherited the milestones decided for the old ones (19 of 30 pruned, 28 afresh)."""
-
-    def objective(trial):
-        x = trial.suggest_float("x", 0.0, 1.0)
-        for epoch in range(1, 28):
-            trial.report((x - 0.3) ** 2 + 1.0 / epoch, epoch)
-            if trial.should_prune():
-                raise optuna.TrialPruned()
-        return (x - 0.3) ** 2
 
     pruner = BojaxPruner(max_resource=27, early_stopping="asha")
     counts = []
     for _ in range(2):
         study = optuna.create_study(study_name="again", pruner=pruner,
                                     sampler=optuna.samplers.RandomSampler(seed=0))  # fmt: skip
-        study.optimize(objective, n_trials=30)
+        study.optimize(falling_bowl, n_trials=30)
         counts.append(sum(t.state == optuna.trial.TrialState.PRUNED for t in study.trials))
     assert counts[0] >= 15 and counts[1] == counts[0]
 
@@ -581,21 +583,13 @@ def test_the_model_pruner_keeps_the_trials_successive_halving_keeps():
     0.0070 on the same trials)."""
     from bojax.integrations.optuna import BojaxPruner
 
-    def objective(trial):
-        x = trial.suggest_float("x", 0.0, 1.0)
-        for epoch in range(1, 28):
-            trial.report((x - 0.3) ** 2 + 1.0 / epoch, epoch)
-            if trial.should_prune():
-                raise optuna.TrialPruned()
-        return (x - 0.3) ** 2
-
     studies = {}
     for kind in ("freeze-thaw", "asha"):
         pruner = BojaxPruner(max_resource=27, early_stopping=kind)
         studies[kind] = optuna.create_study(
             sampler=optuna.samplers.RandomSampler(seed=0), pruner=pruner
         )
-        studies[kind].optimize(objective, n_trials=25)
+        studies[kind].optimize(falling_bowl, n_trials=25)
     assert studies["freeze-thaw"].best_value <= studies["asha"].best_value
 
 
