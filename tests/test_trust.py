@@ -393,6 +393,7 @@ def test_with_nothing_feasible_the_region_centres_on_the_least_violating():
     assert np.all(np.isfinite(y[np.flatnonzero(np.isfinite(y))[area.rows]]))
 
 
+@pytest.mark.slow  # 13 s: compiles the metrics' local and exact fits
 def test_one_constrained_objective_goes_local_and_several_stay_exact():
     """Past exact_limit every metric's model sees the region's rows, and the proposal
     lies in its box; the violations are standardised shortfalls, 0 where feasible."""
