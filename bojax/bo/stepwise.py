@@ -75,7 +75,7 @@ from bojax.spaces import Space
 MOST_BELIEVERS = 128
 # and at least this many: with few milestones eta^(K - 1) is small (9 for 1, 3, 9), and a
 # window that short forgot stopped designs within a few proposals, which went back to
-# them (a 62-design ASHA run ended at 0.09; 0.006 with a window of 128)
+# them (a 62-design ASHA run ended at 0.09; 0.006 with this floor and the exclusion)
 FEWEST_BELIEVERS = 32
 
 
@@ -344,9 +344,9 @@ class StepRun:
         state = init(self.space, self.settings.replace(fantasy="believer"))
         # Failed trainings are the failure classifier's labels, as in a plain run (one
         # that reached the milestone and failed later is data there already). They are
-        # told in the order they ended, with the values: past exact_limit the trust region counts
-        # misses in that order, and failures told last read as a run of misses that ended
-        # its episodes (28 random proposals in a row).
+        # told in the order they ended, with the values: past exact_limit the trust
+        # region counts misses in that order, and failures told last read as a run of
+        # misses that ended its episodes (a review saw 28 random proposals in a row).
         failed = {j for j, r in enumerate(self.history) if r["status"] == "failed"}
         failed -= set(observed)
         for j in sorted(failed | set(observed)):
