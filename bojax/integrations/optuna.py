@@ -431,7 +431,7 @@ def _at_highest_step(study: Study, space: Space, least: int, unit):
     latest ``MOST_BELIEVERS`` trials pruned below that step (or complete without
     reaching it), taken as pending believers so an unchanged data set does not propose
     their points again, and ``excluded`` those of the earlier ones, never proposed again
-    (forgotten, a pruned corner came back: 17 trials in a row). ``observed`` is in trial
+    (as bojax's own step-wise runs exclude theirs). ``observed`` is in trial
     order (past ``exact_limit`` the trust region counts misses in that order) and None
     while no step has enough trials."""
     states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING)
