@@ -101,6 +101,24 @@ def falling_bowl(trial):
     return (x - 0.3) ** 2
 
 
+def test_the_sampler_models_pruned_trials_before_any_trial_completes():
+    """Optuna's intersection of complete trials was empty then, so every trial was
+    random until one completed; the pruned trials' space is modelled meanwhile."""
+    from optuna.distributions import FloatDistribution
+    from optuna.trial import TrialState, create_trial
+
+    d = {"x": FloatDistribution(0.0, 1.0)}
+    study = optuna.create_study()
+    for k in range(8):
+        x = 0.05 + 0.1 * k
+        curve = {1: (x - 0.3) ** 2 + 1.0, 3: (x - 0.3) ** 2 + 0.3}
+        study.add_trial(create_trial(state=TrialState.PRUNED, params={"x": x}, distributions=d,
+                                     intermediate_values=curve))  # fmt: skip
+    sampler = BojaxSampler(seed=0, **FAST)
+    trial = study.ask()
+    assert sampler.infer_relative_search_space(study, trial) == d
+
+
 def test_the_pruners_memory_is_per_trial_of_each_study_made():
     """A study made again under the same name has trials of the same numbers; they
     inherited the milestones decided for the old ones (19 of 30 pruned, 28 afresh)."""
