@@ -37,7 +37,13 @@ from bojax import gp
 from bojax.bo import keys, multiobjective, policies, trust, warping
 from bojax.bo.acquisition import AcquisitionRecord, get_acquisition
 from bojax.bo.evaluation import short_repr
-from bojax.bo.optimize import ENUMERATION_LIMIT, candidate_grid, enumeration, propose
+from bojax.bo.optimize import (
+    ENUMERATION_LIMIT,
+    candidate_grid,
+    enumeration,
+    propose,
+    propose_within,
+)
 from bojax.bo.settings import Settings
 from bojax.compilation import release_if_crowded, use_persistent_cache
 from bojax.errors import (
@@ -160,6 +166,11 @@ def _told_metric(value: Any) -> float | None:
         return None
 
 
+def _in_unit_cube(rows: np.ndarray) -> bool:
+    """Whether every coordinate is in [0, 1] or the sentinel of an unused parameter."""
+    return bool(np.all((rows == IRRELEVANT) | ((rows >= 0.0) & (rows <= 1.0))))
+
+
 def _told_point(space: Space, u: Any) -> np.ndarray:
     """``u`` as a (1, dim) float64 row, snapped (:meth:`Space.snap`: integer and
     categorical coordinates to their bins' centres, those of parameters whose condition
@@ -173,7 +184,7 @@ def _told_point(space: Space, u: Any) -> np.ndarray:
         row = np.asarray(u, dtype=np.float64)
     except (TypeError, ValueError):
         row = None
-    inside = row is not None and np.all((row == IRRELEVANT) | ((row >= 0.0) & (row <= 1.0)))
+    inside = row is not None and _in_unit_cube(row)
     if row is None or row.size != dim or not inside:
         raise DataError(
             f"tell's u must be the {dim} unit coordinates ask returned (each in [0, 1]; "
@@ -210,7 +221,7 @@ def _pending_points(space: Space, pending: Any) -> np.ndarray:
             f"(P, {space.dim}); got shape {shape}: {pending!r:.200}"
         )
     rows = rows.reshape(-1, space.dim)
-    if not np.all((rows == IRRELEVANT) | ((rows >= 0.0) & (rows <= 1.0))):
+    if not _in_unit_cube(rows):
         raise DataError(f"pending points must lie in [0, 1] (or be the sentinel): {pending!r:.200}")
     return rows
 
@@ -582,29 +593,20 @@ def ask_batch(
         conditioned, incumbent = _conditioned(
             state, surrogate, fitted, (x, y), taken, k, best, local=area is not None
         )
-        # Every point of a trust region of integers may be evaluated while the rest of
-        # the space is not (a run of 400 points stopped at 33): then look everywhere.
-        boxes = (box, None) if region else (box,)
         try:
-            for last, within in enumerate(boxes, start=1 - len(boxes)):
-                try:
-                    u, value = propose(
-                        _keys(settings, k)[1],
-                        _score_function(surrogate, acquire, None, classifier, cost),
-                        (conditioned, incumbent, options, *feasibility, *costing),
-                        space,
-                        evaluated,
-                        taken,
-                        incumbent=best_point,
-                        method=settings.optimizer,
-                        num_candidates=settings.num_candidates,
-                        screen=_screen_function(surrogate, acquire, classifier, cost),
-                        box=within,
-                    )
-                    break
-                except SpaceExhaustedError:
-                    if last == 0:
-                        raise
+            u, value = propose_within(
+                (box, None) if region else (box,),  # a used-up trust region: everywhere
+                _keys(settings, k)[1],
+                _score_function(surrogate, acquire, None, classifier, cost),
+                (conditioned, incumbent, options, *feasibility, *costing),
+                space,
+                evaluated,
+                taken,
+                incumbent=best_point,
+                method=settings.optimizer,
+                num_candidates=settings.num_candidates,
+                screen=_screen_function(surrogate, acquire, classifier, cost),
+            )
         except SpaceExhaustedError:
             if points:
                 break

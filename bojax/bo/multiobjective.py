@@ -55,7 +55,7 @@ from bojax import gp
 from bojax.bo import keys, pareto, trust, warping
 from bojax.bo.acquisition import AcquisitionRecord, MultiIncumbent, get_acquisition
 from bojax.bo.metrics import Metrics
-from bojax.bo.optimize import propose
+from bojax.bo.optimize import propose_within
 from bojax.errors import SettingsError, SpaceExhaustedError
 from bojax.surrogates import Surrogate
 
@@ -374,7 +374,7 @@ def propose_batch(state, classifier, feasibility, taken, first: int, q: int, are
             bounds=jnp.asarray(bounds),
         )
         try:
-            u, value = _propose_within(
+            u, value = propose_within(
                 boxes_tried,
                 keys.proposal_keys(settings.seed, k)[1],
                 score,
@@ -397,17 +397,6 @@ def propose_batch(state, classifier, feasibility, taken, first: int, q: int, are
     # The chains the next ask continues are this ask's first fit's: a resume replays that
     # fit only, so ParEGO's refits for a batch's later scalarisations are not carried on.
     return np.stack(points), state._replace(surrogate=models.fitted), infos
-
-
-def _propose_within(boxes, *args, **kwargs):
-    """:func:`bojax.bo.optimize.propose` in the first of ``boxes`` that has a point left
-    (a trust region of integers may be used up while the space is not)."""
-    for last, box in enumerate(boxes, start=1 - len(boxes)):
-        try:
-            return propose(*args, box=box, **kwargs)
-        except SpaceExhaustedError:
-            if last == 0:
-                raise
 
 
 def pooled_means(surrogate, fitted, x: np.ndarray, count: int) -> np.ndarray:
