@@ -21,6 +21,7 @@ the report's relevance-agnostic baseline.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -48,6 +49,7 @@ from bojax.parameters import (
     parameter_from_spec,
     python_scalar,
 )
+from bojax.parameters.base import typed_key
 
 __all__ = [
     "IRRELEVANT",
@@ -177,11 +179,18 @@ class Space:
                 return p
         raise UnknownParameterError(name, f"not in the space {list(self.names)}")
 
+    def _key(self) -> tuple:
+        """The parameters' kinds and fields, the choice ``True`` apart from ``1``."""
+        return tuple(
+            (type(p), *(typed_key(getattr(p, f.name)) for f in dataclasses.fields(p)))
+            for p in self.parameters
+        )
+
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Space) and self.parameters == other.parameters
+        return isinstance(other, Space) and self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash(self.parameters)
+        return hash(self._key())
 
     def __repr__(self) -> str:
         return f"Space({list(self.parameters)!r})"

@@ -222,6 +222,17 @@ def test_space_serialises_and_compares():
     assert again == SPACE and hash(again) == hash(SPACE)
     assert SPACE != Space([Real("dropout", 0.0, 1.0)])
     assert SPACE["layers"] == Integer("layers", 1, 5)
+    # The choices True and 1 are apart (a space's values keep them apart), 1 and 1.0 not.
+    from bojax.parameters import Categorical, Condition
+
+    def flagged(flag, on):
+        return Space([Categorical("a", (flag, "b")),
+                      Real("x", 0, 1, condition=Condition("a", "==", on))])  # fmt: skip
+
+    assert flagged(True, True) == flagged(True, True)
+    assert hash(flagged(True, True)) == hash(flagged(True, True))
+    assert flagged(True, True) != flagged(1, 1)
+    assert flagged(1, 1) == flagged(1.0, 1.0) and hash(flagged(1, 1)) == hash(flagged(1.0, 1))
     with pytest.raises(UnknownParameterError):
         SPACE["depth"]
     with pytest.raises(SpaceDefinitionError):

@@ -938,7 +938,8 @@ def test_ask_and_tell_journal_a_run_that_resumes_as_if_never_interrupted(tmp_pat
             design, final_value(point) if _tell_curve(first, design, point) == 27 else None
         )
     open_design, open_point = first.ask()
-    _tell_curve(first, open_design, open_point, last=2)  # a training under way ...
+    # A training under way (a value ASHA keeps at its first milestone) ...
+    assert first.tell(open_design, 1, -100.0) and first.tell(open_design, 2, -100.0)
     first.close()  # ... when its loop died
     assert len(load_run(out).records) == 6 and not load_run(out).finished
     with pytest.raises(JournalError, match="'settings' differs"):
@@ -964,6 +965,68 @@ def test_ask_and_tell_journal_a_run_that_resumes_as_if_never_interrupted(tmp_pat
         assert again.done and load_run(out).finished  # its summary stands
     with pytest.raises(SettingsError, match="pass out="):
         bojax.Trainings(SPACE, **settings, resume=True)
+
+
+def test_a_resume_journals_the_trainings_that_ended_but_were_not_finished(tmp_path):
+    """Told False (stopped, complete or failed) and then the loop died before finish:
+    the resume journals each as finish(design) would have, from pending.json's curve,
+    and its steps stay spent; it is not handed out again from step 1."""
+    settings = dict(max_step=9, eta=3, early_stopping="asha", proposer="random", step_budget=200)
+
+    def run(out, crash):
+        trainings = bojax.Trainings(SPACE, **settings, out=out)
+        ended = []
+        for k in range(7):
+            design, point = trainings.ask()
+            if k == 5:  # diverges at step 2
+                assert trainings.tell(design, 1, 0.5) and not trainings.tell(design, 2, math.nan)
+            else:
+                _tell_curve(trainings, design, point, last=9)
+            ended.append(design)
+            if not crash or k < 4:
+                trainings.finish(design)
+        return trainings, ended
+
+    whole, _ = run(tmp_path / "whole", crash=False)
+    crashed, ended = run(tmp_path / "crashed", crash=True)
+    statuses = {r["proposal"]: r["status"] for r in whole.history}
+    assert {statuses[d] for d in ended[4:]} == {"ok", "stopped", "failed"}  # each kind
+    spent = crashed.spent
+    crashed.close()
+    with bojax.Trainings(SPACE, **settings, out=tmp_path / "crashed", resume=True) as resumed:
+        assert resumed.training == [] and resumed.spent == spent == whole.spent
+        assert same_records(resumed.history, whole.history)
+        assert resumed.ask()[0] == 7  # a new design: none is handed out again
+    failed = next(r for r in resumed.history if r["status"] == "failed")
+    assert "finite" in failed["error"] and failed["curve"] == [[1, 0.5]]
+
+
+def test_pending_curves_are_written_at_milestones_and_ends_not_every_step(tmp_path, monkeypatch):
+    """Rewriting every open curve at every step made a tell's cost grow with the curve
+    (5.7 ms a tell at step 4,000): between milestones it is written when stale."""
+    from bojax.bo import stepwise
+    from bojax.bo.journal import Journal
+
+    writes = []
+    save = Journal.save_pending
+    monkeypatch.setattr(  # (a copy: the curves are the trainings' own lists)
+        Journal, "save_pending", lambda j, p: (writes.append(json.loads(json.dumps(p))), save(j, p))
+    )
+    monkeypatch.setattr(stepwise, "PROGRESS_SECONDS", 1e9)  # never stale
+    trainings = bojax.Trainings(SPACE, max_step=500, eta=3, early_stopping="asha", out=tmp_path)
+    design, _ = trainings.ask()
+    for step in range(1, 501):
+        trainings.tell(design, step, 1.0 / step)
+    # the ask, seven milestones (1, 3, 9, 27, 81, 243, 500) and the end there
+    assert len(writes) == 9 and writes[-1][0]["over"] == "max_step"
+    assert [len(w[0]["curve"]) for w in writes[1:]] == [1, 3, 9, 27, 81, 243, 500, 500]
+    monkeypatch.setattr(stepwise, "PROGRESS_SECONDS", 0.0)  # always stale
+    design, _ = trainings.ask()
+    writes.clear()
+    for step in range(1, 11):
+        assert trainings.tell(design, step, 0.5 / step)  # (kept: better than the first)
+    assert [len(w[1]["curve"]) for w in writes] == list(range(1, 11))
+    trainings.close()
 
 
 def test_ask_and_tell_refuse_out_of_order_calls_and_fail_a_diverged_training():
@@ -1340,7 +1403,12 @@ def logged(log: list, checkpoints: bool = True):
     ],
     ids=["inline-checkpoints", "pool-none", "pool-checkpoints", "inline-none"],
 )
-def test_a_run_killed_mid_training_continues_what_was_in_flight(tmp_path, pooled, checkpoints):
+def test_a_run_killed_mid_training_continues_what_was_in_flight(
+    tmp_path, monkeypatch, pooled, checkpoints
+):
+    from bojax.bo import stepwise
+
+    monkeypatch.setattr(stepwise, "PROGRESS_SECONDS", 1e9)  # (the curve in pending.json)
     with cf.ThreadPoolExecutor(1) as pool:  # (a pool's segments without checkpoints
         executor = pool if pooled else None  # train again: its own uninterrupted run)
         whole = bojax.minimize(
@@ -1362,7 +1430,11 @@ def test_a_run_killed_mid_training_continues_what_was_in_flight(tmp_path, pooled
         executor = pool if pooled else None
         bojax.minimize(run, SPACE, progress=False, executor=executor, out=tmp_path, **ASHA)
     in_flight = json.loads((tmp_path / "pending.json").read_text())
-    assert len(in_flight) == 1 and in_flight[0]["curve"][-1][0] == (3 if pooled else 4)
+    # Inline, a checkpoint writes the curve at each step; without one the curve is
+    # written at milestones (3), as a pool's segments are (and when stale, never here).
+    assert len(in_flight) == 1 and in_flight[0]["curve"][-1][0] == (
+        4 if checkpoints and not pooled else 3
+    )
     with cf.ThreadPoolExecutor(1) as pool:
         executor = pool if pooled else None
         resumed = bojax.minimize(
@@ -1381,7 +1453,14 @@ def test_a_run_killed_mid_training_continues_what_was_in_flight(tmp_path, pooled
         assert len(before) - 1 + len(after) == 120  # not one step trained twice
 
 
-def test_a_killed_training_resumes_from_a_checkpoint_older_than_its_last_report(tmp_path):
+def test_a_killed_training_resumes_from_a_checkpoint_older_than_its_last_report(
+    tmp_path, monkeypatch
+):
+    from bojax.bo import stepwise
+
+    # Every report's curve written (as when PROGRESS_SECONDS pass between two reports):
+    # the curve then runs past the last checkpoint.
+    monkeypatch.setattr(stepwise, "PROGRESS_SECONDS", 0.0)
     trained = []
 
     def train(point, report, checkpoint=None):  # every_third at max_step 27, logged
@@ -1414,6 +1493,36 @@ def test_a_killed_training_resumes_from_a_checkpoint_older_than_its_last_report(
     save_checkpoint(journal, 99, Checkpoint(6, "state"))
     assert load_checkpoint(journal, 99, 6) == Checkpoint(6, "state")
     assert load_checkpoint(journal, 99, 5) is None
+
+
+def test_a_training_stopped_when_the_driver_died_is_journalled_stopped_on_resume(tmp_path):
+    """Killed between the scheduler's stop and the record (Ctrl-C in the training's own
+    cleanup): the resume journals it as stopped, not trained again past the stop."""
+    calls, kill = [], [False]
+
+    def train(point, report, checkpoint=None):
+        calls.append(point)
+        try:
+            for step in range(1 + (checkpoint or 0), 28):
+                report(step, final_value(point) + 2.0 / step, checkpoint=step)
+        except BaseException:
+            if kill[0] and len(calls) == 6:  # the sixth training's stop
+                raise KeyboardInterrupt from None
+            raise
+        return final_value(point)
+
+    whole = bojax.minimize(train, SPACE, progress=False, **ASHA)
+    assert whole.history[5]["status"] == "stopped"  # (so the kill falls in a stop)
+    calls.clear()
+    kill[0] = True
+    with pytest.raises(KeyboardInterrupt):
+        bojax.minimize(train, SPACE, progress=False, out=tmp_path, **ASHA)
+    assert json.loads((tmp_path / "pending.json").read_text())[0]["over"] == "scheduler"
+    calls.clear()
+    kill[0] = False
+    resumed = bojax.minimize(train, SPACE, progress=False, out=tmp_path, resume=True, **ASHA)
+    assert same_records(resumed.history, whole.history) and resumed.steps == whole.steps
+    assert len(calls) == len(whole.history) - 6  # the stopped one was not trained again
 
 
 def hangs_when_wide(point, report, checkpoint=None):

@@ -40,7 +40,12 @@ as they report (``pending.json``: proposal and curve so far; a checkpoint passed
 on ``resume`` a training that was in flight continues from its last checkpoint (curve,
 steps spent and milestone decisions restored) if the objective takes a ``checkpoint``
 parameter, and otherwise starts again from its first step, with the proposal and bracket
-it had.
+it had. A training that had ended (stopped, complete or failed) and was not yet
+journalled is journalled on resume from its pending curve, as it ended. The curve is
+written at each checkpoint, milestone and end, and otherwise at most every
+``PROGRESS_SECONDS``: rewriting every open curve at every step made a run's cost grow with
+the square of its curves' length (5.7 ms a step at step 4,000), and between checkpoints
+only ``bojax show`` reads it.
 """
 
 from __future__ import annotations
@@ -73,6 +78,11 @@ from bojax.spaces import Space
 # milestones: its GP holds at most this many beside its milestone's values (a proposal
 # took 0.25 s at 81 on LCBench, 0.96 s at 388; benchmarks/README.md).
 MOST_BELIEVERS = 128
+# How stale the curves in pending.json may grow between checkpoints, milestones and ends
+# (seconds): only `bojax show` reads them there.
+PROGRESS_SECONDS = 1.0
+# Why a training ended, as pending.json keeps it until the training is journalled.
+ENDED = ("scheduler", "budget", "max_step", "last", "failed")
 # and at least this many: with few milestones eta^(K - 1) is small (9 for 1, 3, 9), and a
 # window that short forgot stopped designs within a few proposals, which went back to
 # them (a 62-design ASHA run ended at 0.09; 0.006 with this floor and the exclusion)
@@ -166,6 +176,7 @@ class _Training:
     checkpoint: Checkpoint | None = None  # the last one the training passed to report
     charged: int = 0  # steps trained so far, repeats included
     reported: int = 0  # the last step this call of train reported
+    error: str | None = None  # why it failed (over == "failed")
 
     @property
     def recorded(self) -> int:
@@ -203,20 +214,31 @@ class _Reporter:
         training.reported = step
         if checkpoint is not None:
             training.checkpoint = Checkpoint(step, checkpoint)
-        if step <= training.recorded:  # trained again from an earlier checkpoint
-            if checkpoint is not None:
-                run.save_progress(training.design)
-        else:
+        stopped, decided = False, False
+        grew = step > training.recorded  # (not trained again from an earlier checkpoint)
+        if grew:
             training.curve.append([step, value])
-            run.save_progress(training.design if checkpoint is not None else None)
-            if not run.decide(training, step, value) and not last:
-                training.over = "scheduler"
-                raise StopTraining(f"stopped at step {step} by the scheduler")
+            rung = training.rung
+            stopped = not run.decide(training, step, value) and not last
+            decided = training.rung != rung
         if last:
             training.over = "last"
-            return False
-        if run.spent >= run.budget and step < run.max_step:
+        elif stopped:
+            training.over = "scheduler"
+        elif run.spent >= run.budget and step < run.max_step:
             training.over = "budget"
+        # The ended state goes to pending.json before the training is journalled, and a
+        # checkpoint with the curve it continues (a resume needs both); the rest, often
+        # enough to be seen.
+        if checkpoint is not None or training.over is not None or decided:
+            run.save_progress(training.design if checkpoint is not None else None)
+        elif grew and run.progress_stale():
+            run.save_progress()
+        if training.over == "last":
+            return False
+        if training.over == "scheduler":
+            raise StopTraining(f"stopped at step {step} by the scheduler")
+        if training.over == "budget":
             raise StopTraining("the step budget is spent")
         return step < run.max_step
 
@@ -244,6 +266,7 @@ class StepRun:
         self.most_believers = max(self.least, FEWEST_BELIEVERS, min(top_rung, MOST_BELIEVERS))
         self.progress = progress
         self.in_flight: dict[int, Opened] = {}  # trainings begun and not ended
+        self._saved_at = -math.inf  # when pending.json was last written
         for number, record in enumerate(history):  # replay the scheduler's records
             training = self._start(int(record.get("proposal", number)))
             for step, value in record["curve"]:
@@ -254,25 +277,52 @@ class StepRun:
             curve = record["curve"]
             self.spent += record["diagnostics"].get("charged", curve[-1][0] if curve else 0)
         self.restored = self._restored()
+        for design in sorted(self.restored):  # ended, not journalled: journalled now
+            if self.restored[design].training.over is not None:
+                self.end_ended(self.restored.pop(design))
 
     # -- trainings in flight: journalled as they report, restored on resume ------------
     def save_progress(self, checkpointed: int | None = None) -> None:
-        """Write the trainings in flight (their curves so far) to ``pending.json``, and
-        design ``checkpointed``'s new checkpoint to ``checkpoints/<design>.pkl``."""
+        """Write the trainings in flight (their curves so far, and why each that ended
+        did) to ``pending.json``, and design ``checkpointed``'s new checkpoint to
+        ``checkpoints/<design>.pkl``."""
         if self.journal is None:
             return
-        entries = [
-            {"proposal": d, "u": np.asarray(o.u).tolist(), "x": o.point, "info": o.info,
-             "curve": o.training.curve, "charged": o.training.charged}
-            for d, o in sorted(self.in_flight.items())
-        ]  # fmt: skip
+        entries = []
+        for design, o in sorted(self.in_flight.items()):
+            training = o.training
+            entry = {
+                "proposal": design, "u": np.asarray(o.u).tolist(), "x": o.point,
+                "info": o.info, "curve": training.curve, "charged": training.charged,
+            }  # fmt: skip
+            if training.over is not None:  # with its seconds, for its record
+                entry["over"] = training.over
+                entry["seconds"] = time.perf_counter() - o.started
+            if training.error is not None:
+                entry["error"] = training.error
+            entries.append(entry)
         self.journal.save_pending(entries)
+        self._saved_at = time.monotonic()
         # The curve first, then its checkpoint: killed between the two, the resume
         # continues from the checkpoint before (one step again), where a checkpoint past
         # the curve would be refused and the training started again from step 1.
         if checkpointed is not None and checkpointed in self.in_flight:
             checkpoint = self.in_flight[checkpointed].training.checkpoint
             save_checkpoint(self.journal, checkpointed, checkpoint)
+
+    def progress_stale(self) -> bool:
+        """Whether ``pending.json`` was written over ``PROGRESS_SECONDS`` ago."""
+        return time.monotonic() - self._saved_at >= PROGRESS_SECONDS
+
+    def end_ended(self, opened: Opened) -> dict[str, Any]:
+        """Journal a training that ended (``opened.training.over`` set) as it ended:
+        failed with its error, complete with its last value, or stopped."""
+        training = opened.training
+        if training.over == "failed":
+            return self.end(opened, "failed", None, training.error)
+        status = "ok" if training.over in COMPLETE else "stopped"
+        repeated = training.charged > training.recorded
+        return self.end(opened, status, None, None, training.charged if repeated else None)
 
     def _restored(self) -> dict[int, Opened]:
         """The trainings a killed run had in flight (``pending.json``): with a checkpoint
@@ -300,6 +350,11 @@ class StepRun:
                     "list of [step, value] pairs, steps rising within max_step, and its "
                     "'charged' a whole number"
                 )
+            if "over" in entry:  # it had ended: journalled as it ended (the caller)
+                self._ended(entry, training)
+                started = time.perf_counter() - float(entry["seconds"])
+                restored[design] = opened._replace(started=started)
+                continue
             checkpoint = None
             if resumable and curve:
                 checkpoint = load_checkpoint(self.journal, design, int(curve[-1][0]))
@@ -313,6 +368,32 @@ class StepRun:
                     self.decide(training, step, value)
             restored[design] = opened
         return restored
+
+    def _ended(self, entry: dict[str, Any], training: _Training) -> None:
+        """Restore a pending ``entry`` whose training had ended into ``training``: its
+        curve, steps charged, milestone decisions and why it ended."""
+        over, curve, charged = entry["over"], entry.get("curve", []), entry.get("charged")
+        error = entry.get("error")
+        if not (
+            over in ENDED and _curve_ok(curve, self.max_step) and is_count(charged)
+            and _seconds_ok(entry.get("seconds"))
+            and (curve or over == "failed")
+            and (isinstance(error, str) if over == "failed" else error is None)
+        ):  # fmt: skip
+            raise JournalError(
+                f"{self.journal.pending_path}: design {training.design}'s entry ended "
+                f"('over' {over!r}): 'over' must be one of {', '.join(ENDED)}, with a "
+                "'curve' of [step, value] pairs (steps rising within max_step; empty only "
+                "for 'failed'), a whole number 'charged', 'seconds' a finite number >= 0 "
+                "and, for 'failed' only, a text 'error'"
+            )
+        training.curve.extend([int(step), float(value)] for step, value in curve)
+        training.charged = int(charged)
+        training.reported = training.recorded
+        training.over, training.error = over, error
+        self.spent += training.charged
+        for step, value in training.curve:
+            self.decide(training, step, value)
 
     def decide(self, training: _Training, step: int, value: float) -> bool:
         """Record ``value`` at each milestone ``step`` reaches (in ``training``'s
@@ -566,9 +647,10 @@ class Trainings:
     (``bojax show`` and ``bojax plot`` read it; the summary is written once the budget
     is spent and every training finished), and the folder is held until :meth:`close`
     (or the end of a ``with`` block, or of the process). ``resume=True`` continues the
-    run journalled in ``out``: the first ``ask`` calls hand out again, with their
-    points, the trainings that were open when it ended, to be trained from their first
-    step."""
+    run journalled in ``out``: trainings that had ended (told False) but were not
+    finished are journalled as ``finish(design)`` would have, and the first ``ask``
+    calls hand out again, with their points, the trainings that were still going, to be
+    trained from their first step."""
 
     def __init__(
         self, space: Space, settings: Settings | None = None, *, out=None, resume: bool = False,
@@ -606,7 +688,6 @@ class Trainings:
         self._again, self._run.restored = dict(self._run.restored), {}
         self._open: dict[int, Opened] = {}
         self._stopped: set[int] = set()
-        self._failed: dict[int, str] = {}  # why an open training failed (a bad value)
         numbered = [int(r.get("proposal", j)) for j, r in enumerate(history)] + [*self._again]
         self._next = max(numbered, default=-1) + 1
         self._summarise()  # a finished run resumed: its summary stands again
@@ -664,11 +745,14 @@ class Trainings:
         except ValueError as error:
             if finite(value):
                 raise DataError(str(error)) from None
+            training.over, training.error = "failed", failure_text(error)  # as minimize has it
             self._stopped.add(design)
-            self._failed[design] = failure_text(error)  # as minimize has it
+            self._run.save_progress()  # ended: a resume journals it as it ended
             return False
         if not going:  # complete: at max_step, or its last step
-            training.over = training.over or "max_step"
+            if training.over is None:
+                training.over = "max_step"
+                self._run.save_progress()
             self._stopped.add(design)
             return False
         return True
@@ -678,7 +762,7 @@ class Trainings:
         """End design ``design``'s training; its journal record."""
         opened = self._opened(design)
         training = opened.training
-        error = error or self._failed.pop(design, None)
+        error = error or training.error
         if error is not None:
             status, y = "failed", None
         elif design in self._stopped and training.over not in COMPLETE:

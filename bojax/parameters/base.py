@@ -62,6 +62,18 @@ def same_value(a: Any, b: Any) -> bool:
     return a == b
 
 
+def typed_key(value: Any) -> Any:
+    """A hashable key of a parameter's field (a value, a tuple of them, a condition)
+    equal for two fields exactly when :func:`same_value` holds value by value: the
+    dataclasses' own equality takes ``True`` for ``1``."""
+    if isinstance(value, Condition):
+        return ("condition", value.parent, value.op, typed_key(value.value))
+    if isinstance(value, tuple | list):
+        return tuple(typed_key(v) for v in value)
+    value = python_scalar(value)
+    return (isinstance(value, bool), isinstance(value, str), value)
+
+
 @dataclass(frozen=True)
 class Condition:
     """``parent op value``: when the parameter carrying it is relevant.
