@@ -415,7 +415,8 @@ def show(
         got = ""  # (a resume checks the curve; show prints only a well-formed last pair)
         if isinstance(last, list) and len(last) == 2:
             got = f": step {_format_value(last[0])}, value {_format_value(last[1])}"
-        console.print(plain(f"  in flight, proposal {entry['proposal']} ({where}){got}"))
+        state = "in flight" if entry.get("over") is None else f"ended ({entry['over']})"
+        console.print(plain(f"  {state}, proposal {entry['proposal']} ({where}){got}"))
     best = record.best()
     if several:
         _print_front(console, record.front(), list(record.metrics.columns))

@@ -16,6 +16,7 @@ import pytest
 
 import bojax
 from bojax.bo import schedulers
+from bojax.bo.journal import Journal
 from bojax.bo.segments import run_segment
 from bojax.bo.stepwise import Checkpoint, StopTraining, rung_values, takes_report
 from bojax.errors import JournalError, ObjectiveError, SettingsError
@@ -717,7 +718,7 @@ def test_a_killed_freeze_thaw_run_resumes_to_the_uninterrupted_runs_records(tmp_
         bojax.minimize(resumable(), SPACE, progress=False, out=tmp_path / "c", resume=True,
                        **settings)  # fmt: skip
     (tmp_path / "c" / "pending.json").write_text(json.dumps([{**in_flight, "seconds": -1.0}]))
-    with pytest.raises(JournalError, match="'seconds' a finite number >= 0"):
+    with pytest.raises(JournalError, match="'seconds' must be a finite number >= 0"):
         bojax.minimize(resumable(), SPACE, progress=False, out=tmp_path / "c", resume=True,
                        **settings)  # fmt: skip
     resumed = bojax.minimize(
@@ -999,6 +1000,91 @@ def test_a_resume_journals_the_trainings_that_ended_but_were_not_finished(tmp_pa
         assert resumed.ask()[0] == 7  # a new design: none is handed out again
     failed = next(r for r in resumed.history if r["status"] == "failed")
     assert "finite" in failed["error"] and failed["curve"] == [[1, 0.5]]
+
+
+def test_journalling_ended_trainings_on_resume_keeps_the_others_pending(tmp_path):
+    """The resume journals the ended training; the one still going stays in pending.json
+    until it is handed out, so a second kill before that loses nothing (review)."""
+    settings = dict(max_step=9, eta=3, early_stopping="asha", proposer="random", step_budget=200)
+
+    def pending():
+        entries = json.loads((tmp_path / "pending.json").read_text())
+        return [(e["proposal"], e.get("over")) for e in entries]
+
+    trainings = bojax.Trainings(SPACE, **settings, out=tmp_path)
+    complete, going = trainings.ask()[0], trainings.ask()[0]
+    for step in range(1, 10):
+        trainings.tell(complete, step, 1.0 / step)
+    assert trainings.tell(going, 1, -100.0)
+    assert pending() == [(complete, "max_step"), (going, None)]
+    trainings.close()
+    bojax.Trainings(SPACE, **settings, out=tmp_path, resume=True).close()  # killed again
+    assert pending() == [(going, None)]
+    with bojax.Trainings(SPACE, **settings, out=tmp_path, resume=True) as again:
+        assert [r["proposal"] for r in again.history] == [complete] and again.spent == 9
+        assert again.ask()[0] == going and again.ask()[0] == going + 1
+        assert pending() == [(going, None), (going + 1, None)]
+
+
+def test_hand_edited_ended_trainings_in_pending_json_are_refused(tmp_path):
+    from bojax.bo.repair import repair
+
+    settings = dict(max_step=9, eta=3, early_stopping="asha", proposer="random", step_budget=200)
+    trainings = bojax.Trainings(SPACE, **settings, out=tmp_path)
+    design, _ = trainings.ask()
+    for step in range(1, 10):
+        trainings.tell(design, step, 1.0 / step)
+    trainings.close()
+    path = tmp_path / "pending.json"
+    good = json.loads(path.read_text())
+    for edit, message in [
+        (lambda e: e.update(charged=3), "not below its last step"),
+        (lambda e: e.update(curve=e["curve"][:2]), "ending there for 'max_step'"),
+        (lambda e: e.pop("seconds"), "'seconds' a finite number"),
+        (lambda e: e.update(over="failed"), "a text 'error'"),
+        (lambda e: e.update(over="stoped"), "'over' must be one of"),
+    ]:
+        entry = json.loads(json.dumps(good[0]))
+        edit(entry)
+        path.write_text(json.dumps([entry]))
+        with pytest.raises(JournalError, match=message):
+            bojax.Trainings(SPACE, **settings, out=tmp_path, resume=True)
+    path.write_text(json.dumps(good * 2))
+    with pytest.raises(JournalError, match="in flight twice"):
+        bojax.Trainings(SPACE, **settings, out=tmp_path, resume=True)
+    path.write_text(json.dumps([{**good[0], "over": "stoped"}]))
+    repair(Journal(tmp_path))  # sets the unknown 'over' aside
+    assert json.loads(path.read_text()) == []
+
+
+def test_a_training_that_ended_itself_when_the_driver_died_trains_again_under_minimize(
+    tmp_path,
+):
+    """Its record's value is what train returns after its last report (here, or a
+    failure), which the killed run never saw: it is not journalled from pending.json."""
+    state = {"kill": False, "calls": 0}
+
+    def train(point, report):
+        state["calls"] += 1
+        for step in range(1, 28):
+            value = final_value(point) + 2.0 / step
+            if step == 5 and point["w"] > 0.5:  # the training's own early stopping
+                report(step, value, last=True)
+                if state["kill"] and state["calls"] >= 3:
+                    raise KeyboardInterrupt  # Ctrl-C while it computes its test score
+                return final_value(point) + 0.1
+            report(step, value)
+        return final_value(point)
+
+    settings = {**ASHA, "proposer": "random"}
+    whole = bojax.minimize(train, SPACE, progress=False, **settings)
+    state.update(kill=True, calls=0)
+    with pytest.raises(KeyboardInterrupt):
+        bojax.minimize(train, SPACE, progress=False, out=tmp_path, **settings)
+    assert json.loads((tmp_path / "pending.json").read_text())[0]["over"] == "last"
+    state.update(kill=False)
+    resumed = bojax.minimize(train, SPACE, progress=False, out=tmp_path, resume=True, **settings)
+    assert same_records(resumed.history, whole.history) and resumed.steps == whole.steps
 
 
 def test_pending_curves_are_written_at_milestones_and_ends_not_every_step(tmp_path, monkeypatch):
@@ -1799,7 +1885,7 @@ def test_an_unreadable_checkpoint_restarts_its_training_and_bad_pending_charges_
     saved = tmp_path / "checkpoints" / f"{design}.pkl"
     good = saved.read_bytes()
     (tmp_path / "pending.json").write_text(json.dumps([{**pending[0], "charged": "x"}]))
-    with pytest.raises(JournalError, match="'charged' a whole number"):
+    with pytest.raises(JournalError, match="'charged' must be a whole number"):
         bojax.minimize(train, SPACE, progress=False, out=tmp_path, resume=True, **ASHA)
     (tmp_path / "pending.json").write_text(json.dumps(pending))
     saved.write_bytes(good[: len(good) // 2])  # torn

@@ -108,6 +108,10 @@ def record_problem(space: Space, record: Any, metrics: Metrics | None = None) ->
     return point_problem(space, record["x"], record["u"])
 
 
+# Why a step-wise training ended, as pending.json keeps it until its record is written.
+ENDED = ("scheduler", "budget", "max_step", "last", "failed")
+
+
 def pending_problem(space: Space, entry: Any) -> str | None:
     """What is wrong with one ``pending.json`` entry, or None. A resume issues the entry
     again as it stands, and journals it under its ``info["phase"]``."""
@@ -120,6 +124,15 @@ def pending_problem(space: Space, entry: Any) -> str | None:
         return f"'proposal' must be a whole number >= 0, got {_shown(entry['proposal'])}"
     if not is_count(entry.get("attempts", 0)):
         return f"'attempts' must be a whole number >= 0, got {_shown(entry['attempts'])}"
+    if not is_count(entry.get("charged", 0)):
+        return f"'charged' must be a whole number >= 0, got {_shown(entry['charged'])}"
+    seconds = entry.get("seconds", 0.0)
+    if not (is_number(seconds) and seconds >= 0):
+        return f"'seconds' must be a finite number >= 0, got {_shown(seconds)}"
+    if entry.get("over") not in (None, *ENDED):
+        return f"'over' must be one of {', '.join(ENDED)}, got {_shown(entry['over'])}"
+    if not isinstance(entry.get("error", ""), str):
+        return f"'error' must be a text, got {_shown(entry['error'])}"
     info = entry["info"]
     if not isinstance(info, dict) or not isinstance(info.get("phase"), str):
         return f"'info' must be a JSON object with a text 'phase', got {_shown(info)}"

@@ -69,6 +69,7 @@ from bojax.bo.deadline import Deadline
 from bojax.bo.evaluation import failure_text, finite_number, short_repr, unwrapped
 from bojax.bo.journal import Journal
 from bojax.bo.loop import ask_batch, init, tell
+from bojax.bo.records import ENDED
 from bojax.bo.runs import design_counts, stepwise_best
 from bojax.bo.settings import Settings
 from bojax.errors import DataError, JournalError, ObjectiveError, SettingsError, is_count
@@ -78,15 +79,14 @@ from bojax.spaces import Space
 # milestones: its GP holds at most this many beside its milestone's values (a proposal
 # took 0.25 s at 81 on LCBench, 0.96 s at 388; benchmarks/README.md).
 MOST_BELIEVERS = 128
-# How stale the curves in pending.json may grow between checkpoints, milestones and ends
-# (seconds): only `bojax show` reads them there.
-PROGRESS_SECONDS = 1.0
-# Why a training ended, as pending.json keeps it until the training is journalled.
-ENDED = ("scheduler", "budget", "max_step", "last", "failed")
 # and at least this many: with few milestones eta^(K - 1) is small (9 for 1, 3, 9), and a
 # window that short forgot stopped designs within a few proposals, which went back to
 # them (a 62-design ASHA run ended at 0.09; 0.006 with this floor and the exclusion)
 FEWEST_BELIEVERS = 32
+
+# How stale the curves in pending.json may grow between checkpoints, milestones and ends
+# (seconds): only `bojax show` reads them there.
+PROGRESS_SECONDS = 1.0
 
 
 # The most segments a parallel freeze-thaw run may have in flight, as far as a resume's
@@ -266,6 +266,7 @@ class StepRun:
         self.most_believers = max(self.least, FEWEST_BELIEVERS, min(top_rung, MOST_BELIEVERS))
         self.progress = progress
         self.in_flight: dict[int, Opened] = {}  # trainings begun and not ended
+        self.restored: dict[int, Opened] = {}  # a killed run's, until trained again
         self._saved_at = -math.inf  # when pending.json was last written
         for number, record in enumerate(history):  # replay the scheduler's records
             training = self._start(int(record.get("proposal", number)))
@@ -289,7 +290,8 @@ class StepRun:
         if self.journal is None:
             return
         entries = []
-        for design, o in sorted(self.in_flight.items()):
+        # (a killed run's trainings not yet trained again stay, until they are)
+        for design, o in sorted({**self.restored, **self.in_flight}.items()):
             training = o.training
             entry = {
                 "proposal": design, "u": np.asarray(o.u).tolist(), "x": o.point,
@@ -337,6 +339,10 @@ class StepRun:
             design = int(entry["proposal"])
             if design in finished:
                 continue  # killed between the record and the pending file's update
+            if design in restored:
+                raise JournalError(
+                    f"{self.journal.pending_path}: design {design} is in flight twice"
+                )
             u = np.asarray(entry["u"], np.float64)
             training = self._start(design)
             opened = Opened(design, u, self.space.from_unit(u), dict(entry["info"]),
@@ -350,7 +356,12 @@ class StepRun:
                     "list of [step, value] pairs, steps rising within max_step, and its "
                     "'charged' a whole number"
                 )
-            if "over" in entry:  # it had ended: journalled as it ended (the caller)
+            # It had ended: journalled as it ended (by the caller). A training that ended
+            # by itself (last=True, max_step) under minimize trains again: its record's
+            # value is what train returns, not its last report.
+            if entry.get("over") is not None and (
+                self.train is None or entry["over"] not in (*COMPLETE, "failed")
+            ):
                 self._ended(entry, training)
                 started = time.perf_counter() - float(entry["seconds"])
                 restored[design] = opened._replace(started=started)
@@ -374,18 +385,21 @@ class StepRun:
         curve, steps charged, milestone decisions and why it ended."""
         over, curve, charged = entry["over"], entry.get("curve", []), entry.get("charged")
         error = entry.get("error")
+        last = curve[-1][0] if curve and _curve_ok(curve, self.max_step) else None
         if not (
             over in ENDED and _curve_ok(curve, self.max_step) and is_count(charged)
             and _seconds_ok(entry.get("seconds"))
-            and (curve or over == "failed")
+            and (last is not None or over == "failed") and charged >= (last or 0)
+            and (last == self.max_step if over == "max_step" else True)
             and (isinstance(error, str) if over == "failed" else error is None)
         ):  # fmt: skip
             raise JournalError(
                 f"{self.journal.pending_path}: design {training.design}'s entry ended "
                 f"('over' {over!r}): 'over' must be one of {', '.join(ENDED)}, with a "
-                "'curve' of [step, value] pairs (steps rising within max_step; empty only "
-                "for 'failed'), a whole number 'charged', 'seconds' a finite number >= 0 "
-                "and, for 'failed' only, a text 'error'"
+                "'curve' of [step, value] pairs (steps rising within max_step, ending "
+                "there for 'max_step'; empty only for 'failed'), a whole number 'charged' "
+                "not below its last step, 'seconds' a finite number >= 0 and, for "
+                "'failed' only, a text 'error'"
             )
         training.curve.extend([int(step), float(value)] for step, value in curve)
         training.charged = int(charged)
@@ -684,11 +698,12 @@ class Trainings:
                 self._held.close()
                 raise
         self._run = StepRun(None, space, settings, self._journal, history, False)
-        # Open when the journalled run ended: handed out again first, from step 1.
-        self._again, self._run.restored = dict(self._run.restored), {}
+        # A killed run's trainings still going stay in self._run.restored (and in
+        # pending.json) until the first asks hand them out again, from step 1.
         self._open: dict[int, Opened] = {}
         self._stopped: set[int] = set()
-        numbered = [int(r.get("proposal", j)) for j, r in enumerate(history)] + [*self._again]
+        numbered = [int(r.get("proposal", j)) for j, r in enumerate(history)]
+        numbered += [*self._run.restored]
         self._next = max(numbered, default=-1) + 1
         self._summarise()  # a finished run resumed: its summary stands again
 
@@ -715,8 +730,8 @@ class Trainings:
         """``(design, point)`` of the next training to start."""
         if self.done:
             raise SettingsError(f"the step budget ({self._run.budget}) is spent")
-        if self._again:
-            opened = self._again.pop(min(self._again))
+        if self._run.restored:  # a killed run's first, from step 1
+            opened = self._run.restored.pop(min(self._run.restored))
         else:
             pending = [opened.u for opened in self._open.values()]
             opened = self._run.begin(self._next, np.array(pending, np.float64))
@@ -782,7 +797,7 @@ class Trainings:
 
     def _summarise(self) -> None:
         """Write the run's summary once its budget is spent and no training is open."""
-        if self._journal is not None and self.done and not (self._open or self._again):
+        if self._journal is not None and self.done and not (self._open or self._run.restored):
             seconds = time.perf_counter() - self._started
             with contextlib.suppress(ObjectiveError):  # every training failed: said there
                 finished(self._journal, self.history, self.spent, seconds, None)
