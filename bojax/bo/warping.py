@@ -120,8 +120,9 @@ def _interpolate(x, knots_x, knots_y, slope_if_single):
     inside = np.interp(x, knots_x, knots_y)
     low = (knots_y[1] - knots_y[0]) / (knots_x[1] - knots_x[0])
     high = (knots_y[-1] - knots_y[-2]) / (knots_x[-1] - knots_x[-2])
-    below = knots_y[0] + (x - knots_x[0]) * low
-    above = knots_y[-1] + (x - knots_x[-1]) * high
+    with np.errstate(over="ignore"):  # (far points overflow on the side np.where drops)
+        below = knots_y[0] + (x - knots_x[0]) * low
+        above = knots_y[-1] + (x - knots_x[-1]) * high
     return np.where(x < knots_x[0], below, np.where(x > knots_x[-1], above, inside))
 
 
