@@ -173,6 +173,10 @@ def optimize(**options: Any) -> None:
             f"evaluations, {steps}{result.failures} failed, {result.seconds:.1f} s)"
         )
     )
+    if result.pareto is not None and not result.pareto:
+        console.print("  (the best of all: no evaluation met the constraints)")
+    elif result.steps is not None and not any(r["status"] == "ok" for r in result.history):
+        console.print("  (none trained to the end: this one was stopped early)")
     if result.stopped:
         console.print(f"stopped early: {plain(result.stopped)}")
     if run["out"] is not None:
@@ -450,6 +454,8 @@ def _print_front(console: Console, front: dict[str, Any], columns: list[str]) ->
             *(_format_value(entry["metrics"][name]) for name in columns),
         )
     console.print(table)
+    if not front["pareto"]:
+        console.print("no evaluation met the constraints (yet): the Pareto set is empty")
     if front["reference_point"] is not None:
         reference = ", ".join(_format_value(v) for v in front["reference_point"])
         volume = front["hypervolume"][-1] if front["hypervolume"] else 0.0

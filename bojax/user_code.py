@@ -25,10 +25,17 @@ from pathlib import Path
 
 from bojax.errors import ObjectiveReferenceError
 
+# Files loaded, by resolved path and modification time: a file named twice (a --plugin
+# that is also the objective's file) runs once, so its registrations are not made twice.
+_LOADED: dict[tuple[Path, int], object] = {}
+
 
 def _module_from_file(path: Path):
     if not path.is_file():
         raise ObjectiveReferenceError(f"no such file: {path}")
+    loaded = (path.resolve(), path.stat().st_mtime_ns)
+    if loaded in _LOADED:
+        return _LOADED[loaded]
     name = f"bojax_user_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -48,6 +55,7 @@ def _module_from_file(path: Path):
     import cloudpickle
 
     cloudpickle.register_pickle_by_value(module)
+    _LOADED[loaded] = module
     return module
 
 

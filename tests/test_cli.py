@@ -47,3 +47,29 @@ def test_bad_options_are_refused_with_a_message():
 def test_problems_lists_forrester():
     result = runner.invoke(app, ["problems"])
     assert result.exit_code == 0 and "forrester" in result.output and "-6.02074" in result.output
+
+
+def test_demo_and_plot_refuse_folders_they_cannot_use_without_a_traceback(tmp_path):
+    """Found by review: demo deleted a folder `run` it had not made, and an --out that
+    is a file gave a Python traceback."""
+    mine = tmp_path / "project" / "run"
+    mine.mkdir(parents=True)
+    (mine / "notes.txt").write_text("mine")
+    result = runner.invoke(app, ["demo", "--out", str(tmp_path / "project")])
+    assert result.exit_code == 1 and "not a bojax run folder" in result.output
+    assert (mine / "notes.txt").read_text() == "mine"
+    (tmp_path / "a file").write_text("")
+    result = runner.invoke(app, ["demo", "--out", str(tmp_path / "a file")])
+    assert result.exit_code == 1 and "cannot make the folder" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_a_malformed_scheduler_address_is_a_settings_error():
+    from bojax.bo import cluster
+    from bojax.errors import SettingsError
+
+    pytest.importorskip("distributed")
+    for address in ("notanaddress", "foo://x:1"):
+        with pytest.raises(SettingsError, match="not a Dask scheduler address"):
+            with cluster.connect(None, address):
+                pass

@@ -1014,6 +1014,20 @@ def test_a_folder_in_place_of_a_run_file_is_a_typed_error_for_show_resume_and_re
         bojax.minimize(lambda p: p["x"], SPACE, out=folder, resume=True, **settings)
 
 
+def test_repair_that_sets_a_record_aside_removes_the_summary_it_no_longer_tells(
+    three_evaluations, tmp_path
+):
+    folder = _copy(three_evaluations, tmp_path)
+    assert (folder / "summary.json").exists()
+    lines = (folder / "journal.jsonl").read_text().splitlines()
+    lines[1] = lines[1].replace('"status": "ok"', '"status": "okay"')
+    (folder / "journal.jsonl").write_text("\n".join(lines) + "\n")
+    assert repair(Journal(folder)).invalid == 1
+    assert not (folder / "summary.json").exists()  # show: not finished until resumed
+    assert len(_resume(folder, iterations=0).history) == 3  # the set-aside one again
+    assert (folder / "summary.json").exists()
+
+
 def test_repair_sets_aside_a_pending_json_that_is_not_utf8(tmp_path):
     folder = tampered_run(tmp_path / "run")
     (folder / "pending.json").write_bytes(b"\xff\xfe\xfd[")

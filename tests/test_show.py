@@ -166,6 +166,15 @@ def test_plot_of_a_run_without_a_success_skips_the_slices(tmp_path):
     assert not (tmp_path / "run/figures/slices.png").exists()
 
 
+def test_plot_into_a_file_is_a_clear_error_not_a_traceback(tmp_path):
+    journal = Journal(tmp_path / "run")
+    journal.start({"space": SPACE.to_dict(), "settings": {"surrogate": "gp-map"}})
+    journal.append(record(0, None, phase="initial", error="ValueError: nan"))
+    (tmp_path / "a file").write_text("")
+    result = runner.invoke(app, ["plot", str(tmp_path / "run"), "--out", str(tmp_path / "a file")])
+    assert result.exit_code == 1 and "cannot make the figures' folder" in result.output
+
+
 def test_plot_of_a_run_with_nothing_journalled_says_so_and_draws_nothing(tmp_path):
     journal = Journal(tmp_path / "run")
     journal.start({"space": SPACE.to_dict(), "settings": {"surrogate": "gp-map"}})

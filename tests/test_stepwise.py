@@ -1087,6 +1087,27 @@ def test_a_training_that_ended_itself_when_the_driver_died_trains_again_under_mi
     assert same_records(resumed.history, whole.history) and resumed.steps == whole.steps
 
 
+@pytest.mark.parametrize("q", [1, 2])
+def test_a_step_wise_run_ends_when_its_discrete_space_is_exhausted(q):
+    """As a plain run does (review: it ended with an error, exit 1 on the CLI)."""
+    from bojax.parameters import Categorical
+
+    def train(point, report):
+        final = {"a": 0.1, "b": 0.5, "c": 0.9}[point["c"]]
+        for epoch in range(1, 10):
+            report(epoch, final + 1.0 / epoch)
+        return final
+
+    def train_batch(points, reports):
+        return [train(p, r) for p, r in zip(points, reports, strict=True)]
+
+    train.batch = train_batch
+    space = bojax.Space([Categorical("c", ("a", "b", "c"))])
+    result = bojax.minimize(train, space, max_step=9, step_budget=90, q=q, progress=False)
+    assert "exhausted" in result.stopped and result.best_value == 0.1
+    assert sorted(r["x"]["c"] for r in result.history) == ["a", "b", "c"]
+
+
 def test_pending_curves_are_written_at_milestones_and_ends_not_every_step(tmp_path, monkeypatch):
     """Rewriting every open curve at every step made a tell's cost grow with the curve
     (5.7 ms a tell at step 4,000): between milestones it is written when stale."""

@@ -343,3 +343,61 @@ def test_optimize_refuses_bad_references_and_spaces_before_running(tmp_path, arg
     assert result.exit_code == 1, result.output
     assert message in " ".join(result.output.split())
     assert not (out / "journal.jsonl").exists()
+
+
+# -- found by review: an objective's or a file's surprises --------------------------------
+def test_an_objective_that_changes_the_working_directory_keeps_its_journal(
+    tmp_path, monkeypatch
+):
+    import os
+
+    import bojax
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+
+    def moves(point):
+        os.chdir(tmp_path / "elsewhere")  # as Hydra's scripts do
+        return point["x"]
+
+    space = Space([Real("x", 0.0, 1.0)])
+    bojax.minimize(moves, space, initial=3, iterations=0, out="run", progress=False)
+    lines = (tmp_path / "run" / "journal.jsonl").read_text().splitlines()
+    assert len(lines) == 3 and not (tmp_path / "elsewhere" / "run").exists()
+
+
+def test_a_plugin_that_is_also_the_objectives_file_runs_once(tmp_path):
+    from bojax.user_code import load_module
+
+    plugin = write(tmp_path, "plug_once.py", """
+        from bojax.gp import kernels
+        kernels.KERNELS.register(kernels.Kernel("review_once", kernels.KERNELS["matern52"].pair))
+        def objective(point):
+            return point["x"]
+    """)  # fmt: skip
+    module = load_module(str(plugin))
+    assert load_module(str(plugin)) is module  # not run twice: registering again raises
+    assert load_objective(f"{plugin}:objective")({"x": 0.25}) == 0.25
+
+
+def test_the_cli_says_when_its_best_is_infeasible_or_was_stopped_early(tmp_path):
+    space = write(tmp_path, "space.toml", "[x]\ntype='real'\nlow=0\nhigh=1\n")
+    objectives = write(tmp_path, "mo.py", """
+        def metrics(point):
+            return {"error": point["x"], "size": 1.0 - point["x"], "latency": 1.0}
+
+        def train(point, report):
+            report(1, point["x"])
+            raise RuntimeError("the loader broke")  # reached only by kept trainings
+    """)  # fmt: skip
+    args = ["optimize", f"{objectives}:metrics", "--space", str(space), "--initial", "3",
+            "--iterations", "0", "--objective", "error:min", "--objective", "size:min",
+            "--constraint", "latency<=0.5"]  # fmt: skip
+    result = runner.invoke(cli.app, args)
+    assert result.exit_code == 0, result.output
+    assert "no evaluation met the constraints" in result.output
+    args = ["optimize", f"{objectives}:train", "--space", str(space), "--max-step", "9",
+            "--early-stopping", "asha", "--step-budget", "12", "--initial", "100"]  # fmt: skip
+    result = runner.invoke(cli.app, args)
+    assert result.exit_code == 0, result.output
+    assert "none trained to the end" in result.output

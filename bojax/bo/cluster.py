@@ -52,6 +52,11 @@ def connect(
             client = Client(scheduler, timeout=timeout)
         except OSError as error:
             raise SettingsError(f"cannot reach a Dask scheduler at {scheduler}: {error}") from None
+        except ValueError as error:  # no port, an unknown scheme: Dask's parse of it
+            raise SettingsError(
+                f"{scheduler!r} is not a Dask scheduler address ({error}); give one as "
+                "tcp://host:port"
+            ) from None
         with client:
             yield client
         return

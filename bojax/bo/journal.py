@@ -106,7 +106,9 @@ class Journal:
     """The files of one run in ``folder``."""
 
     def __init__(self, folder: str | os.PathLike):
-        self.folder = Path(folder)
+        # Absolute now: an objective that changes the working directory (os.chdir, as
+        # Hydra's scripts do) must not move the run's files.
+        self.folder = Path(folder).absolute()
         self.header_path = self.folder / "run.json"
         self.records_path = self.folder / "journal.jsonl"
         self.sampler_path = self.folder / "sampler.json"

@@ -34,7 +34,8 @@ def repair(journal: Journal) -> Repaired:
     *different* points sharing a proposal number are both real evaluations: both
     stay, the later under a fresh number. Iterations are renumbered in line order,
     pending entries already recorded (or unusable) are dropped, and ``sampler.json``
-    is removed so the next resume replays the surrogate's fits from the records. The
+    is removed so the next resume replays the surrogate's fits from the records (and
+    ``summary.json``, which no longer tells the records: the resume writes one). The
     original journal stays as ``journal.jsonl.bak-<time>``; a journal that needs
     nothing is left untouched.
     """
@@ -156,6 +157,7 @@ def _rewrite(
             os.fsync(handle.fileno())
     text = "".join(json.dumps(r, allow_nan=False) + "\n" for r in records)
     write_text_atomic(journal.records_path, text)
+    journal.reopen()  # the summary no longer tells these records: the resume writes one
     if pending_changed:
         journal.save_pending(pending)
     removed = journal.sampler_path.exists()

@@ -48,6 +48,7 @@ from bojax.bo.stepwise import (
     starts_after,
     takes,
 )
+from bojax.errors import SpaceExhaustedError
 
 # The longest single wait for the executor, so Ctrl-C is seen (the loop waits again).
 MAX_WAIT = 1.0
@@ -304,7 +305,13 @@ class PooledSteps(_Pooled):
             elif self.restarts:
                 design = self.restarts.pop(0)
             else:
-                design = self._start()
+                try:
+                    design = self._start()
+                except SpaceExhaustedError as error:  # ends the run, as a plain run's
+                    if self.limits is None:
+                        raise
+                    self.limits.refused = str(error)
+                    return
             self._submit(design)
 
     def _start(self) -> int:

@@ -72,7 +72,14 @@ from bojax.bo.loop import ask_batch, init, tell
 from bojax.bo.records import ENDED
 from bojax.bo.runs import design_counts, stepwise_best
 from bojax.bo.settings import Settings
-from bojax.errors import DataError, JournalError, ObjectiveError, SettingsError, is_count
+from bojax.errors import (
+    DataError,
+    JournalError,
+    ObjectiveError,
+    SettingsError,
+    SpaceExhaustedError,
+    is_count,
+)
 from bojax.spaces import Space
 
 # The most pending believers a model proposal conditions on, whatever eta and the
@@ -514,12 +521,17 @@ class StepRun:
         """``designs`` trained together by one ``batch(points, reports)`` call (a vmapped
         trainer); each design's decisions are taken at its own reports. If the call
         raises, every design of it fails."""
-        count = len(designs)
         opened: list[Opened] = []
         for design in designs:
             pending = np.array([o.u for o in opened], np.float64)
-            opened.append(self.restored.pop(design, None) or self.begin(design, pending))
+            try:
+                opened.append(self.restored.pop(design, None) or self.begin(design, pending))
+            except SpaceExhaustedError:  # a smaller batch, unless not even one is left
+                if not opened:
+                    raise
+                break
             self.in_flight[design] = opened[-1]
+        count = len(opened)
         failed: dict[int, str] = {}
 
         def reporter(o: Opened):
@@ -1155,12 +1167,14 @@ def minimize_steps(
                 while run.spent < run.budget and limits.why() is None:
                     # No more designs than steps left: each costs at least its first step.
                     count = min(settings.q, run.budget - run.spent)
-                    for record in run.evaluate_batch(run.next_designs(count), batch):
-                        bar.update(record)
+                    with limits.exhaustion():
+                        for record in run.evaluate_batch(run.next_designs(count), batch):
+                            bar.update(record)
             else:
                 while run.spent < run.budget and limits.why() is None:
-                    record = run.evaluate(run.next_designs(1)[0])
-                    bar.update(record)
+                    with limits.exhaustion():
+                        record = run.evaluate(run.next_designs(1)[0])
+                        bar.update(record)
         ended = limits.why() if run.spent < run.budget else None  # the loops end at the budget
         return finished(journal, history, run.spent, time.perf_counter() - started, ended)
 
@@ -1236,6 +1250,15 @@ class Limits:
         self.deadline = Deadline(settings.time_budget, started)
         self.first = len(run.history)  # records journalled before this call
         self.refused: str | None = None  # why the executor took no more work, once it did
+
+    @contextlib.contextmanager
+    def exhaustion(self):
+        """A space with no new point left ends the run there, as it ends a plain run
+        (every design of a small discrete space trained), not with an error."""
+        try:
+            yield
+        except SpaceExhaustedError as error:
+            self.refused = str(error)
 
     def why(self) -> str | None:
         """Why ``run`` starts nothing more, or None while it may go on."""

@@ -25,7 +25,7 @@ import numpy as np
 from bojax.bo.driver import minimize
 from bojax.bo.journal import Journal
 from bojax.compilation import count_compilations
-from bojax.errors import SettingsError
+from bojax.errors import RunFolderError, SettingsError
 from bojax.objectives.datasets import Regression, get_dataset
 from bojax.objectives.ensemble import EnsembleObjective, Training, design_space
 from bojax.reports import CachedObjective, override, write_summary
@@ -113,10 +113,23 @@ def run(
     :class:`~bojax.errors.JournalError`. ``fresh=True`` deletes the old journal first.
     """
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     journal = out / "run"
+    if Journal(out).exists():  # its summary.json would be replaced by this one's
+        raise RunFolderError(
+            f"{out} holds a bojax run (run.json): the experiment writes its figures and "
+            "summary.json into --out; choose another folder"
+        )
     if fresh and journal.exists():
+        if not (journal.is_dir() and Journal(journal).exists()):  # not ours to delete
+            raise RunFolderError(
+                f"{journal} is not a bojax run folder, and the experiment replaces its "
+                "journal there: choose another --out"
+            )
         shutil.rmtree(journal)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise RunFolderError(f"cannot make the folder {out}: {error.strerror or error}") from None
     data = get_dataset(f"experiment{cfg.experiment}", cfg.seed)
     space = design_space(cfg.max_layers, cfg.max_width, cfg.max_members)
     grid = np.linspace(*data.domain, 400)

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from bojax.bo.runs import Run
-from bojax.errors import BojaxError, JournalError, SettingsError, is_count
+from bojax.errors import BojaxError, JournalError, RunFolderError, SettingsError, is_count
 from bojax.reports.figures import pyplot, save
 from bojax.terminal import plain
 
@@ -439,18 +439,28 @@ def plot_slices(run: Run, slices: Path, slice2d: Path) -> list[Path]:
     return [slices, slice2d]
 
 
+def _made(out: Path) -> None:
+    """Make the figures' folder, or a :class:`RunFolderError` saying why not."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # a file of that name, no permission
+        raise RunFolderError(
+            f"cannot make the figures' folder {out}: {error.strerror or error}"
+        ) from None
+
+
 def plot_run(run: Run, out: Path, slices: bool = True) -> list[Path]:
     """Write the run's figures into ``out``; returns their paths. A folder whose settings
     the refit would not take is refused before any figure is written."""
     if run.metrics is not None:  # several metrics: the front, not a posterior slice
-        out.mkdir(parents=True, exist_ok=True)
+        _made(out)
         paths = [out / "hypervolume.png", out / "front.png", out / "parameters.png"]
         plot_hypervolume(run, paths[0])
         plot_front(run, paths[1])
         plot_parameters(run, paths[2])
         return paths
     if any("curve" in record for record in run.records):  # step-wise: curves, no refit
-        out.mkdir(parents=True, exist_ok=True)
+        _made(out)
         paths = [out / "curves.png", out / "parameters.png"]
         plot_curves(run, paths[0])
         plot_parameters(run, paths[1])
@@ -461,7 +471,7 @@ def plot_run(run: Run, out: Path, slices: bool = True) -> list[Path]:
     refit = slices and designed and run.best() is not None
     if refit:
         refit_settings(run)
-    out.mkdir(parents=True, exist_ok=True)
+    _made(out)
     paths = [out / "progress.png", out / "parameters.png"]
     plot_progress(run, paths[0])
     plot_parameters(run, paths[1])
