@@ -73,3 +73,10 @@ def test_a_malformed_scheduler_address_is_a_settings_error():
         with pytest.raises(SettingsError, match="not a Dask scheduler address"):
             with cluster.connect(None, address):
                 pass
+
+
+def test_python_dash_m_bojax_is_the_command_line():
+    result = subprocess.run(
+        [sys.executable, "-m", "bojax", "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0 and "optimize" in result.stdout

@@ -27,7 +27,7 @@ LAYERS = [
     ("bojax.surrogates",),
     ("bojax.bo",),
     ("bojax.objectives",),
-    ("bojax.reports", "bojax.cli", "bojax.integrations"),
+    ("bojax.reports", "bojax.cli", "bojax.integrations", "bojax.__main__"),
 ]
 
 

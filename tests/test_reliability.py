@@ -834,6 +834,7 @@ def _shifted(p):
     return (p["x"] - 0.8) ** 2 + 0.1 * p["n"]
 
 
+@pytest.mark.filterwarnings("ignore:.*journalled for the objective")  # (a second driver's)
 def test_repair_of_a_journal_two_drivers_wrote_keeps_every_distinct_evaluation(
     three_evaluations, tmp_path
 ):

@@ -1510,6 +1510,7 @@ def logged(log: list, checkpoints: bool = True):
     ],
     ids=["inline-checkpoints", "pool-none", "pool-checkpoints", "inline-none"],
 )
+@pytest.mark.filterwarnings("ignore:.*journalled for the objective")  # (its killer wraps it)
 def test_a_run_killed_mid_training_continues_what_was_in_flight(
     tmp_path, monkeypatch, pooled, checkpoints
 ):
@@ -1600,6 +1601,19 @@ def test_a_killed_training_resumes_from_a_checkpoint_older_than_its_last_report(
     save_checkpoint(journal, 99, Checkpoint(6, "state"))
     assert load_checkpoint(journal, 99, 6) == Checkpoint(6, "state")
     assert load_checkpoint(journal, 99, 5) is None
+
+
+def test_checkpoints_of_stopped_trainings_are_removed_and_complete_ones_kept(tmp_path):
+    def train(point, report):
+        for step in range(1, 28):
+            report(step, final_value(point) + 2.0 / step, checkpoint={"step": step})
+        return final_value(point)
+
+    result = bojax.minimize(train, SPACE, progress=False, out=tmp_path, **ASHA)
+    kept = {int(p.stem) for p in (tmp_path / "checkpoints").glob("*.pkl")}
+    complete = {r["proposal"] for r in result.history if r["status"] == "ok"}
+    stopped = {r["proposal"] for r in result.history if r["status"] == "stopped"}
+    assert kept == complete and complete and stopped
 
 
 def test_a_training_stopped_when_the_driver_died_is_journalled_stopped_on_resume(tmp_path):

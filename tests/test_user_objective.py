@@ -346,9 +346,7 @@ def test_optimize_refuses_bad_references_and_spaces_before_running(tmp_path, arg
 
 
 # -- found by review: an objective's or a file's surprises --------------------------------
-def test_an_objective_that_changes_the_working_directory_keeps_its_journal(
-    tmp_path, monkeypatch
-):
+def test_an_objective_that_changes_the_working_directory_keeps_its_journal(tmp_path, monkeypatch):
     import os
 
     import bojax
@@ -370,14 +368,16 @@ def test_a_plugin_that_is_also_the_objectives_file_runs_once(tmp_path):
     from bojax.user_code import load_module
 
     plugin = write(tmp_path, "plug_once.py", """
-        from bojax.gp import kernels
-        kernels.KERNELS.register(kernels.Kernel("review_once", kernels.KERNELS["matern52"].pair))
+        from pathlib import Path
+        with open(Path(__file__).with_suffix(".runs"), "a") as runs:
+            runs.write("ran ")  # (a registration, made twice, would raise)
         def objective(point):
             return point["x"]
     """)  # fmt: skip
     module = load_module(str(plugin))
-    assert load_module(str(plugin)) is module  # not run twice: registering again raises
+    assert load_module(str(plugin)) is module
     assert load_objective(f"{plugin}:objective")({"x": 0.25}) == 0.25
+    assert (tmp_path / "plug_once.runs").read_text() == "ran "
 
 
 def test_the_cli_says_when_its_best_is_infeasible_or_was_stopped_early(tmp_path):
@@ -401,3 +401,28 @@ def test_the_cli_says_when_its_best_is_infeasible_or_was_stopped_early(tmp_path)
     result = runner.invoke(cli.app, args)
     assert result.exit_code == 0, result.output
     assert "none trained to the end" in result.output
+
+
+def test_resuming_a_run_with_another_objective_warns(tmp_path):
+    import warnings
+
+    import bojax
+
+    space = Space([Real("x", 0.0, 1.0)])
+
+    def first(point):
+        return point["x"]
+
+    def second(point):
+        return 1000.0 + point["x"]
+
+    bojax.minimize(first, space, initial=3, iterations=0, out=tmp_path, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same objective: no warning
+        bojax.minimize(first, space, initial=3, iterations=0, out=tmp_path, resume=True,
+                       progress=False)  # fmt: skip
+    with pytest.warns(UserWarning, match="journalled for the objective .*first.*second"):
+        bojax.minimize(second, space, initial=3, iterations=0, out=tmp_path, resume=True,
+                       progress=False)  # fmt: skip
+    header = json.loads((tmp_path / "run.json").read_text())
+    assert header["objective"].endswith("first")  # the run's own, kept

@@ -28,6 +28,21 @@ from typing import Any
 from bojax.errors import SettingsError
 
 
+def _check_address(scheduler: str) -> None:
+    """Refuse an address Dask cannot parse (no port, an unknown scheme) before a client
+    is made: Dask's own refusal came from its event-loop thread, as a traceback."""
+    from distributed.comm.addressing import get_address_host_port, normalize_address
+
+    try:
+        address = normalize_address(scheduler)
+        if not address.startswith("inproc://"):
+            get_address_host_port(address)
+    except (ValueError, TypeError) as error:
+        raise SettingsError(
+            f"{scheduler!r} is not a Dask scheduler address ({error}); give one as tcp://host:port"
+        ) from None
+
+
 @contextlib.contextmanager
 def connect(
     workers: int | None = None,
@@ -48,15 +63,11 @@ def connect(
     from distributed import Client, LocalCluster
 
     if scheduler is not None:
+        _check_address(scheduler)
         try:
             client = Client(scheduler, timeout=timeout)
         except OSError as error:
             raise SettingsError(f"cannot reach a Dask scheduler at {scheduler}: {error}") from None
-        except ValueError as error:  # no port, an unknown scheme: Dask's parse of it
-            raise SettingsError(
-                f"{scheduler!r} is not a Dask scheduler address ({error}); give one as "
-                "tcp://host:port"
-            ) from None
         with client:
             yield client
         return

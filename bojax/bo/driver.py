@@ -61,7 +61,7 @@ from bojax.bo.evaluation import (
     short_repr,
 )
 from bojax.bo.isolation import evaluate_isolated
-from bojax.bo.journal import Journal
+from bojax.bo.journal import Journal, objective_name
 from bojax.bo.loop import BOState, ask_batch, fit_models, init, model_based
 from bojax.bo.loop import tell as tell_state
 from bojax.bo.settings import Settings
@@ -306,7 +306,9 @@ def minimize(
     q = (1 if executor is None else concurrency(pool)) if settings.q is None else settings.q
     journal = Journal(out) if out is not None else None
     with contextlib.nullcontext() if journal is None else journal.lock():
-        state, history, queued = _open(journal, init(space, settings), resume)
+        state, history, queued = _open(
+            journal, init(space, settings), resume, objective_name(objective)
+        )
         run = _Run(objective, settings, pool, q, journal, history, progress)
         try:
             run.loop(state, queued, settings.initial + settings.iterations)
@@ -329,12 +331,15 @@ def minimize(
     return result
 
 
-def _open(journal: Journal | None, state: BOState, resume: bool):
+def _open(journal: Journal | None, state: BOState, resume: bool, objective: str | None = None):
     """``(state, finished records, flights to re-issue)``: a fresh run, or with ``resume``
-    the journalled run restored (after checking it is this run)."""
+    the journalled run restored (after checking it is this run; ``objective``, its
+    objective's name, only warned about)."""
     if journal is None:
         return state, [], []
     header = {"space": state.space.to_dict(), "settings": state.settings.identity()}
+    if objective is not None:
+        header["objective"] = objective
     if not (resume and journal.exists()):
         journal.start(header)
         return state, [], []

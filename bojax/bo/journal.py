@@ -34,6 +34,7 @@ import os
 import socket
 import threading
 import time
+import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -90,6 +91,22 @@ def write_text_atomic(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise RunFolderError(f"cannot write {path}: {error.strerror or error}") from None
+
+
+def objective_name(objective: Any) -> str | None:
+    """``module:name`` of an objective, as a run's header keeps it (the file's name for
+    one loaded from a file: ``train.py:objective`` gives ``train:objective``); None for
+    one without a name."""
+    from bojax.user_code import ByValue
+
+    target = objective.target if isinstance(objective, ByValue) else objective
+    target = getattr(target, "func", target)  # functools.partial
+    if not hasattr(target, "__qualname__"):  # a callable object: its class
+        target = type(target)
+    module, name = getattr(target, "__module__", None), getattr(target, "__qualname__", None)
+    if not (isinstance(module, str) and isinstance(name, str)):
+        return None
+    return f"{module.removeprefix('bojax_user_')}:{name}"
 
 
 def _setting_shown(settings: Mapping[str, Any], name: str) -> Any:
@@ -233,10 +250,18 @@ class Journal:
         return None if objectives is None else Metrics.parse(objectives, constraints)
 
     def check(self, header: Mapping[str, Any]) -> None:
-        """Raise :class:`JournalError` unless the stored header equals ``header``."""
+        """Raise :class:`JournalError` unless the stored header equals ``header``; warn
+        when its objective's name differs (a renamed function resumes, a slip is seen)."""
         stored = self.header()
         expected = json.loads(json.dumps({"format": FORMAT_VERSION, **header}))
-        for key in sorted(set(stored) | set(expected)):
+        old, new = stored.get("objective"), expected.get("objective")
+        if None not in (old, new) and old != new:
+            warnings.warn(
+                f"{self.folder} was journalled for the objective {old!r}; it resumes with "
+                f"{new!r}, beside that objective's values",
+                stacklevel=4,
+            )
+        for key in sorted((set(stored) | set(expected)) - {"objective"}):
             old, new = stored.get(key), expected.get(key)
             if old == new:
                 continue

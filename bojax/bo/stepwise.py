@@ -67,7 +67,7 @@ import numpy as np
 from bojax.bo import schedulers
 from bojax.bo.deadline import Deadline
 from bojax.bo.evaluation import failure_text, finite_number, short_repr, unwrapped
-from bojax.bo.journal import Journal
+from bojax.bo.journal import Journal, objective_name
 from bojax.bo.loop import ask_batch, init, tell
 from bojax.bo.records import ENDED
 from bojax.bo.runs import design_counts, stepwise_best
@@ -605,6 +605,8 @@ class StepRun:
         if self.journal is not None:
             self.journal.append(record)
             self.save_progress()
+            if status != "ok":  # never continued again; a complete one's is its model
+                drop_checkpoint(self.journal, opened.design)
         return record
 
 
@@ -1021,6 +1023,14 @@ def save_checkpoint(journal: Journal, design: int, checkpoint: Checkpoint) -> No
     partial.replace(folder / f"{design}.pkl")
 
 
+def drop_checkpoint(journal: Journal, design: int) -> None:
+    """Remove design ``design``'s checkpoint file, once its training is journalled
+    stopped or failed: no resume continues it, and a run of thousands of designs kept
+    one file (a network's weights) per design."""
+    with contextlib.suppress(OSError):
+        (Path(journal.folder) / "checkpoints" / f"{design}.pkl").unlink(missing_ok=True)
+
+
 def load_checkpoint(journal: Journal, design: int, recorded: int) -> Checkpoint | None:
     """Design ``design``'s saved checkpoint, or None: also for one past the ``recorded``
     curve's last step (saved just before a kill, the steps between never journalled), so
@@ -1152,7 +1162,7 @@ def minimize_steps(
     started = time.perf_counter()
     lock = journal.lock() if journal is not None else contextlib.nullcontext()
     with lock:
-        history = open_journal(journal, space, settings, resume)
+        history = open_journal(journal, space, settings, resume, objective_name(train))
         if settings.early_stopping == "freeze-thaw":
             run = _FreezeThawRun(train, space, settings, journal, history)
         else:
@@ -1179,12 +1189,17 @@ def minimize_steps(
         return finished(journal, history, run.spent, time.perf_counter() - started, ended)
 
 
-def open_journal(journal: Journal | None, space: Space, settings: Settings, resume: bool):
+def open_journal(
+    journal: Journal | None, space: Space, settings: Settings, resume: bool, objective=None
+):
     """The records of the step-wise run journalled in ``journal`` (checked against this
-    run's header and settings) with ``resume``; else a fresh journal, and no records."""
+    run's header and settings; ``objective``, its name, only warned about) with
+    ``resume``; else a fresh journal, and no records."""
     if journal is None:
         return []
     header = {"space": space.to_dict(), "settings": settings.identity()}
+    if objective is not None:
+        header["objective"] = objective
     if not (resume and journal.exists()):
         journal.start(header)
         return []

@@ -1,0 +1,5 @@
+"""``python -m bojax``: the command line, as the ``bojax`` script."""
+
+from bojax.cli import main
+
+main()
