@@ -174,7 +174,7 @@ def optimize(**options: Any) -> None:
         )
     )
     if result.pareto is not None and not result.pareto:
-        console.print("  (the best of all: no evaluation met the constraints)")
+        console.print("  (infeasible: the best of all)")
     elif result.steps is not None and not any(r["status"] == "ok" for r in result.history):
         console.print("  (none trained to the end: this one was stopped early)")
     if result.stopped:
@@ -455,7 +455,7 @@ def _print_front(console: Console, front: dict[str, Any], columns: list[str]) ->
         )
     console.print(table)
     if not front["pareto"]:
-        console.print("no evaluation met the constraints (yet): the Pareto set is empty")
+        console.print("no evaluation met the constraints: the Pareto set is empty")
     if front["reference_point"] is not None:
         reference = ", ".join(_format_value(v) for v in front["reference_point"])
         volume = front["hypervolume"][-1] if front["hypervolume"] else 0.0

@@ -40,6 +40,7 @@ def steps(log: list | None = None, max_step: int = 9):
     return train
 
 
+@pytest.mark.filterwarnings("ignore:.*journalled for the objective")  # (a wrapper)
 def test_a_time_budget_stops_issuing_points_and_a_resume_finishes_the_run(tmp_path):
     settings = dict(initial=12, iterations=0, seed=3, progress=False, out=tmp_path)
     cut = bojax.minimize(slow, SPACE, time_budget=0.35, **settings)
@@ -102,6 +103,7 @@ def test_a_parallel_step_wise_journal_ending_out_of_order_reads_back_and_resumes
 KEYS = ("proposal", "x", "u", "y", "status", "curve", "phase")
 
 
+@pytest.mark.filterwarnings("ignore:.*journalled for the objective")  # (a wrapper)
 def test_a_time_budget_keeps_a_paused_training_open_and_a_resume_continues_it(
     tmp_path, monkeypatch
 ):

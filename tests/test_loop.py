@@ -146,6 +146,7 @@ def test_ask_refuses_pending_points_that_are_not_rows_of_the_space(pending, mess
     [("gp-slice", 1), ("gp-map", 3)],
     ids=["sampled", "batches"],
 )
+@pytest.mark.filterwarnings("ignore:.*journalled for the objective")  # (its killer wraps it)
 def test_a_run_interrupted_in_a_bo_step_resumes_to_the_uninterrupted_runs_points(
     tmp_path, surrogate, q
 ):

@@ -1087,25 +1087,36 @@ def test_a_training_that_ended_itself_when_the_driver_died_trains_again_under_mi
     assert same_records(resumed.history, whole.history) and resumed.steps == whole.steps
 
 
-@pytest.mark.parametrize("q", [1, 2])
+@pytest.mark.parametrize("q", [1, 2, "pool"])
 def test_a_step_wise_run_ends_when_its_discrete_space_is_exhausted(q):
     """As a plain run does (review: it ended with an error, exit 1 on the CLI)."""
     from bojax.parameters import Categorical
 
     def train(point, report):
-        final = {"a": 0.1, "b": 0.5, "c": 0.9}[point["c"]]
+        final = {"a": 0.1, "b": 0.5, "c": 0.9, "d": 0.3}[point["c"]]
         for epoch in range(1, 10):
+            time.sleep(0.01 if q == "pool" else 0.0)  # (kept ones still out when none is new)
             report(epoch, final + 1.0 / epoch)
         return final
 
     def train_batch(points, reports):
-        return [train(p, r) for p, r in zip(points, reports, strict=True)]
+        finals = []
+        for point, report in zip(points, reports, strict=True):
+            try:
+                finals.append(train(point, report))
+            except StopTraining:  # that design only
+                finals.append(None)
+        return finals
 
     train.batch = train_batch
-    space = bojax.Space([Categorical("c", ("a", "b", "c"))])
-    result = bojax.minimize(train, space, max_step=9, step_budget=90, q=q, progress=False)
+    space = bojax.Space([Categorical("c", ("a", "b", "c", "d"))])
+    with cf.ThreadPoolExecutor(2) as pool:  # the kept trainings go on once none is new
+        options = {"executor": pool} if q == "pool" else {"q": q}
+        result = bojax.minimize(train, space, max_step=9, step_budget=200, early_stopping="asha",
+                                progress=False, **options)  # fmt: skip
     assert "exhausted" in result.stopped and result.best_value == 0.1
-    assert sorted(r["x"]["c"] for r in result.history) == ["a", "b", "c"]
+    assert sorted(r["x"]["c"] for r in result.history) == ["a", "b", "c", "d"]
+    assert next(r for r in result.history if r["x"]["c"] == "a")["status"] == "ok"
 
 
 def test_pending_curves_are_written_at_milestones_and_ends_not_every_step(tmp_path, monkeypatch):

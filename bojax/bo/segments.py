@@ -270,6 +270,12 @@ class PooledSteps(_Pooled):
         run.restored = {}
         designs = [int(r.get("proposal", j)) for j, r in enumerate(run.history)]
         self.next_design = max([*designs, *self.open], default=-1) + 1
+        self.exhausted: str | None = None  # why no new design is left, once none is
+
+    def loop(self, bar) -> None:
+        super().loop(bar)
+        if self.exhausted is not None:  # the trainings it had are done: the run ends
+            self.limits.refused = self.limits.refused or self.exhausted
 
     @property
     def spent(self) -> int:
@@ -304,14 +310,16 @@ class PooledSteps(_Pooled):
                 design = self.ready.popleft()
             elif self.restarts:
                 design = self.restarts.pop(0)
+            elif self.exhausted is not None:
+                break  # no new design: the kept ones go on
             else:
                 try:
                     design = self._start()
                 except SpaceExhaustedError as error:  # ends the run, as a plain run's
                     if self.limits is None:
                         raise
-                    self.limits.refused = str(error)
-                    return
+                    self.exhausted = str(error)
+                    break
             self._submit(design)
 
     def _start(self) -> int:

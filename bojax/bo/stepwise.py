@@ -40,12 +40,14 @@ as they report (``pending.json``: proposal and curve so far; a checkpoint passed
 on ``resume`` a training that was in flight continues from its last checkpoint (curve,
 steps spent and milestone decisions restored) if the objective takes a ``checkpoint``
 parameter, and otherwise starts again from its first step, with the proposal and bracket
-it had. A training that had ended (stopped, complete or failed) and was not yet
-journalled is journalled on resume from its pending curve, as it ended. The curve is
-written at each checkpoint, milestone and end, and otherwise at most every
-``PROGRESS_SECONDS``: rewriting every open curve at every step made a run's cost grow with
-the square of its curves' length (5.7 ms a step at step 4,000), and between checkpoints
-only ``bojax show`` reads it.
+it had. A training the scheduler or the budget had stopped (and, under
+:class:`Trainings`, one complete or failed) that was not yet journalled is journalled on
+resume from its pending curve, as it ended; under ``minimize`` one that ended itself
+trains again, its value being what ``train`` returns. The curve is written at each
+checkpoint, milestone and end, and otherwise at most every ``PROGRESS_SECONDS`` (not
+freeze-thaw's segments, written at every report): rewriting every open curve at every
+step made a run's cost grow with the square of its curves' length (5.7 ms a step at
+step 4,000), and between checkpoints only ``bojax show`` reads it.
 """
 
 from __future__ import annotations
@@ -1181,8 +1183,10 @@ def minimize_steps(
                         for record in run.evaluate_batch(run.next_designs(count), batch):
                             bar.update(record)
             else:
+                # (freeze-thaw could still thaw a paused design: it does not end so)
+                ends = limits.exhaustion if isinstance(run, StepRun) else contextlib.nullcontext
                 while run.spent < run.budget and limits.why() is None:
-                    with limits.exhaustion():
+                    with ends():
                         record = run.evaluate(run.next_designs(1)[0])
                         bar.update(record)
         ended = limits.why() if run.spent < run.budget else None  # the loops end at the budget
