@@ -147,6 +147,7 @@ def test_a_resumed_parego_batch_run_continues_the_chains_it_would_have(tmp_path)
 
 @pytest.mark.slow  # six ParEGO runs
 @pytest.mark.parametrize("pooled", [False, True], ids=["inline", "pool"])
+@pytest.mark.filterwarnings("ignore:.*journalled for the objective")  # (a wrapper)
 def test_a_killed_parego_run_keeps_what_was_in_flight_and_resumes_it(tmp_path, pooled):
     """Ctrl-C raised in an evaluation (inline, or in a pool's worker thread) leaves it in
     ``pending.json`` with its start given back; the resume evaluates it again. Inline the

@@ -335,6 +335,7 @@ if __name__ == "__main__":  # worker processes are spawned: they import this fil
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:.*journalled for the objective")  # (a wrapper)
 def test_a_killed_driver_resumes_and_reissues_the_pending_evaluations(client, tmp_path):
     out = tmp_path / "run"
     script = tmp_path / "driver.py"

@@ -231,6 +231,7 @@ def test_step_wise_settings_are_checked():
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:.*journalled for the objective")  # (a wrapper)
 def test_a_killed_run_resumes_to_the_uninterrupted_runs_records(tmp_path):
     settings = dict(max_step=27, early_stopping="hyperband", surrogate="gp-map", step_budget=260)
     whole = bojax.minimize(make_train(), SPACE, progress=False, out=tmp_path / "a", **settings)
@@ -682,6 +683,7 @@ def wide_is_slow(point) -> float:
 
 @pytest.mark.slow  # 13 s each: whole freeze-thaw runs (the fast tier reached 300 s)
 @pytest.mark.parametrize("cost", [None, wide_is_slow], ids=["steps", "seconds"])
+@pytest.mark.filterwarnings("ignore:.*journalled for the objective")  # (a wrapper)
 def test_a_killed_freeze_thaw_run_resumes_to_the_uninterrupted_runs_records(tmp_path, cost):
     settings = dict(step_budget=150, cost_aware=cost is not None, **FREEZE_THAW)
     whole = bojax.minimize(
@@ -753,6 +755,7 @@ def test_a_killed_freeze_thaw_run_resumes_to_the_uninterrupted_runs_records(tmp_
 
 @pytest.mark.slow  # 25-40 s: three freeze-thaw runs and two resumes of each
 @pytest.mark.parametrize("surrogate", ["gp-map", "gp-slice"])
+@pytest.mark.filterwarnings("ignore:.*journalled for the objective")  # (a wrapper)
 def test_a_resumed_freeze_thaw_run_fits_only_the_decisions_its_saved_chains_lack(
     tmp_path, monkeypatch, surrogate
 ):
@@ -800,6 +803,7 @@ def test_a_resumed_freeze_thaw_run_fits_only_the_decisions_its_saved_chains_lack
 
 @pytest.mark.slow  # whole freeze-thaw runs
 @pytest.mark.parametrize("checkpoints", [True, False], ids=["checkpoints", "none"])
+@pytest.mark.filterwarnings("ignore:.*journalled for the objective")  # (a wrapper)
 def test_a_freeze_thaw_segment_killed_at_its_end_is_journalled_without_training(
     tmp_path, monkeypatch, checkpoints
 ):
@@ -1955,6 +1959,7 @@ def test_a_freeze_thaw_record_without_its_design_is_refused_on_resume(tmp_path):
 
 
 @pytest.mark.slow  # 10-15 s: two freeze-thaw runs and a resume
+@pytest.mark.filterwarnings("ignore:.*journalled for the objective")  # (a wrapper)
 def test_a_killed_freeze_thaw_run_without_checkpoints_resumes_to_the_uninterrupted_records(
     tmp_path,
 ):
