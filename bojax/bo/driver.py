@@ -61,7 +61,7 @@ from bojax.bo.evaluation import (
     short_repr,
 )
 from bojax.bo.isolation import evaluate_isolated
-from bojax.bo.journal import Journal, objective_name
+from bojax.bo.journal import Journal, objective_name, run_header
 from bojax.bo.loop import BOState, ask_batch, fit_models, init, model_based
 from bojax.bo.loop import tell as tell_state
 from bojax.bo.settings import Settings
@@ -337,9 +337,7 @@ def _open(journal: Journal | None, state: BOState, resume: bool, objective: str 
     objective's name, only warned about)."""
     if journal is None:
         return state, [], []
-    header = {"space": state.space.to_dict(), "settings": state.settings.identity()}
-    if objective is not None:
-        header["objective"] = objective
+    header = run_header(state.space, state.settings, objective)
     if not (resume and journal.exists()):
         journal.start(header)
         return state, [], []

@@ -93,6 +93,13 @@ def write_text_atomic(path: Path, text: str) -> None:
         raise RunFolderError(f"cannot write {path}: {error.strerror or error}") from None
 
 
+def run_header(space: Space, settings: Any, objective: str | None) -> dict[str, Any]:
+    """What ``run.json`` holds besides the format: the space, the settings a resume must
+    match, and the objective's name (only warned about on resume) where it has one."""
+    header = {"space": space.to_dict(), "settings": settings.identity()}
+    return header if objective is None else {**header, "objective": objective}
+
+
 def objective_name(objective: Any) -> str | None:
     """``module:name`` of an objective, as a run's header keeps it (the file's name for
     one loaded from a file: ``train.py:objective`` gives ``train:objective``); None for

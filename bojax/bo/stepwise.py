@@ -69,7 +69,7 @@ import numpy as np
 from bojax.bo import schedulers
 from bojax.bo.deadline import Deadline
 from bojax.bo.evaluation import failure_text, finite_number, short_repr, unwrapped
-from bojax.bo.journal import Journal, objective_name
+from bojax.bo.journal import Journal, objective_name, run_header
 from bojax.bo.loop import ask_batch, init, tell
 from bojax.bo.records import ENDED
 from bojax.bo.runs import design_counts, stepwise_best
@@ -1201,9 +1201,7 @@ def open_journal(
     ``resume``; else a fresh journal, and no records."""
     if journal is None:
         return []
-    header = {"space": space.to_dict(), "settings": settings.identity()}
-    if objective is not None:
-        header["objective"] = objective
+    header = run_header(space, settings, objective)
     if not (resume and journal.exists()):
         journal.start(header)
         return []
