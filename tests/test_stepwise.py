@@ -2273,3 +2273,34 @@ def test_a_kill_between_the_curve_and_its_checkpoint_repeats_one_step(tmp_path):
     subprocess.run([sys.executable, "-c", code, "resume"], check=True, capture_output=True)
     trained = [int(e) for e in log.read_text().split()]
     assert trained[:7] == [1, 2, 3, 4, 5, 5, 6] and trained.count(1) == 1  # (step 5 charged)
+
+
+def test_a_training_killed_after_its_last_report_finishes_from_its_checkpoint_in_a_pool(
+    tmp_path,
+):
+    """Killed between the last report (max_step) and train's return: a resume on a pool
+    hands the training its checkpoint at max_step, so it returns its value without
+    training a step again."""
+    ended, starts = [], []
+
+    def train(point, report, checkpoint=None):
+        starts.append(checkpoint or 0)
+        for step in range(1 + (checkpoint or 0), 10):
+            report(step, point["w"] + 1.0 / step, checkpoint=step)
+        ended.append(point)
+        if len(ended) == 2 and checkpoint is None:
+            raise KeyboardInterrupt  # the driver dies before train returns
+        return point["w"]
+
+    run = dict(max_step=9, early_stopping="asha", initial=3, iterations=4, seed=0,
+               proposer="random", progress=False, out=tmp_path)  # fmt: skip
+    with pytest.raises(KeyboardInterrupt):
+        bojax.minimize(train, SPACE, **run)
+    (killed,) = json.loads((tmp_path / "pending.json").read_text())
+    assert killed["curve"][-1][0] == 9
+    starts.clear()
+    with cf.ThreadPoolExecutor(2) as pool:
+        result = bojax.minimize(train, SPACE, executor=pool, resume=True, **run)
+    record = next(r for r in result.history if r["proposal"] == killed["proposal"])
+    assert record["status"] == "ok" and record["y"] == killed["x"]["w"]
+    assert record["diagnostics"]["charged"] == 9 and starts[0] == 9

@@ -340,7 +340,7 @@ class PooledSteps(_Pooled):
         checkpoint = training.checkpoint if self.resumable else None
         base = starts_after(checkpoint, entry.step)
         left = self.budget - self.spent - self.reserved
-        until = min(steps[training.rung], base + left)
+        until = min(next_milestone(steps, training), base + left)
         entry.reserved = until - base
         entry.attempts += 1
         self.reserved += entry.reserved
@@ -377,7 +377,7 @@ class PooledSteps(_Pooled):
             if not training.curve:
                 return self._end(design, "failed", error="train reported no value")
             return self._end(design, "ok", y=segment.y)
-        milestone = self.run.steps[training.rung]
+        milestone = next_milestone(self.run.steps, training)
         for step, value in segment.curve:
             if not self.run.decide(training, step, value):
                 return self._end(design, "stopped")
@@ -455,6 +455,12 @@ class PooledFreezeThaw(_Pooled):
         if run.journal is not None:
             run.journal.append(record)
         return record
+
+
+def next_milestone(steps: tuple[int, ...], training) -> int:
+    """The step where ``training``'s next decision falls: ``max_step`` once it is past
+    every milestone (restored from a killed run after reporting its last step)."""
+    return steps[min(training.rung, len(steps) - 1)]
 
 
 def pooled(run, executor: Any, limits=None) -> _Pooled:
