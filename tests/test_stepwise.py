@@ -2304,3 +2304,29 @@ def test_a_training_killed_after_its_last_report_finishes_from_its_checkpoint_in
     record = next(r for r in result.history if r["proposal"] == killed["proposal"])
     assert record["status"] == "ok" and record["y"] == killed["x"]["w"]
     assert record["diagnostics"]["charged"] == 9 and starts[0] == 9
+
+
+@pytest.mark.slow  # (compiles the model's fit and proposal: about 30 s each)
+@pytest.mark.parametrize("pool", [False, True], ids=["inline", "pool"])
+def test_freeze_thaw_thaws_every_design_of_an_exhausted_space_then_ends(pool):
+    """A discrete space smaller than the budget: each design is started once (never
+    started over while paused), the paused ones are thawed once no new one is left, and
+    the run ends there as a plain run does (review: SpaceExhaustedError, after starting
+    copies of paused designs)."""
+    from bojax.parameters import Categorical, Integer
+
+    def train(point, report, checkpoint=None):
+        final = point["a"] + (point["c"] == "x")
+        for epoch in range(1 + (checkpoint or 0), 10):
+            report(epoch, final + 1.0 / epoch, checkpoint=epoch)
+        return final
+
+    space = bojax.Space([Integer("a", 0, 2), Categorical("c", ("x", "y"))])
+    with cf.ThreadPoolExecutor(2) if pool else contextlib.nullcontext() as executor:
+        result = bojax.minimize(train, space, max_step=9, step_budget=200, initial=3,
+                                early_stopping="freeze-thaw", surrogate="gp-map",
+                                executor=executor, progress=False)  # fmt: skip
+    assert "exhausted" in result.stopped and result.best_value == 0
+    started = [tuple(r["x"].values()) for r in result.history if r["phase"] != "thaw"]
+    assert len(started) == len(set(started)) == 6  # each design started once
+    assert result.steps == 54  # every design trained to max_step, no step twice

@@ -71,7 +71,7 @@ from bojax.bo.stepwise import (
     starts_after,
     takes,
 )
-from bojax.errors import SettingsError
+from bojax.errors import SettingsError, SpaceExhaustedError
 from bojax.parameters import Real
 from bojax.spaces import STEP, Space
 from bojax.threads import with_blas_threads
@@ -229,16 +229,30 @@ class FreezeThaw:
         # a new design next to a paused one loses to thawing it.
         pending = np.reshape([np.append(u, 1.0) for u in pending], (-1, self.augmented.dim))
         rates, cost = self._cost_model(designs, rows) if self.settings.cost_aware else (None, None)
-        points, _, infos = ask_batch(state, 1, pending, box=(lower, upper), fit=fit, cost=cost)
+        # Never a design again: a paused one is thawed, not started over (in a discrete
+        # space the proposal could otherwise repeat it).
+        started = [np.append(d.u, 1.0) for d in designs if not np.isnan(d.u).any()]
+        exclude = np.reshape(started, (-1, self.augmented.dim))
+        try:
+            points, _, infos = ask_batch(
+                state, 1, pending, box=(lower, upper), fit=fit, cost=cost, exclude=exclude
+            )
+        except SpaceExhaustedError:  # every design of a discrete space started: thaw only
+            points, infos = None, None
         going_rows = [np.append(designs[j].u, 1.0) for j in going]
-        candidates = np.concatenate([points, np.reshape(going_rows, (-1, self.augmented.dim))])
+        candidates = np.reshape([*(() if points is None else points), *going_rows],
+                                (-1, self.augmented.dim))  # fmt: skip
         mean, var = fit.surrogate.predict(fit.fitted, jnp.asarray(_padded_rows(candidates)))
         gains = _expected_improvement(mean, var, float(np.min(fit.y)))[: len(candidates)]
-        costs = np.array([self.settings.max_step] + [self._cost(designs[j]) for j in going])
+        costs = np.array([self._cost(designs[j]) for j in going])
         if rates is not None:  # steps to seconds, the new design's rate as the cost GP predicts
-            new_rate = infos[0].get("predicted_seconds") or cost.seconds_at(points[0])
-            costs = costs * np.array([new_rate] + [rates[j] for j in going])
-        return points[0][:-1], gains, costs, len(rows)
+            costs = costs * np.array([rates[j] for j in going])
+        if points is None:  # no new design: it never wins
+            return None, np.append(-np.inf, gains), np.append(1.0, costs), len(rows)
+        new_cost = self.settings.max_step
+        if rates is not None:
+            new_cost *= infos[0].get("predicted_seconds") or cost.seconds_at(points[0])
+        return points[0][:-1], gains, np.append(new_cost, costs), len(rows)
 
     def _cost_model(self, designs: list[Design], rows) -> tuple[dict[int, float], CostFit]:
         """Each design's seconds per step (:func:`rates_of`), and a cost GP fitted to the
@@ -272,13 +286,21 @@ class FreezeThaw:
         # parallel run lost (no point) do not count towards it.
         if len(known) < self.least or not observations(designs, 1):
             started = np.reshape(known, (-1, self.space.dim))
-            points, _, _ = ask_batch(init(self.space, self.settings), 1, started)
-            until = self.steps[len(known) % len(self.steps)]
-            return Decision(new, points[0], until, "initial", {})
+            try:
+                points, _, _ = ask_batch(init(self.space, self.settings), 1, started)
+                until = self.steps[len(known) % len(self.steps)]
+                return Decision(new, points[0], until, "initial", {})
+            except SpaceExhaustedError:  # a space smaller than the Sobol design
+                if not observations(designs, 1):
+                    raise
         paused = [j for j, d in enumerate(designs) if not (d.complete or d.failed or j in busy)]
         u_new, gains, costs, rows = self.worth(designs, paused, [designs[j].u for j in busy])
         scores = gains / costs
         best = int(np.argmax(scores))
+        if u_new is None and not paused:
+            raise SpaceExhaustedError(
+                "the space is exhausted: every design has been trained or is training"
+            )
         info = {"expected_improvement": float(gains[best]), "cost": float(costs[best]),
                 "model_points": rows}  # fmt: skip
         if best == 0:

@@ -423,8 +423,17 @@ class PooledFreezeThaw(_Pooled):
             if run.journal is not None and packed is not None:  # a resume's warm start
                 run.journal.save_sampler(len(run.history), packed)
             busy = {flight[0].design for flight in self.running.values()}
-            k, self.next_k = self.next_k, self.next_k + 1
-            decision = run.model.decide(run.designs, k, busy)
+            k = self.next_k
+            try:
+                decision = run.model.decide(run.designs, k, busy)
+            except SpaceExhaustedError as error:  # no new design, none paused
+                if self.running:
+                    break  # the designs in flight pause and may be thawed
+                if self.limits is None:
+                    raise
+                self.limits.refused = self.limits.refused or str(error)
+                break
+            self.next_k += 1
             decision.seconds = time.perf_counter() - tick
             args = freezethaw.open_segment(run, decision, run.designs, self.reserved)
             reserve = args[3] - starts_after(args[5], args[2])

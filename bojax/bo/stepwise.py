@@ -1183,10 +1183,8 @@ def minimize_steps(
                         for record in run.evaluate_batch(run.next_designs(count), batch):
                             bar.update(record)
             else:
-                # (freeze-thaw could still thaw a paused design: it does not end so)
-                ends = limits.exhaustion if isinstance(run, StepRun) else contextlib.nullcontext
                 while run.spent < run.budget and limits.why() is None:
-                    with ends():
+                    with limits.exhaustion():  # (freeze-thaw: once none is left to thaw)
                         record = run.evaluate(run.next_designs(1)[0])
                         bar.update(record)
         ended = limits.why() if run.spent < run.budget else None  # the loops end at the budget
