@@ -221,6 +221,11 @@ def test_step_wise_settings_are_checked():
         bojax.minimize(make_train(), SPACE, progress=False)
     with pytest.raises(SettingsError, match="max_step is for step-wise"):
         bojax.minimize(final_value, SPACE, max_step=5, progress=False)
+    # Without max_step, step-wise settings on a plain objective were silently ignored
+    # (early_stopping="asha" trained every design in full).
+    for setting in (dict(early_stopping="asha"), dict(eta=2), dict(step_budget=50)):
+        with pytest.raises(SettingsError, match=f"{next(iter(setting))} is for step-wise"):
+            bojax.minimize(final_value, SPACE, progress=False, **setting)
     with pytest.raises(SettingsError, match="freeze-thaw trains q > 1 designs"):
         bojax.minimize(make_train(), SPACE, max_step=5, q=2, early_stopping="freeze-thaw")
     with pytest.raises(SettingsError, match="pass executor="):

@@ -297,10 +297,16 @@ def minimize(
             objective, space, settings, executor=executor, out=out, resume=resume,
             progress=progress,
         )  # fmt: skip
-    if settings.max_step is not None:
+    stepwise_only = [
+        name
+        for name in ("max_step", "min_step", "eta", "early_stopping", "proposer", "step_budget")
+        if getattr(settings, name) != Settings.__dataclass_fields__[name].default
+    ]
+    if stepwise_only:  # (else a forgotten report parameter would silently train in full)
         raise SettingsError(
-            "max_step is for step-wise objectives, train(point, report); this objective "
-            "takes no report parameter"
+            f"{', '.join(stepwise_only)} {'is' if len(stepwise_only) == 1 else 'are'} for "
+            "step-wise objectives, train(point, report); this objective takes no report "
+            "parameter"
         )
     pool = as_executor(executor)
     q = (1 if executor is None else concurrency(pool)) if settings.q is None else settings.q
