@@ -63,9 +63,9 @@ def test_trials_pruned_below_the_step_are_believed_or_excluded_and_diverged_ones
 
     d = {"x": FloatDistribution(0.0, 1.0)}
     study = optuna.create_study()
-    for i in range(5):  # reach step 3
-        study.add_trial(create_trial(params={"x": 0.1 * i}, distributions=d, value=0.1,
-                                     intermediate_values={1: 0.5, 3: 0.2 + i}))  # fmt: skip
+    for i in range(5):  # reach step 3 and return their best report (at step 3: 0.2 + i)
+        study.add_trial(create_trial(params={"x": 0.1 * i}, distributions=d, value=0.1 + i,
+                                     intermediate_values={1: 0.1 + i, 3: 0.2 + i}))  # fmt: skip
     below = [
         (TrialState.PRUNED, {1: 0.3, 2: 0.25}, None),  # believed
         (TrialState.COMPLETE, {1: 0.3}, 0.28),  # ended by itself at step 1: believed
@@ -80,7 +80,8 @@ def test_trials_pruned_below_the_step_are_believed_or_excluded_and_diverged_ones
     observed, outcome, since, excluded = _at_highest_step(study, _space(d), 5, unit)
     assert [t.number for t, _ in observed] == [0, 1, 2, 3, 4, 7, 8, 9]  # in trial order
     told = [outcome(t) for t, _ in observed]
-    assert told[:5] == [0.2 + i for i in range(5)] and all(map(math.isnan, told[5:]))
+    # A complete trial's value at its last report is what it returned (the objective).
+    assert told[:5] == [0.1 + i for i in range(5)] and all(map(math.isnan, told[5:]))
     np.testing.assert_allclose(np.ravel(since), [0.6, 0.65]) and excluded == []
     integration.MOST_BELIEVERS, most = 1, integration.MOST_BELIEVERS
     try:  # past the believers' window the earlier ones are excluded
@@ -702,6 +703,11 @@ def test_a_running_trials_intermediate_values_are_data_not_a_pending_point(monke
 
     monkeypatch.setattr(loop, "ask_batch", spy)
     study = optuna.create_study(sampler=BojaxSampler(seed=1, **FAST))
+    pruned = study.ask()  # a pruned trial: the study models intermediate values
+    pruned.suggest_float("x", -5.0, 5.0)
+    pruned.suggest_float("lr", 1e-4, 1.0, log=True)
+    pruned.report(30.0, 1)
+    study.tell(pruned, state=optuna.trial.TrialState.PRUNED)
     for k in range(6):  # six trials report epochs 1..3 and complete
         trial = study.ask()
         x = trial.suggest_float("x", -5.0, 5.0)
@@ -718,7 +724,8 @@ def test_a_running_trials_intermediate_values_are_data_not_a_pending_point(monke
     study.ask().suggest_float("x", -5.0, 5.0)  # the next trial's relative sampling
     (u, pending), *_ = seen
     assert len(u) == 7  # six finished trials and the running one, all at epoch 3
-    assert pending is None  # the running trial is data, not a fantasy
+    assert len(pending) == 1  # the pruned trial, believed; the running one is data
+    assert not np.isclose(pending, u[-1]).all()
 
 
 def test_a_used_up_discrete_space_hands_over_to_the_independent_sampler_with_a_warning():
@@ -820,3 +827,41 @@ def test_a_distributions_parameter_is_made_once_not_on_every_trial():
     floats = _parameter("k", CategoricalDistribution([1.0, 2.0])).choices
     assert [type(c) for c in _parameter("k", CategoricalDistribution([1, 2])).choices] == [int] * 2
     assert [type(c) for c in floats] == [float] * 2
+
+
+def test_reports_of_another_metric_do_not_replace_the_returned_value():
+    """A trial that logs a loss by trial.report and returns the accuracy the study
+    maximises: with no trial pruned the sampler models the returned values (review: it
+    modelled the reports, and maximised the loss)."""
+
+    def objective(trial):
+        x = trial.suggest_float("x", 0.0, 1.0)
+        for epoch in range(1, 4):
+            trial.report((x - 0.2) ** 2 + 1.0 / epoch, epoch)  # a loss, logged only
+        return 1.0 - (x - 0.2) ** 2  # best at x = 0.2
+
+    study = optuna.create_study(direction="maximize", sampler=BojaxSampler(seed=0, **FAST))
+    study.optimize(objective, n_trials=12)
+    modelled = [t.params["x"] for t in study.trials[5:]]  # past the 5 startup trials
+    assert np.median(np.abs(np.subtract(modelled, 0.2))) < 0.05, modelled
+
+
+def test_a_constraint_some_trials_do_not_set_is_satisfied_where_unset():
+    """Optuna counts a trial without a constraint's value feasible for it; the sampler did
+    too little: such a trial failed, and the optimum, where the constraint is never set,
+    was avoided. An infinite value is a clear violation or satisfaction, not a failure."""
+    sampler = BojaxSampler(seed=0, **FAST)
+    study = optuna.create_study(sampler=sampler)
+    for x, mem in [(0.1, None), (0.6, -1.0), (0.7, 3.0), (0.2, None), (0.9, math.inf),
+                   (0.3, -math.inf)]:  # fmt: skip
+        trial = study.ask()
+        trial.suggest_float("x", 0.0, 1.0)
+        if mem is not None:
+            trial.set_constraint("mem", mem)
+        study.tell(trial, (x - 0.2) ** 2)
+    _, outcome = sampler._study_settings(study, study.trials)
+    told = [outcome(t) for t in study.trials]
+    assert [m["constraint_mem"] for m in told] == [-3.0, -1.0, 3.0, -3.0, 3.0, -3.0]
+    assert [m["objective_0"] for m in told] == pytest.approx(
+        [(x - 0.2) ** 2 for x in (0.1, 0.6, 0.7, 0.2, 0.9, 0.3)]
+    )

@@ -22,9 +22,10 @@ constraint, LogEHVI (or ParEGO) weighted by the probability of feasibility.
 Completed trials are observations; failed trials enter as failed evaluations, which
 bojax's failure classifier learns from (its acquisition is weighted by the probability
 of success, and while every trial has failed it proposes where success is likeliest).
-Where trials report intermediate values (a study that prunes), the data are each trial's
+Once trials that report intermediate values are pruned, the data are each trial's
 value at the highest step that ``max(n_startup_trials, d + 2)`` trials reached, pruned
-and running ones included (BOHB's rule, as bojax's own step-wise runs propose,
+and running ones included, a completed trial's at its last report being what it
+returned (BOHB's rule, as bojax's own step-wise runs propose,
 :mod:`bojax.bo.stepwise`), and the trials pruned below that step are pending believers
 (the latest 128; earlier ones are excluded), so the model does not propose their points
 again. A trial pruned before it
@@ -324,7 +325,10 @@ class BojaxSampler(BaseSampler):
         """``(settings, outcome)``: the run settings for this study and ``outcome(trial)``,
         what a finished trial tells bojax: its value, or for several objectives or
         constraints a dict of metrics ``objective_i`` and ``constraint_<key>`` (NaN for a
-        failed trial, and for a completed one that lacks a constraint value)."""
+        failed trial). A completed trial without a value for a key, or with ``-inf``, is
+        feasible for it, as Optuna counts it, and tells bojax a value clearly satisfied;
+        ``+inf``, infeasible, a value clearly violated (:func:`_satisfied`): either would
+        otherwise have failed the trial, its objectives lost."""
         directions = study.directions
         keys = sorted({k for t in trials for k in _constraints(t)})
         if len(directions) == 1 and not keys:
@@ -348,12 +352,15 @@ class BojaxSampler(BaseSampler):
         constraints = {_constraint_name(k): ("<=", 0.0) for k in keys}
         settings = self._settings.replace(objectives=objectives, constraints=constraints or None)
 
+        satisfied = _satisfied(trials, keys)
+
         def metrics(t: FrozenTrial) -> Any:
-            given = _constraints(t)
-            if t.state != TrialState.COMPLETE or t.values is None or set(keys) - set(given):
+            if t.state != TrialState.COMPLETE or t.values is None:
                 return math.nan
             values = {f"objective_{i}": v for i, v in enumerate(t.values)}
-            return {**values, **{_constraint_name(k): given[k] for k in keys}}
+            given = _constraints(t)
+            return {**values, **{_constraint_name(k): _bounded(given.get(k), satisfied[k])
+                                 for k in keys}}  # fmt: skip
 
         return settings, metrics
 
@@ -413,12 +420,15 @@ class BojaxSampler(BaseSampler):
 
 
 def _stepwise(study: Study, settings) -> bool:
-    """Whether a single-objective study's trials report intermediate values: the sampler
-    then models the values at one step, as BOHB does."""
+    """Whether a single-objective study has pruned trials that reported intermediate
+    values: the sampler then models the values at one step, as BOHB does. Until one is
+    pruned, every finished trial has its returned value, which is what the study
+    optimises (a trial may report another metric, a training loss, and return accuracy:
+    modelling the reports then optimised the wrong thing, review)."""
     if settings.metrics is not None:
         return False
-    states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
-    return any(t.intermediate_values for t in study.get_trials(deepcopy=False, states=states))
+    pruned = study.get_trials(deepcopy=False, states=(TrialState.PRUNED,))
+    return any(t.intermediate_values for t in pruned)
 
 
 def _at_highest_step(study: Study, space: Space, least: int, unit):
@@ -442,7 +452,9 @@ def _at_highest_step(study: Study, space: Space, least: int, unit):
         values = {}
         for t in trials:
             later = [k for k in sorted(t.intermediate_values) if k >= step]
-            if later and math.isfinite(t.intermediate_values[later[0]]):
+            if t.state == TrialState.COMPLETE and len(later) == 1:  # (at its last report:
+                values[t.number] = t.value  # what it returned, the study's objective)
+            elif later and math.isfinite(t.intermediate_values[later[0]]):
                 values[t.number] = t.intermediate_values[later[0]]
             elif t.state == TrialState.COMPLETE and not t.intermediate_values:
                 values[t.number] = t.value
@@ -480,6 +492,29 @@ def _at_highest_step(study: Study, space: Space, least: int, unit):
         return values.get(t.number, math.nan)
 
     return observed, outcome, since, excluded
+
+
+def _satisfied(trials: list[FrozenTrial], keys: list[str]) -> dict[str, float]:
+    """Per constraint key, the margin a missing or infinite value stands for:
+    ``max(1, |v|)`` over the key's finite values ``v`` in ``trials``, so it sits as far
+    from the bound as the farthest value seen (a value at 0, the bound, would read as
+    feasible by a coin flip)."""
+    margins = {k: 1.0 for k in keys}
+    for t in trials:
+        for k, v in _constraints(t).items():
+            if k in margins and isinstance(v, int | float) and math.isfinite(v):
+                margins[k] = max(margins[k], abs(float(v)))
+    return margins
+
+
+def _bounded(value: Any, margin: float) -> Any:
+    """A constraint value as bojax models it: ``-margin`` for none given or ``-inf``
+    (satisfied), ``+margin`` for ``+inf`` (violated), else the value itself."""
+    if value is None:
+        return -margin
+    if isinstance(value, int | float) and math.isinf(value):
+        return margin if value > 0 else -margin
+    return value
 
 
 def _constraint_name(key: Any) -> str:
