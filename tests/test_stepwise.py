@@ -2335,3 +2335,31 @@ def test_freeze_thaw_thaws_every_design_of_an_exhausted_space_then_ends(pool):
     started = [tuple(r["x"].values()) for r in result.history if r["phase"] != "thaw"]
     assert len(started) == len(set(started)) == 6  # each design started once
     assert result.steps == 54  # every design trained to max_step, no step twice
+
+
+@pytest.mark.parametrize("pool", [False, True], ids=["inline", "pool"])
+def test_a_report_after_its_training_returned_is_refused(pool):
+    """A stashed report called later (from the next training, or a thread) was taken:
+    it charged steps and fed the scheduler a value the journal never held."""
+    stash, refused, calls = [], [], []
+
+    def train(point, report):
+        calls.append(point)
+        if stash:
+            try:
+                stash.pop()(27, -5.0)
+            except RuntimeError as error:
+                refused.append(str(error))
+        stash.append(report)
+        report(1, final_value(point) + 1.0)
+        return final_value(point)
+
+    run = dict(max_step=27, early_stopping="asha", proposer="random", initial=3, iterations=1,
+               progress=False)  # fmt: skip
+    with cf.ThreadPoolExecutor(1) if pool else contextlib.nullcontext() as executor:
+        result = bojax.minimize(train, SPACE, executor=executor, **run)
+    assert len(refused) == len(calls) - 1 and "after" in refused[0]  # (a pool's segments)
+    assert result.steps == 4 * 27  # the budget: no stale step charged
+    if not pool:  # (a pool's trainings without checkpoints repeat steps, charged)
+        assert sum(len(r["curve"]) for r in result.history) == result.steps
+    assert all(value != -5.0 for r in result.history for _, value in r["curve"])

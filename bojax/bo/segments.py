@@ -45,6 +45,7 @@ from bojax.bo.stepwise import (
     checked_value,
     outcome,
     past_max_step,
+    raise_late_report,
     starts_after,
     takes,
 )
@@ -83,11 +84,14 @@ class SegmentReport:
         self.checkpoint: Checkpoint | None = None
         self.complete = False
         self.paused = False  # StopTraining raised to pause it (a training may swallow it)
+        self.closed = False  # the segment ended: a late report is refused
         self.seconds, self.tick = seconds, time.perf_counter()
 
     def __call__(
         self, step: Any, value: Any, checkpoint: Any = None, seconds: Any = None, last=False
     ) -> bool:
+        if self.closed:
+            raise_late_report(None)
         if self.complete:  # it reported its last step (last=True) and went on
             raise StopTraining("the training said its last step was its last")
         if self.paused:  # it caught the pause (a trainer thread's report) and went on
@@ -117,6 +121,7 @@ class SegmentReport:
         return not self.complete
 
     def ended(self, status: str, y: float | None = None, error: str | None = None) -> Segment:
+        self.closed = True
         return Segment(self.curve, self.charged, status, y, error, self.checkpoint, self.seconds)
 
 

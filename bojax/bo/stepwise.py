@@ -186,10 +186,22 @@ class _Training:
     charged: int = 0  # steps trained so far, repeats included
     reported: int = 0  # the last step this call of train reported
     error: str | None = None  # why it failed (over == "failed")
+    closed: bool = False  # journalled: a late report (a stashed report, a thread) is refused
 
     @property
     def recorded(self) -> int:
         return int(self.curve[-1][0]) if self.curve else 0
+
+
+def raise_late_report(design: int | None) -> None:
+    """Refuse a report made after its training ended: it would charge steps and feed the
+    scheduler a value the journal never holds (review: a stashed ``report`` called from
+    the next training spent the run's budget)."""
+    which = "a training" if design is None else f"design {design}'s training"
+    raise RuntimeError(
+        f"report called after {which} ended (train returned, failed or was stopped): "
+        "each call of train has its own report, valid until it returns"
+    )
 
 
 class _Reporter:
@@ -207,6 +219,8 @@ class _Reporter:
         ``last=True``: the training ends here by itself (its own early stopping), so it
         is complete: the value counts at its milestone, and nothing stops it."""
         run, training = self.run, self.training
+        if training.closed:
+            raise_late_report(training.design)
         if training.over == "last":
             raise StopTraining("the training said its last step was its last")
         if training.over is not None:  # it caught the stop (a trainer thread's report)
@@ -587,6 +601,7 @@ class StepRun:
             # fail at once spends its budget and ends instead of proposing forever.
             charged = 1
             self.spent += 1
+        opened.training.closed = True
         info = dict(opened.info)
         record = {
             "iteration": len(self.history),  # the journal's line: trainings end out of order
