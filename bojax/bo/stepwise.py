@@ -956,8 +956,21 @@ class _FreezeThawRun:
         if self.journal is None:
             return None
         saved: list = [None]  # the checkpoint last written (compared by identity)
+        unsaved: list = [None]  # the report whose latest steps are not written yet
+        written = [time.monotonic()]
 
         def save(report) -> None:
+            # As a StepRun's: at checkpoints and the segment's end, else at most every
+            # PROGRESS_SECONDS (rewriting the curve each report was quadratic in it).
+            ending = report.complete or report.last >= report.until
+            if not (ending or report.checkpoint is not saved[0]
+                    or time.monotonic() - written[0] >= PROGRESS_SECONDS):  # fmt: skip
+                unsaved[0] = report
+                return
+            write(report)
+
+        def write(report) -> None:
+            unsaved[0], written[0] = None, time.monotonic()
             design = self.designs[decision.design]
             # The segment's end as the budget cut it (report.until), so a resumed run
             # trains to where this one would have.
@@ -972,6 +985,11 @@ class _FreezeThawRun:
                 save_checkpoint(self.journal, decision.design, report.checkpoint)
                 saved[0] = report.checkpoint
 
+        def flush() -> None:  # the driver is stopping (Ctrl-C): the steps since, now
+            if unsaved[0] is not None:
+                write(unsaved[0])
+
+        save.flush = flush
         return save
 
     def next_designs(self, count: int) -> list[int]:
@@ -1001,7 +1019,13 @@ class _FreezeThawRun:
             ended = Segment([], 0, status, seconds=seconds)
             record.update(freezethaw.close_segment(self, decision, self.designs, ended, 0.0))
         else:  # its seconds count on from the killed run's, in the same order
-            record.update(freezethaw.train_segment(self, decision, self.designs, hook, seconds))
+            try:
+                segment = freezethaw.train_segment(self, decision, self.designs, hook, seconds)
+            except KeyboardInterrupt:
+                if hook is not None:
+                    hook.flush()
+                raise
+            record.update(segment)
         record["curve"] = before + record["curve"]
         record["diagnostics"]["charged"] += charged
         freezethaw.add_cost(self.designs[decision.design], record)
