@@ -545,6 +545,7 @@ class _Forgetful:
 @pytest.mark.slow
 def test_an_evaluation_the_executor_never_answers_is_retried_then_recorded(monkeypatch):
     monkeypatch.setattr(driver, "NO_ANSWER_GRACE", 0.05)
+    monkeypatch.setattr(driver, "STARTUP_SECONDS", 0.0)  # (no process starts here)
     executor, results = _Forgetful(), []
     run = threading.Thread(
         target=lambda: results.append(bojax.minimize(
@@ -1160,3 +1161,28 @@ def test_a_space_file_saved_with_a_byte_order_mark_loads(tmp_path, suffix):
     path = tmp_path / f"space{suffix}"
     path.write_bytes(b"\xef\xbb\xbf" + text.encode())
     assert load_space(path) == SPACE
+
+
+class _SlowToLoad:
+    """Unpickles as ``time.sleep(seconds)``: a task whose loading (imports) is slow."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+    def __reduce__(self):
+        return time.sleep, (self.seconds,)
+
+
+def test_an_isolated_timeout_counts_from_the_tasks_start_not_the_processs(monkeypatch):
+    """Under load a process start and its imports took seconds, and healthy segments were
+    journalled 'timed out' (review: 83 of 129 at --timeout 5). The start is bounded too."""
+    from bojax.bo import isolation
+
+    assert isolation.run_isolated(str, (_SlowToLoad(3.0),), timeout=1.0) == (True, "None")
+    assert isolation.run_isolated(time.sleep, (3.0,), timeout=1.0) == (
+        False,
+        "timed out after 1 s",
+    )
+    monkeypatch.setattr(isolation, "STARTUP_SECONDS", 0.5)
+    done, why = isolation.run_isolated(str, (_SlowToLoad(30.0),), timeout=1.0)
+    assert not done and why == "the evaluation's process did not start in 0.5 s"

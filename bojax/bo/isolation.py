@@ -14,15 +14,17 @@ started (data-loader processes, compilers). What is recorded when it goes wrong:
 * ``sys.exit(3)`` in the objective: ``"the objective called sys.exit(3)"``, as inline;
 * an exit without an outcome (``os._exit``): its exit status.
 
-Each evaluation pays for a process start and the imports of the objective (about a second
-with JAX), so isolate objectives that take much longer than that or that may hang or
-crash. Inside a Dask worker or a process pool it works the same way, and the worker
-survives what kills the objective. The child ends itself when the process that started
-it dies, so a killed driver or worker leaves no orphaned training behind; the task's
-folder (``bojax-evaluation-<host and PID namespace>-<pid>-*`` in the temporary
-directory, which holds the pickled objective and whatever data it closes over) goes
-with it, and the first isolated evaluation of a later process in the same PID namespace
-removes those of processes killed after their child ended.
+Each evaluation pays for a process start and the imports of the objective (about a
+second with JAX, several under load), so isolate objectives that take much longer than
+that or that may hang or crash. The ``timeout`` counts from the objective's start, after
+that (a start itself is bounded by ``STARTUP_SECONDS``). Inside a Dask worker or a
+process pool it works the same way, and the worker survives what kills the objective.
+The child ends itself when the process that started it dies, so a killed driver or
+worker leaves no orphaned training behind; the task's folder (``bojax-evaluation-<host
+and PID namespace>-<pid>-*`` in the temporary directory, which holds the pickled
+objective and whatever data it closes over) goes with it, and the first isolated
+evaluation of a later process in the same PID namespace removes those of processes
+killed after their child ended.
 """
 
 from __future__ import annotations
@@ -80,6 +82,10 @@ def evaluate_isolated(
 
 
 PREFIX = "bojax-evaluation-"
+STARTED = "started"  # the child's mark that its task is loaded (imports done)
+# How long a process may take to start and load its task before it counts as failed
+# (the timeout then counts from the task's start).
+STARTUP_SECONDS = 120.0
 
 
 @functools.cache
@@ -145,6 +151,12 @@ def run_isolated(task: Any, args: tuple, timeout: float | None = None) -> tuple[
             start_new_session=True,
         )
         try:
+            # The timeout counts from the task's start, not the process's: a start and
+            # its imports take seconds under load (review: 83 healthy segments of 129
+            # timed out at 5 s with two workers on a busy core).
+            if not _wait_for_start(process, Path(folder) / STARTED):
+                _kill(process)
+                return False, f"the evaluation's process did not start in {STARTUP_SECONDS:g} s"
             returncode = process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             _kill(process)
@@ -155,6 +167,17 @@ def run_isolated(task: Any, args: tuple, timeout: float | None = None) -> tuple[
         if returncode == 0 and outcome.exists():
             return cloudpickle.loads(outcome.read_bytes())
         return False, _why_died(returncode)
+
+
+def _wait_for_start(process: subprocess.Popen, started: Path) -> bool:
+    """Wait until the child has loaded its task (``started`` exists) or ended; False if
+    neither within ``STARTUP_SECONDS``."""
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while not started.exists() and process.poll() is None:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def _exit_with_parent(folder: Path, interval: float = 0.5) -> None:
@@ -191,6 +214,7 @@ def _child(sent: str, outcome: str) -> None:
             f"{error}",
         )
     else:
+        (Path(sent).parent / STARTED).touch()  # the parent's timeout starts now
         result = (True, task(*args))
     partial = Path(outcome + ".tmp")
     partial.write_bytes(cloudpickle.dumps(result))
