@@ -225,4 +225,7 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
+    from bojax.reports.peers import fixed_hash_seed
+
+    fixed_hash_seed()  # SMAC3's runs follow Python's string hashes
     main()

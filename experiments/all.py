@@ -242,4 +242,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from bojax.reports.peers import fixed_hash_seed
+
+    fixed_hash_seed()  # SMAC3's runs follow Python's string hashes
     sys.exit(main())

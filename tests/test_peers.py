@@ -125,3 +125,26 @@ def test_unknown_peer_lists_the_known_ones():
         PEERS["hyperopt"]
     assert {"random", "tpe", "optuna-gp", "optuna-bojax", "smac"} <= set(PEERS)
     assert np.all([PEERS[name].label for name in PEERS])
+
+
+def test_scripts_with_smac_fix_pythons_hash_seed_so_a_seed_repeats_its_run():
+    """SMAC3 orders its candidates by string hashes, randomised per process: the arc
+    report's SMAC3 runs differed run to run under one seed (review)."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "from bojax.reports.peers import fixed_hash_seed; fixed_hash_seed(); "
+        "import os; print(os.environ['PYTHONHASHSEED'], hash('smac'))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
+    runs = [
+        subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        for _ in range(2)
+    ]
+    assert runs[0].returncode == 0, runs[0].stderr
+    assert runs[0].stdout == runs[1].stdout and runs[0].stdout.startswith("0 ")
+    kept = subprocess.run([sys.executable, "-c", code], env={**env, "PYTHONHASHSEED": "7"},
+                          capture_output=True, text=True)  # fmt: skip
+    assert kept.stdout.startswith("7 ")  # a user's own value is kept

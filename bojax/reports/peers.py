@@ -158,8 +158,25 @@ class OptunaStudy:
         )
 
 
+def fixed_hash_seed() -> None:
+    """Run this script again with ``PYTHONHASHSEED=0`` unless the variable is set (a
+    user's own value is kept). SMAC3 orders its candidates by Python's string hashes,
+    which are randomised per process, so one seed gave three results in three runs
+    (review). Call it first in a script's ``__main__`` block; children inherit it."""
+    import os
+    import sys
+
+    if os.environ.get("PYTHONHASHSEED") is None:
+        os.environ["PYTHONHASHSEED"] = "0"
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+
+
 class SMAC:
-    """SMAC3's hyperparameter-optimisation facade through its ask-and-tell interface."""
+    """SMAC3's hyperparameter-optimisation facade through its ask-and-tell interface
+    (deterministic given its seed only under a fixed ``PYTHONHASHSEED``:
+    :func:`fixed_hash_seed`)."""
 
     def __init__(
         self, space: Space, seed: int, initial: int, budget: int, folder: Path | None = None
