@@ -476,7 +476,7 @@ def plot(
     _start_jax()
     from bojax.bo.runs import load_run
     from bojax.errors import BojaxError
-    from bojax.reports.run_figures import plot_run
+    from bojax.reports.run_figures import REFIT_LIMITS, plot_run, too_long_to_refit
 
     console = terminal.console()
     try:
@@ -490,6 +490,13 @@ def plot(
         raise typer.Exit(code=1) from None
     for path in paths:
         console.print(f"wrote {path}", highlight=False)
+    drawn = {path.name for path in paths}  # (a front or curves are never refitted)
+    if slices and too_long_to_refit(record) and not drawn & {"front.png", "curves.png"}:
+        console.print(
+            f"no slices: {len(record.records)} evaluations are more than bojax plot refits "
+            f"(at most {REFIT_LIMITS['evaluations']})",
+            highlight=False,
+        )
 
 
 @app.command(name="list")

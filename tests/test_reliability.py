@@ -1186,3 +1186,18 @@ def test_an_isolated_timeout_counts_from_the_tasks_start_not_the_processs(monkey
     monkeypatch.setattr(isolation, "STARTUP_SECONDS", 0.5)
     done, why = isolation.run_isolated(str, (_SlowToLoad(30.0),), timeout=1.0)
     assert not done and why == "the evaluation's process did not start in 0.5 s"
+
+
+def test_plot_draws_a_journal_longer_than_a_refit_takes_without_its_slices(tmp_path, monkeypatch):
+    """It wrote nothing: 5,202 records got only 'plot it with --no-slices' (review)."""
+    from bojax.reports import run_figures
+
+    folder = tampered_run(tmp_path / "run", records=6)
+    monkeypatch.setattr(run_figures, "REFIT_LIMITS", {**run_figures.REFIT_LIMITS, "evaluations": 5})
+    result = CliRunner().invoke(app, ["plot", str(folder)])
+    assert result.exit_code == 0, result.output
+    drawn = sorted(p.name for p in (folder / "figures").glob("*.png"))
+    assert drawn == ["parameters.png", "progress.png"]
+    assert "no slices: 6 evaluations are more than bojax plot refits (at most 5)" in " ".join(
+        result.output.split()
+    )

@@ -23,8 +23,9 @@ successful evaluations as the run's next ``ask`` would (:func:`bojax.bo.loop.pre
 
 A run folder is data anyone may have edited, and its settings and space decide how much
 work the figures take. So the refit's settings are checked before any figure is drawn
-(:data:`REFIT_LIMITS`: a SettingsError naming ``run.json`` and the key), and the figures
-draw at most :data:`MAX_PANELS` parameters and :data:`MAX_TICKS` labels per axis.
+(:data:`REFIT_LIMITS`: a SettingsError naming ``run.json`` and the key; a journal longer
+than a refit takes gets its other figures, without slices), and the figures draw at
+most :data:`MAX_PANELS` parameters and :data:`MAX_TICKS` labels per axis.
 """
 
 from __future__ import annotations
@@ -317,6 +318,12 @@ def plot_curves(run: Run, path: Path) -> None:
     save(fig, path, dpi=120)
 
 
+def too_long_to_refit(run: Run) -> bool:
+    """Whether the run has more evaluations than a refit takes: its other figures are
+    drawn, without the slices."""
+    return len(run.records) > REFIT_LIMITS["evaluations"]
+
+
 def refit_settings(run: Run):
     """The run's :class:`~bojax.bo.settings.Settings`, checked as untrusted data before
     the refit: a SettingsError names ``run.json`` and the key of an unknown, mistyped or
@@ -468,7 +475,7 @@ def plot_run(run: Run, out: Path, slices: bool = True) -> list[Path]:
     # The refit predicts as the run would have: not before its initial design is in (a
     # run stopped inside a large design gets no slices, as one with no success).
     designed = len(run.records) >= int(run.settings.get("initial", 0))
-    refit = slices and designed and run.best() is not None
+    refit = slices and designed and run.best() is not None and not too_long_to_refit(run)
     if refit:
         refit_settings(run)
     _made(out)
