@@ -1201,3 +1201,32 @@ def test_plot_draws_a_journal_longer_than_a_refit_takes_without_its_slices(tmp_p
     assert "no slices: 6 evaluations are more than bojax plot refits (at most 5)" in " ".join(
         result.output.split()
     )
+
+
+def test_the_figures_of_a_run_where_everything_failed_show_no_value(tmp_path, monkeypatch):
+    """Failures were drawn as x's at objective 0 (read as values of 0), and a step-wise
+    run's curves as empty axes around 0 with a legend of lines that were not there."""
+    from bojax.bo.runs import load_run
+    from bojax.reports import run_figures
+
+    figures = {}
+
+    def keep(fig, path, dpi):
+        figures[path.name] = fig
+
+    monkeypatch.setattr(run_figures, "save", keep)
+    folder = tampered_run(tmp_path / "run", records=4)
+    lines = (folder / "journal.jsonl").read_text().splitlines()
+    failed = [{**json.loads(line), "status": "failed", "y": None, "error": "E"} for line in lines]
+    (folder / "journal.jsonl").write_text("".join(json.dumps(r) + "\n" for r in failed))
+    run_figures.plot_progress(load_run(folder), tmp_path / "progress.png")
+    (ax,) = figures["progress.png"].axes
+    assert ax.get_title() == "no evaluation succeeded (4 failed)"
+    (marks,) = [line for line in ax.get_lines() if line.get_label() == "failed"]
+    assert marks.get_transform() == ax.get_xaxis_transform()  # on the edge, not at y = 0
+    stepwise = [{**r, "curve": []} for r in failed]
+    (folder / "journal.jsonl").write_text("".join(json.dumps(r) + "\n" for r in stepwise))
+    run_figures.plot_curves(load_run(folder), tmp_path / "curves.png")
+    left, right = figures["curves.png"].axes
+    assert [t.get_text() for t in left.texts] == ["no training reported a value\n(4 failed)"]
+    assert left.get_legend() is None and list(right.get_yticks()) == []

@@ -99,12 +99,18 @@ def plot_progress(run: Run, path: Path) -> None:
     initial = sum(r["phase"] == "initial" for r in run.records)
     if initial:
         ax.axvspan(-0.5, initial - 0.5, color="0.9", label="initial design")
-    ax.plot(n, y, "o", ms=4, color="tab:blue", label="evaluation")
-    ax.step(n, run.best_so_far(), where="post", color="tab:orange", label="best so far")
+    succeeded = bool(np.isfinite(y).any())
+    ax.plot(n, y, "o", ms=4, color="tab:blue", label="evaluation" if succeeded else "_")
+    ax.step(n, run.best_so_far(), where="post", color="tab:orange",
+            label="best so far" if succeeded else "_")  # fmt: skip
     failed = [r["iteration"] for r in run.failures]
-    if failed:
-        bottom = np.nanmin(y) if np.isfinite(y).any() else 0.0
-        ax.plot(failed, np.full(len(failed), bottom), "x", color="tab:red", label="failed")
+    if failed:  # on the axes' bottom edge: a failure has no value (an x at 0 read as one)
+        edge = ax.get_xaxis_transform()
+        ax.plot(failed, np.full(len(failed), 0.03), "x", color="tab:red", label="failed",
+                transform=edge, clip_on=False)  # fmt: skip
+    if not succeeded:
+        ax.set_title(f"no evaluation succeeded ({len(failed)} failed)", fontsize=9)
+        ax.set_yticks([])
     ax.set_xlabel("evaluation")
     ax.set_ylabel("objective" + (" (maximised)" if run.maximize else " (minimised)"))
     ax.legend(loc="best", fontsize=8)
@@ -315,6 +321,12 @@ def plot_curves(run: Run, path: Path) -> None:
     right.step(xs, done_values, where="post", color="tab:blue", label="best trained to the end")
     right.set(xlabel="steps spent", ylabel="best so far", title="best against steps spent")
     right.legend(loc="best", fontsize=8)
+    if not any(len(curve) for curve, _ in design_curves(run.records)):  # empty axes mislead
+        for ax in (left, right):
+            ax.get_legend().remove()
+            ax.set(xticks=[], yticks=[])
+        left.text(0.5, 0.5, f"no training reported a value\n({len(run.records)} failed)",
+                  ha="center", va="center", transform=left.transAxes)  # fmt: skip
     save(fig, path, dpi=120)
 
 
