@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -318,6 +319,10 @@ def _format_value(value: Any, digits: int = 4) -> str:
     return f"{value:.{digits}g}" if isinstance(value, float) else str(value)
 
 
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
 def _pairs(values: dict[str, Any], digits: int = 4) -> str:
     """``name=value, ...`` as show and optimize print a point or settings."""
     return ", ".join(f"{k}={_format_value(v, digits)}" for k, v in values.items())
@@ -400,10 +405,12 @@ def show(
             *values,
             *y,
             *([plain(entry["curve"][-1][0] if entry["curve"] else 0)] if stepwise else []),
-            _format_value(best),
+            _format_value(best) if _finite(best) else "-",  # (none succeeded yet)
             f"{entry['seconds']:.2f}",
             *(_format_value(diagnostics[k]) if k in diagnostics else "-" for k in (
-                "acquisition_value", "ess", "success_probability"
+                # freeze-thaw's decisions keep their acquisition as expected_improvement
+                "acquisition_value" if "acquisition_value" in diagnostics
+                else "expected_improvement", "ess", "success_probability"
             )),
         )  # fmt: skip
     console.print(table)

@@ -1230,3 +1230,12 @@ def test_the_figures_of_a_run_where_everything_failed_show_no_value(tmp_path, mo
     left, right = figures["curves.png"].axes
     assert [t.get_text() for t in left.texts] == ["no training reported a value\n(4 failed)"]
     assert left.get_legend() is None and list(right.get_yticks()) == []
+
+
+def test_show_prints_no_nan_best_before_the_first_success(tmp_path):
+    folder = tampered_run(tmp_path / "run", records=4)
+    lines = [json.loads(line) for line in (folder / "journal.jsonl").read_text().splitlines()]
+    lines[0].update(status="failed", y=None, error="E")  # the first evaluation failed
+    (folder / "journal.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    result = CliRunner().invoke(app, ["show", str(folder)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0 and "nan" not in result.output, result.output
