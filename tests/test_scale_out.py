@@ -415,6 +415,21 @@ def test_an_unreachable_scheduler_is_a_settings_error():
             pass
 
 
+def test_a_scheduler_without_workers_is_reported_not_waited_on_silently(monkeypatch, capfd):
+    """Every worker of a scheduler of one's own died: the run waited, printing nothing
+    (review)."""
+    from distributed import LocalCluster
+
+    monkeypatch.setattr(bojax.bo.cluster, "NO_WORKERS_SECONDS", 0.2)
+    monkeypatch.setattr(bojax.bo.cluster, "WATCH_SECONDS", 0.1)
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as empty:
+        with bojax.bo.cluster.connect(scheduler=empty.scheduler_address):
+            time.sleep(1.0)
+    said = capfd.readouterr().err
+    assert said.count("has had no workers") == 1, said  # once per spell
+    assert empty.scheduler_address in said
+
+
 @pytest.mark.slow
 def test_report_repeats_run_over_the_executor_as_they_run_alone(client, tmp_path):
     from bojax.reports import bnn_surrogate

@@ -22,6 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -41,6 +44,35 @@ def _check_address(scheduler: str) -> None:
         raise SettingsError(
             f"{scheduler!r} is not a Dask scheduler address ({error}); give one as tcp://host:port"
         ) from None
+
+
+# A scheduler of your own may lose every worker (killed by what they ran, a job ended):
+# the run then waits, and says so once each time it has had none this long.
+NO_WORKERS_SECONDS = 30.0
+WATCH_SECONDS = 5.0
+
+
+def _watch_workers(client: Any, address: str, stop: threading.Event) -> None:
+    """Until ``stop``: print to stderr once a no-worker spell of ``client``'s scheduler
+    reaches ``NO_WORKERS_SECONDS`` (the run waits silently otherwise: review)."""
+    since, said = None, False
+    while not stop.wait(WATCH_SECONDS):
+        try:
+            workers = len(client.nthreads())
+        except Exception:  # the client is closing, or the scheduler is gone
+            return
+        if workers:
+            since, said = None, False
+            continue
+        since = time.monotonic() if since is None else since
+        if not said and time.monotonic() - since >= NO_WORKERS_SECONDS:
+            print(
+                f"bojax: the Dask scheduler at {address} has had no workers for "
+                f"{time.monotonic() - since:.0f} s; the run waits until one connects",
+                file=sys.stderr,
+                flush=True,
+            )
+            said = True
 
 
 @contextlib.contextmanager
@@ -68,8 +100,17 @@ def connect(
             client = Client(scheduler, timeout=timeout)
         except OSError as error:
             raise SettingsError(f"cannot reach a Dask scheduler at {scheduler}: {error}") from None
+        stop = threading.Event()
+        watcher = threading.Thread(
+            target=_watch_workers, args=(client, scheduler, stop), daemon=True,
+            name="bojax-worker-watch",
+        )  # fmt: skip
         with client:
-            yield client
+            watcher.start()
+            try:
+                yield client
+            finally:
+                stop.set()
         return
     options = {
         "n_workers": workers,
