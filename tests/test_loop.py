@@ -415,10 +415,11 @@ def test_corrupt_middle_or_mismatched_run_raises_and_touches_nothing(tmp_path):
             FORRESTER, FORRESTER.space, out=tmp_path, resume=True, **{**short, "seed": 8}, **QUIET
         )
     # A setting journals leave out at its default is named with that default, not None.
-    with pytest.raises(JournalError, match=r"\(eta: stored 3, now 2\)"):
+    with pytest.raises(JournalError, match=r"\(local_points: stored 256, now 64\)"):
         bojax.minimize(
-            FORRESTER, FORRESTER.space, out=tmp_path, resume=True, **short, eta=2, **QUIET
-        )
+            FORRESTER, FORRESTER.space, out=tmp_path, resume=True, **short, local_points=64,
+            **QUIET,
+        )  # fmt: skip
     with pytest.raises(SettingsError, match="pass out="):  # no folder, nothing to resume
         bojax.minimize(FORRESTER, FORRESTER.space, resume=True, **short, **QUIET)
     other_space = Space([Real("x", 0.0, 2.0)])
