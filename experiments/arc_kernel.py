@@ -7,10 +7,12 @@ MLP classifiers of 0-5 hidden layers trained on MNIST-1D (generated locally).
 
 Writes into ``DIR/full/`` (``DIR/quick/`` with ``--quick``; default ``DIR`` is
 ``paper_figures/arc_kernel``). Every BO run is journalled under ``runs/`` there: a killed
-reproduction continues where it stopped when started again with the same settings;
-``--fresh`` discards the old runs instead. ``--peers tpe smac`` adds Optuna's TPE and
-SMAC3 on the same space (``uv sync --group bench`` installs them). ``--workers N`` runs
-the BO runs and the Table 1 regressions on a local Dask cluster of N processes.
+reproduction continues where it stopped when started again with the same settings; runs
+kept for other settings refuse the run, and ``--fresh`` discards the old runs instead.
+``--peers tpe smac`` adds Optuna's TPE and SMAC3 on the same space (``uv sync --group
+bench`` installs them). ``--workers N`` runs the BO runs and the Table 1 regressions on
+a local Dask cluster of N processes. Overrides of the settings (a reduced run) need
+``--out``.
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ OVERRIDES += ("table-burn-in", "table-samples", "max-layers", "epochs", "table-p
 
 
 def _extra(parser) -> None:
+    from bojax.reports import positive
+
     parser.add_argument("--fresh", action="store_true", help="discard journalled runs first")
     parser.add_argument("--peers", nargs="*", default=[], choices=["tpe", "smac"])
-    parser.add_argument("--workers", type=int, help="BO runs on N local Dask processes")
+    parser.add_argument("--workers", type=positive, help="BO runs on N local Dask processes")
     parser.add_argument("--scheduler", help="BO runs on this Dask scheduler")
 
 
@@ -34,9 +38,8 @@ def main(argv: list[str] | None = None) -> dict:
     from bojax.reports import run_script, script_arguments
 
     args, overrides = script_arguments(__doc__, DEFAULT_OUT, OVERRIDES, argv, _extra)
-    return run_script(
-        args, "arc_kernel", overrides | {"peers": args.peers}, _show, fresh=args.fresh
-    )
+    overrides |= {"peers": args.peers}  # which peers run beside bojax, not a reduction
+    return run_script(args, "arc_kernel", overrides, _show, selection=["peers"], fresh=args.fresh)
 
 
 def _show(summary: dict) -> str:

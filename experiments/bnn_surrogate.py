@@ -10,7 +10,9 @@ default ``DIR`` is ``paper_figures/bnn_surrogate``). Each Figure 11 repeat is ke
 ``runs/``: an interrupted run continues where it stopped, and ``--problems`` lets two
 processes share the work before a last call without it gathers every problem.
 ``--workers N`` runs the Figure 11 repeats on a local Dask cluster of N processes, one
-repeat per task (``--scheduler`` joins a running cluster; docs/scale-out.md).
+repeat per task (``--scheduler`` joins a running cluster; docs/scale-out.md). Repeats
+kept for other settings are not replaced: the run is refused, and ``--fresh`` discards
+them first.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ OVERRIDES = ("samples", "burn-in", "repeats", "iterations", "candidates", "point
 
 
 def _extra(parser) -> None:
+    from bojax.reports import positive
     from bojax.reports.bnn_surrogate import ARMS, PROBLEMS
 
     parser.add_argument("--problems", nargs="+", choices=PROBLEMS, help="Figure 11 subset")
     parser.add_argument("--arms", nargs="+", choices=ARMS, help="Figure 11 surrogates")
-    parser.add_argument("--workers", type=int, help="Figure 11 repeats on N Dask processes")
+    parser.add_argument("--fresh", action="store_true", help="discard kept repeats first")
+    parser.add_argument("--workers", type=positive, help="Figure 11 repeats on N Dask processes")
     parser.add_argument("--scheduler", help="Figure 11 repeats on this Dask scheduler")
 
 
@@ -36,7 +40,11 @@ def main(argv: list[str] | None = None) -> dict:
 
     args, overrides = script_arguments(__doc__, DEFAULT_OUT, OVERRIDES, argv, _extra)
     overrides |= {k: tuple(v) for k in ("problems", "arms") if (v := getattr(args, k))}
-    return run_script(args, "bnn_surrogate", overrides, "format_summary")
+    # --problems splits the work between processes (a last call gathers every problem).
+    return run_script(
+        args, "bnn_surrogate", overrides, "format_summary", selection=["problems"],
+        fresh=args.fresh,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -19,8 +19,10 @@ OVERRIDES = ("iterations", "initial", "samples", "candidates", "min-epochs", "ma
 
 
 def _extra(parser) -> None:
+    from bojax.reports import non_negative
+
     parser.add_argument("--experiment", type=int, choices=(1, 2), required=True)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=non_negative, default=0)
     parser.add_argument("--fresh", action="store_true", help="discard a journalled run first")
 
 
@@ -30,7 +32,9 @@ def main(argv: list[str] | None = None) -> dict:
     args, overrides = script_arguments(__doc__, DEFAULT_OUT, OVERRIDES, argv, _extra)
     out = args.out / f"experiment{args.experiment}{'-quick' if args.quick else ''}"
     overrides |= {"experiment": args.experiment, "seed": args.seed}
-    return run_script(args, "ensemble_design", overrides, _show, out, fresh=args.fresh)
+    return run_script(
+        args, "ensemble_design", overrides, _show, out, ["experiment"], fresh=args.fresh
+    )
 
 
 def _show(summary: dict) -> str:

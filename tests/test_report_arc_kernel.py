@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from bojax.compilation import count_compilations
-from bojax.errors import SettingsError
+from bojax.errors import JournalError, SettingsError
 from bojax.objectives.deepnet import deepnet_space
 from bojax.reports import arc_kernel
 
@@ -92,13 +92,15 @@ def test_figure2_statistics_match_scipy_and_a_direct_bootstrap():
     assert lo[-1] <= median[-1] <= hi[-1] and finals["arc"].min() <= lo[-1]
 
 
-def test_runs_kept_for_other_settings_are_discarded_not_resumed(tmp_path, monkeypatch):
-    """A run folder made for another data set (or budget) is wiped before its run, so an
-    old journal is never continued as if it belonged to the new objective."""
-    cfg = arc_kernel.config(quick=True, seeds=1)
-    stale = tmp_path / "arc-seed0"
-    stale.mkdir()
-    (stale / "task.json").write_text(json.dumps({"dataset": "digits"}))
+def test_runs_kept_for_other_settings_are_refused_not_discarded(tmp_path, monkeypatch):
+    """A run folder made for another data set (or budget) is neither continued as if it
+    belonged to the new objective nor deleted: the run is refused, naming it, before
+    any run starts; a folder holding nothing but its task.json is simply reused."""
+    cfg = arc_kernel.config(quick=True, seeds=2)
+    stale, empty = tmp_path / "arc-seed0", tmp_path / "arc-seed1"
+    for folder in (stale, empty):
+        folder.mkdir()
+        (folder / "task.json").write_text(json.dumps({"dataset": "digits"}))
     (stale / "journal.jsonl").write_text("old")
     calls = []
 
@@ -107,8 +109,13 @@ def test_runs_kept_for_other_settings_are_discarded_not_resumed(tmp_path, monkey
         return [{"validation_error": 0.5}] * (cfg.initial + cfg.iterations)
 
     monkeypatch.setattr(arc_kernel.runs, "bo_run_rows", fake)
+    with pytest.raises(JournalError, match="arc-seed0") as refused:
+        arc_kernel.bo_runs(cfg, ("arc",), tmp_path, progress=False)
+    assert "arc-seed1" not in str(refused.value) and calls == []
+    assert (stale / "journal.jsonl").read_text() == "old"
+    (stale / "journal.jsonl").unlink()  # what --fresh does, for this folder
     arc_kernel.bo_runs(cfg, ("arc",), tmp_path, progress=False)
-    assert calls == [("arc", 0, ["task.json"])]
+    assert calls == [("arc", 0, ["task.json"]), ("arc", 1, ["task.json"])]
     kept = json.loads((stale / "task.json").read_text())
     assert kept == arc_kernel.task_identity(cfg, "arc", 0)
 

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from bojax.errors import SettingsError
+from bojax.errors import JournalError, SettingsError
 from bojax.reports import bnn_surrogate
 
 REDUCED = [
@@ -55,3 +55,37 @@ def test_reduced_run_writes_every_figure_and_a_summary(tmp_path, experiment_scri
 def test_unknown_override_is_a_settings_error():
     with pytest.raises(SettingsError):
         bnn_surrogate.config(repeat=3)
+
+
+def test_repeats_kept_for_other_settings_are_refused_and_a_cut_one_is_rerun(tmp_path, monkeypatch):
+    """A kept repeat with other settings is not overwritten: the comparison is refused,
+    naming it, before any repeat runs. A kept file cut short is run again, with a warning
+    naming it."""
+    cfg = bnn_surrogate.config(quick=True, repeats=2, problems=("forrester",), arms=("gp-map",))
+    folder = tmp_path / "forrester" / "gp-map"
+    folder.mkdir(parents=True)
+    (folder / "seed1.json").write_text(json.dumps({"settings": {"iterations": 99}}))
+    calls = []
+
+    def fake(cfg, arm, problem, seed):
+        calls.append((problem, arm, seed))
+        identity = bnn_surrogate._settings(cfg, arm, problem, seed, cfg.iterations).identity()
+        y = [1.0, 0.5]
+        return {"settings": identity | {"iterations": cfg.iterations}, "y": y,
+                "running_min": y, "seconds": 0.0, "code_fingerprint": None}  # fmt: skip
+
+    monkeypatch.setattr(bnn_surrogate, "bo_run", fake)
+    with pytest.raises(JournalError, match=r"gp-map/seed1\.json"):
+        bnn_surrogate.comparison(cfg, tmp_path, progress=False)
+    assert calls == [] and not (folder / "seed0.json").exists()
+    (folder / "seed1.json").write_text('{"settings": {"iter')  # as a killed write left it
+    with pytest.warns(UserWarning, match=r"seed1\.json"):
+        results = bnn_surrogate.comparison(cfg, tmp_path, progress=False)
+    assert calls == [("forrester", "gp-map", 0), ("forrester", "gp-map", 1)]
+    assert len(results["forrester"]["gp-map"]) == 2
+    assert json.loads((folder / "seed1.json").read_text())["y"] == [1.0, 0.5]
+    cut = tmp_path / "out" / "runs" / "forrester" / "gp-map" / "seed0.json"
+    cut.parent.mkdir(parents=True)
+    cut.write_text("{")
+    with pytest.warns(UserWarning, match=r"seed0\.json"):  # all.py's look at kept runs
+        assert bnn_surrogate.kept_runs(tmp_path / "out") == [(cut, None)]

@@ -48,7 +48,7 @@ from bojax.objectives.archnet import (
     shape_of,
     train_recorded,
 )
-from bojax.reports import CachedObjective, configure, write_summary
+from bojax.reports import CachedObjective, configure, prepare_out, write_summary
 from bojax.reports.claims import Claim, verdict
 from bojax.reports.figures import pyplot, save
 from bojax.reports.peers import RandomSearch
@@ -341,8 +341,7 @@ def plot_best_so_far(cfg: Config, runs: dict, path: Path) -> Path:
 
 def run(cfg: Config, out: str | Path, *, progress: bool = True) -> dict[str, Any]:
     """All figures and the BO comparison, into ``out`` with ``summary.json``."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = prepare_out(out, "architecture_search")
     started = time.perf_counter()
     data = moons()
     networks = {

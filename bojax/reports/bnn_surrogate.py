@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -35,8 +36,9 @@ import numpy as np
 
 from bojax import gp
 from bojax.bo.loop import Settings, ask, init, predict, tell
+from bojax.errors import JournalError
 from bojax.objectives.problems import get_problem, sin_cos
-from bojax.reports import configure, read_kept, run_tasks, write_summary
+from bojax.reports import configure, prepare_out, read_kept, run_tasks, write_kept, write_summary
 from bojax.reports.claims import Claim, verdict
 from bojax.reports.figures import pyplot, quartile_band, save
 from bojax.reports.provenance import code_fingerprint
@@ -288,34 +290,53 @@ def kept_runs(out: Path) -> list[tuple[Path, str | None]]:
     """The Figure 11 repeats kept under ``out/runs``, each with the fingerprint of the code
     that made it (None: made before fingerprints were recorded)."""
     return [
-        (path, read_kept(path).get("code_fingerprint"))
+        (path, (read_kept(path) or {}).get("code_fingerprint"))
         for path in sorted((Path(out) / "runs").glob("*/*/seed*.json"))
     ]
 
 
-def comparison(
-    cfg: Config, runs_dir: Path, progress: bool, executor: Any = None
-) -> dict[str, dict[str, list]]:
-    """Every (problem, arm, repeat), each kept in ``runs_dir`` and reused when present.
-
-    Missing repeats run one after another, or, with ``executor`` (a ``concurrent.futures``
-    executor or a Dask client), one per task; only this process writes the files."""
-    paths, expected, missing = {}, {}, []
+def kept_repeats(cfg: Config, runs_dir: Path) -> tuple[dict[tuple, Path], list[tuple]]:
+    """Each Figure 11 repeat's file under ``runs_dir`` by ``(problem, arm, seed)``, and
+    the repeats not kept there yet. Repeats kept for other settings are never replaced: a
+    :class:`JournalError` names them (``run(..., fresh=True)`` discards them)."""
+    paths, expected, missing, other = {}, {}, [], []
     for problem in cfg.problems:
         get_problem(problem)  # a typed error for an unknown name, before any work
         for arm in cfg.arms:
             folder = runs_dir / problem / arm
-            folder.mkdir(parents=True, exist_ok=True)
             for seed in range(cfg.repeats):
                 task = (problem, arm, seed)
                 paths[task] = folder / f"seed{seed}.json"
                 identity = _settings(cfg, arm, problem, seed, cfg.iterations).identity()
                 expected[task] = identity | {"iterations": cfg.iterations}
-                if read_kept(paths[task], "settings", expected[task]) is None:
+                kept = read_kept(paths[task])
+                if kept is None:
                     missing.append(task)
+                elif not isinstance(kept, dict) or kept.get("settings") != expected[task]:
+                    other.append(paths[task])
+    if other:
+        shown = ", ".join(str(p.relative_to(runs_dir)) for p in other[:5])
+        more = f" and {len(other) - 5} more" if len(other) > 5 else ""
+        raise JournalError(
+            f"{runs_dir} keeps Figure 11 repeats made with other settings: {shown}{more}; "
+            "this run would replace them"
+        )
+    return paths, missing
+
+
+def comparison(
+    cfg: Config, runs_dir: Path, progress: bool, executor: Any = None
+) -> dict[str, dict[str, list]]:
+    """Every (problem, arm, repeat), each kept in ``runs_dir`` and reused when present
+    (:func:`kept_repeats`).
+
+    Missing repeats run one after another, or, with ``executor`` (a ``concurrent.futures``
+    executor or a Dask client), one per task; only this process writes the files."""
+    paths, missing = kept_repeats(cfg, runs_dir)
 
     def keep(task, row) -> None:
-        paths[task].write_text(json.dumps(row))
+        paths[task].parent.mkdir(parents=True, exist_ok=True)
+        write_kept(paths[task], row)
         if progress:
             problem, arm, seed = task
             print(
@@ -385,12 +406,20 @@ def plot_comparison(results: dict[str, dict[str, list]], out: Path) -> Path:
 
 
 def run(
-    cfg: Config, out: str | Path, *, progress: bool = True, executor: Any = None
+    cfg: Config,
+    out: str | Path,
+    *,
+    fresh: bool = False,
+    progress: bool = True,
+    executor: Any = None,
 ) -> dict[str, Any]:
     """Run every part, write the figures and ``summary.json`` into ``out``; the Figure 11
-    repeats over ``executor`` if given (see :func:`comparison`)."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    repeats over ``executor`` if given (see :func:`comparison`); ``fresh`` discards the
+    kept repeats (``out/runs``) first."""
+    out = prepare_out(out, "bnn_surrogate")
+    if fresh:
+        shutil.rmtree(out / "runs", ignore_errors=True)
+    kept_repeats(cfg, out / "runs")  # repeats kept for other settings: refused before any work
     started = time.perf_counter()
     if progress:
         print("verification: sampling the BNN posterior on sin(7x) + cos(17x)", flush=True)

@@ -28,7 +28,7 @@ from bojax.compilation import count_compilations
 from bojax.errors import RunFolderError, SettingsError
 from bojax.objectives.datasets import Regression, get_dataset
 from bojax.objectives.ensemble import EnsembleObjective, Training, design_space
-from bojax.reports import CachedObjective, override, write_summary
+from bojax.reports import CachedObjective, override, prepare_out, write_summary
 from bojax.reports.claims import Claim, verdict
 from bojax.reports.figures import pyplot, save
 
@@ -119,6 +119,7 @@ def run(
             f"{out} holds a bojax run (run.json): the experiment writes its figures and "
             "summary.json into --out; choose another folder"
         )
+    out = prepare_out(out, "ensemble_design")
     if fresh and journal.exists():
         if not (journal.is_dir() and Journal(journal).exists()):  # not ours to delete
             raise RunFolderError(
@@ -126,10 +127,6 @@ def run(
                 "journal there: choose another --out"
             )
         shutil.rmtree(journal)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise RunFolderError(f"cannot make the folder {out}: {error.strerror or error}") from None
     data = get_dataset(f"experiment{cfg.experiment}", cfg.seed)
     space = design_space(cfg.max_layers, cfg.max_width, cfg.max_members)
     grid = np.linspace(*data.domain, 400)

@@ -41,7 +41,7 @@ import numpy as np
 from bojax.bo.loop import Settings, ask, init, predict, tell
 from bojax.objectives.forest import ForestObjective, credit_data, tree_space
 from bojax.objectives.problems import sinc
-from bojax.reports import CachedObjective, configure, write_summary
+from bojax.reports import CachedObjective, configure, prepare_out, write_summary
 from bojax.reports.claims import Claim, verdict
 from bojax.reports.figures import pyplot, save
 from bojax.spaces import Real, Space
@@ -332,8 +332,7 @@ def plot_forest(results: dict, cfg: Config, out: Path) -> Path:
 
 def run(cfg: Config, out: str | Path, *, progress: bool = True) -> dict[str, Any]:
     """Run both experiments, write the figures and ``summary.json`` into ``out``."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = prepare_out(out, "hybrid_exploration")
     started = time.perf_counter()
     toy_results = toy(cfg)
     toy_seconds = time.perf_counter() - started

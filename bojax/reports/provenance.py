@@ -5,12 +5,14 @@ Every report's ``run`` stamps its ``summary.json`` with :func:`stamp`; the
 ``provenance`` block reads::
 
     {"bojax": "0.1.0", "git_commit": "d98165c...", "git_dirty": false,
-     "code_fingerprint": "3f0c2a9e81b4", "fingerprint": "9d02e1c4b7aa",
+     "report": "arc_kernel", "code_fingerprint": "3f0c2a9e81b4", "fingerprint": "9d02e1c4b7aa",
      "python": "3.11.7", "jax": "0.9.0", "jaxlib": "0.9.0", "blackjax": "1.2.5",
      "numpyro": "0.19.0", "device": "cpu (cpu)", "device_count": 1, "cpu_count": 2,
      "started": "2026-11-23T19:40:02+00:00", "wall_seconds": 512.3,
      "overrides": {"repeats": 10}}
 
+``report`` names the report (its module in ``bojax.reports``), so a run of another
+report refuses to write over the summary (:func:`bojax.reports.prepare_out`).
 ``code_fingerprint`` (:func:`code_fingerprint`) hashes the code that can change the
 report's numbers: the engine and the report's own modules, without comments,
 docstrings, figures or claims, so a figure's colour or a reworded docstring leaves it
@@ -272,7 +274,8 @@ def provenance(started: float, cfg: Any = None, defaults: Any = None) -> dict[st
     fingerprints = {}
     if cfg is not None:
         code = code_fingerprint(report_of(cfg))
-        fingerprints = {"code_fingerprint": code, "fingerprint": fingerprint(code, cfg)}
+        fingerprints = {"report": report_of(cfg), "code_fingerprint": code}
+        fingerprints["fingerprint"] = fingerprint(code, cfg)
     wall = time.perf_counter() - started
     began = datetime.now(UTC) - timedelta(seconds=wall)
     block: dict[str, Any] = {

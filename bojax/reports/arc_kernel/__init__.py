@@ -50,7 +50,7 @@ import numpy as np
 
 from bojax.compilation import count_compilations
 from bojax.objectives.deepnet import DATASETS
-from bojax.reports import write_summary
+from bojax.reports import prepare_out, write_summary
 from bojax.reports.arc_kernel.claims import claims, format_table
 from bojax.reports.arc_kernel.figures import LABELS, median_band, plot_best_so_far, plot_depths
 from bojax.reports.arc_kernel.runs import (
@@ -88,12 +88,13 @@ def run(
     progress: bool = True,
     executor: Any = None,
 ) -> dict:
-    """Run the BO runs (each kept under ``out/runs``; a rerun continues or re-plots them),
+    """Run the BO runs (each kept under ``out/runs``; a rerun continues or re-plots them;
+    runs kept for other settings raise :class:`~bojax.errors.JournalError` unless
+    ``fresh`` discards every kept run and table first),
     the Table 1 regressions (kept under ``out/table1``), the figures and ``summary.json``;
     return the summary. With ``executor`` (a ``concurrent.futures`` executor or a Dask
     client) the BO runs and the Table 1 data sets are tasks of their own."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = prepare_out(out, "arc_kernel")
     if fresh:
         for folder in ("runs", "table1"):
             shutil.rmtree(out / folder, ignore_errors=True)

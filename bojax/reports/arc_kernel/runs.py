@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import json
-import shutil
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -13,8 +11,9 @@ import numpy as np
 
 from bojax.bo.driver import minimize
 from bojax.bo.journal import Journal
+from bojax.errors import JournalError
 from bojax.objectives.deepnet import DATASETS, DeepNetObjective, depth
-from bojax.reports import CachedObjective, read_kept, run_tasks
+from bojax.reports import CachedObjective, read_kept, run_tasks, write_kept
 from bojax.reports.arc_kernel.settings import PEERS, SURROGATE_OF, Config
 from bojax.reports.peers import PEERS as PEER_RECORDS
 from bojax.reports.peers import run as run_peer
@@ -49,7 +48,7 @@ def bo_run_rows(cfg: Config, method: str, seed: int, folder: Path, progress: boo
     rows = _rows(history, objective)
     identity = task_identity(cfg, method, seed)
     kept = {"task": identity, "rows": rows, "code_fingerprint": code_fingerprint("arc_kernel")}
-    (folder / "rows.json").write_text(json.dumps(kept))
+    write_kept(folder / "rows.json", kept)
     return rows
 
 
@@ -64,20 +63,33 @@ def kept_runs(out: Path) -> list[tuple[Path, str | None]]:
 
 
 def bo_runs(cfg: Config, methods, runs_dir: Path, progress: bool, executor=None) -> dict:
-    """Every (method, seed) run: kept rows are reused, a folder kept for other settings
-    (another data set or budget) is discarded, missing runs run here or on ``executor``."""
+    """Every (method, seed) run: kept rows are reused, missing runs run here or on
+    ``executor``. Folders kept for other settings (another data set or budget; or not
+    saying which) are never discarded here: they raise a :class:`JournalError` naming
+    them, before any run (``run(..., fresh=True)`` discards them)."""
     from bojax.reports.arc_kernel.figures import LABELS
 
     rows: dict[tuple[str, int], list[dict]] = {}
-    missing = []
+    missing, other = [], []
+    for method in methods:
+        for seed in range(cfg.seeds):
+            folder = runs_dir / f"{method}-seed{seed}"
+            kept = read_kept(folder / "task.json")
+            if kept != task_identity(cfg, method, seed) and folder.exists():
+                if any(p.name != "task.json" for p in folder.iterdir()):  # not only task.json
+                    other.append(folder)
+    if other:
+        raise JournalError(
+            f"{runs_dir} keeps runs made with other settings (data set, budget): "
+            f"{', '.join(p.name for p in other)}; this run would replace them"
+        )
     for method in methods:
         for seed in range(cfg.seeds):
             folder = runs_dir / f"{method}-seed{seed}"
             identity = task_identity(cfg, method, seed)
             if read_kept(folder / "task.json") != identity:
-                shutil.rmtree(folder, ignore_errors=True)
-                folder.mkdir(parents=True)
-                (folder / "task.json").write_text(json.dumps(identity))
+                folder.mkdir(parents=True, exist_ok=True)
+                write_kept(folder / "task.json", identity)
             done = read_kept(folder / "rows.json")
             if done is not None and len(done["rows"]) >= cfg.initial + cfg.iterations:
                 rows[method, seed] = done["rows"]
@@ -132,7 +144,7 @@ def _peer_run(cfg: Config, peer: str, seed: int, objective, space, folder: Path)
         space, seed=seed, initial=cfg.initial, budget=budget, folder=folder
     )
     history = run_peer(optimiser, objective, budget, initial=cfg.initial)
-    path.write_text(json.dumps(history, indent=1))
+    write_kept(path, history, indent=1)
     return history
 
 

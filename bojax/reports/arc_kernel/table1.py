@@ -14,7 +14,7 @@ import numpy as np
 
 from bojax import gp
 from bojax.objectives.deepnet import deepnet_space, depth
-from bojax.reports import read_kept, run_tasks
+from bojax.reports import read_kept, run_tasks, write_kept
 from bojax.reports.arc_kernel.settings import MODELS, Config
 from bojax.spaces import IRRELEVANT, fill_irrelevant
 from bojax.surrogates import GPSurrogate
@@ -41,7 +41,7 @@ def regression_tables(cfg: Config, sets: dict, folder: Path, progress: bool, exe
         table, info = table_and_info
         _, path, digest = missing[name]
         results[name] = {"table": table, "info": info, "digest": digest}
-        path.write_text(json.dumps(results[name]))
+        write_kept(path, results[name])
         if progress:
             log = {m: table[m]["log"][0] for m in table}
             print(f"  Table 1 on {name}: best (log) {min(log, key=log.get)}", flush=True)
