@@ -5,7 +5,9 @@
 Runs the report scripts one after another (each in its own process, its output shown
 as it goes), then prints one table of every report's claims with a verdict
 (reproduced / partly / not reproduced) and the numbers behind it, and writes it to
-``paper_figures/claims.md`` (``claims-quick.md`` with ``--quick``).
+``paper_figures/claims.md`` (``claims-quick.md`` with ``--quick``). A report that fails
+is not judged from its older summary: its claims are listed as "not judged" and the
+table of what made them marks it failed.
 
 Resumable: a report whose ``summary.json`` was made by the current code and settings
 (the same ``fingerprint``: the engine, the report's own modules and its settings, not
@@ -125,33 +127,63 @@ def command(report: Report, quick: bool, workers: int | None) -> list[str]:
     return arguments
 
 
-def judge(reports: list[Report], quick: bool) -> list:
-    """Every claim of the reports whose summaries exist."""
+def judge(reports: list[Report], quick: bool, failed: dict[str, int] | None = None) -> list:
+    """Every claim of the reports whose summaries exist. A report in ``failed`` (name:
+    exit status) failed in this regeneration: its summary, if any, is an older run's, so
+    its claims are listed as not judged; so is a report whose claims cannot be read from
+    its summary."""
+    from bojax.reports.claims import not_judged
+
+    failed = failed or {}
     found = []
     for report in reports:
         path = report.summary_path(quick)
-        if path.exists():
-            module = importlib.import_module(f"bojax.reports.{report.module}")
-            found += module.claims(json.loads(path.read_text()))
+        module = importlib.import_module(f"bojax.reports.{report.module}")
+        try:
+            claims = module.claims(json.loads(path.read_text())) if path.exists() else []
+        except (KeyError, TypeError, ValueError, IndexError) as error:  # ValueError: JSON
+            found.append(not_judged(report.name, "(the report's claims)", (
+                f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} cannot be "
+                f"judged: {type(error).__name__}: {error}"
+            )))  # fmt: skip
+            continue
+        if report.name in failed:
+            why = f"the report failed in this run (exit {failed[report.name]}); " + (
+                "its summary.json is an earlier run's" if claims else "no summary.json"
+            )
+            claims = [not_judged(c.report, c.claim, why) for c in claims] or [
+                not_judged(report.name, "(the report's claims)", why)
+            ]
+        found += claims
     return found
 
 
-def provenance_table(reports: list[Report], quick: bool) -> str:
-    """Which code, libraries and device made each report's summary, as Markdown."""
+def provenance_table(
+    reports: list[Report], quick: bool, failed: dict[str, int] | None = None
+) -> str:
+    """Which code, libraries and device made each report's summary, as Markdown; a
+    report in ``failed`` (name: exit status) is marked as failed in this run."""
     lines = [
         "| report | commit | code | started | wall | device | JAX | overrides |",
         "|---|---|---|---|---|---|---|---|",
     ]
+    failed = failed or {}
     for report in reports:
         path = report.summary_path(quick)
-        block = json.loads(path.read_text()).get("provenance") if path.exists() else None
+        try:
+            block = json.loads(path.read_text()).get("provenance") if path.exists() else None
+        except ValueError:
+            block = None
+        name = report.name
+        if name in failed:
+            name += f" (**FAILED** in this run, exit {failed[name]}; an earlier summary)"
         if block is None:
-            lines.append(f"| {report.name} | (not recorded) | | | | | | |")
+            lines.append(f"| {name} | (not recorded) | | | | | | |")
             continue
         commit = (block["git_commit"] or "?")[:10] + (" (dirty)" if block["git_dirty"] else "")
         overrides = ", ".join(f"{k}={v}" for k, v in block.get("overrides", {}).items())
         lines.append(
-            f"| {report.name} | {commit} | {block['code_fingerprint']} | {block['started']} "
+            f"| {name} | {commit} | {block['code_fingerprint']} | {block['started']} "
             f"| {block['wall_seconds'] / 60:.1f} min | {block['device']} | {block['jax']} "
             f"| {overrides or '-'} |"
         )
@@ -166,6 +198,7 @@ def print_claims(claims: list) -> None:
     for column in ("report", "claim", "verdict", "evidence"):
         table.add_column(column, overflow="fold")
     colour = {"reproduced": "green", "partly": "yellow", "not reproduced": "red"}
+    colour["not judged"] = "magenta"
     for c in claims:
         table.add_row(c.report, c.claim, f"[{colour[c.verdict]}]{c.verdict}[/]", c.evidence)
     Console().print(table)
@@ -193,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     from bojax.reports.claims import markdown
 
     chosen = [r for r in REPORTS if args.only is None or r.name in args.only]
-    failed = []
+    failed: dict[str, int] = {}  # report: exit status
     started = time.perf_counter()
     for index, report in enumerate(chosen, 1):
         heading = f"[{index}/{len(chosen)}] {report.name}"
@@ -220,9 +253,9 @@ def main(argv: list[str] | None = None) -> int:
         status = "done" if code == 0 else f"FAILED (exit {code})"
         print(f"{heading}: {status} in {(time.perf_counter() - tick) / 60:.1f} min", flush=True)
         if code != 0:
-            failed.append(report.name)
+            failed[report.name] = code
 
-    claims = judge(chosen, args.quick)
+    claims = judge(chosen, args.quick, failed)
     print()
     print_claims(claims)
     out = FIGURES / ("claims-quick.md" if args.quick else "claims.md")
@@ -233,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         " the rule in its row.\n\n"
     )
     if args.only is None:
-        made = "\n## What made them\n\n" + provenance_table(chosen, args.quick)
+        made = "\n## What made them\n\n" + provenance_table(chosen, args.quick, failed)
         out.write_text(header + markdown(claims) + made)
         print(f"wrote {out}")
     if failed:

@@ -209,3 +209,45 @@ def test_kept_runs_made_by_other_code_are_found_and_discarded(tmp_path, monkeypa
     assert sorted(p.name for p in runs.iterdir()) == ["arc-seed0", "baseline-seed0"]
     hybrid = next(r for r in everything.REPORTS if r.module == "hybrid_exploration")
     assert everything.stale_runs(hybrid, False) == ([], 0)
+
+
+def test_claims_whose_arms_are_missing_are_not_judged(tmp_path, monkeypatch, capsys):
+    """A BNN summary made with ``--arms gp-map gp-slice`` has no report BNN to judge:
+    its claims say so, and ``all.py --judge-only`` lists them instead of failing."""
+    summary = copy.deepcopy(committed(everything.REPORTS[-1]))
+    for entry in summary["comparison"].values():
+        del entry["arms"]["bnn-report"], entry["arms"]["bnn-hmc"]
+    claims = bnn_surrogate.claims(summary)
+    assert len(claims) == 4 and {c.verdict for c in claims} == {"not judged"}
+    assert all("no bnn-report runs" in c.evidence for c in claims)
+    assert [c.claim for c in claims] == list(bnn_surrogate.CLAIMS.values())
+    monkeypatch.setattr(everything, "FIGURES", tmp_path)
+    path = everything.REPORTS[-1].summary_path(False)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(summary))
+    assert everything.main(["--judge-only", "--only", "BNN surrogate"]) == 0
+    assert "not judged" in capsys.readouterr().out
+
+
+def test_a_failed_report_is_not_judged_from_its_older_summary(tmp_path, monkeypatch):
+    """Every report fails in this regeneration; the hybrid report's summary is an earlier
+    run's. Its claims are listed as not judged, not with that summary's verdicts, and the
+    table of what made them marks it failed."""
+    hybrid = next(r for r in everything.REPORTS if r.module == "hybrid_exploration")
+    old = copy.deepcopy(committed(hybrid))
+    old["provenance"]["fingerprint"] = "0" * 12  # not current: all.py runs the report
+    monkeypatch.setattr(everything, "FIGURES", tmp_path)
+    hybrid.summary_path(False).parent.mkdir(parents=True)
+    hybrid.summary_path(False).write_text(json.dumps(old))
+    monkeypatch.setattr(everything.subprocess, "call", lambda *args, **kwargs: 3)
+    assert everything.main([]) == 1
+    written = (tmp_path / "claims.md").read_text()
+    claims, made = written.split("## What made them")
+    judged = [line for line in claims.splitlines() if line.startswith("| hybrid exploration")]
+    assert len(judged) == len(hybrid_exploration.claims(old)) == 3
+    for line in judged:
+        assert "**not judged**" in line and "failed in this run (exit 3)" in line, line
+    assert "**reproduced**" not in claims and "**not reproduced**" not in claims
+    row = next(line for line in made.splitlines() if line.startswith("| hybrid exploration"))
+    assert "FAILED" in row and row.count("|") == 9
+    assert claims.count("(the report's claims)") == len(everything.REPORTS) - 1  # no summary

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-VERDICTS = ("reproduced", "partly", "not reproduced")
+VERDICTS = ("reproduced", "partly", "not reproduced", "not judged")
+# "not judged": the summary cannot settle the claim (an arm it needs was not run, or the
+# report failed in this regeneration and its summary is an older one).
+NOT_JUDGED = VERDICTS[3]
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,11 @@ class Claim:
 def verdict(full: bool, partial: bool = False) -> str:
     """``reproduced`` if ``full``, else ``partly`` if ``partial``, else ``not reproduced``."""
     return VERDICTS[0] if full else VERDICTS[1] if partial else VERDICTS[2]
+
+
+def not_judged(report: str, claim: str, why: str) -> Claim:
+    """A claim the summary cannot settle, saying ``why`` (as its evidence)."""
+    return Claim(report, claim, NOT_JUDGED, why, "judged only from a complete, current summary")
 
 
 def markdown(claims: list[Claim]) -> str:
