@@ -2386,3 +2386,38 @@ def test_freeze_thaw_writes_a_long_curve_in_flight_now_and_then_not_at_every_rep
                             early_stopping="freeze-thaw", progress=False, out=tmp_path)  # fmt: skip
     assert result.steps == 2000 and len(result.history[0]["curve"]) == 2000
     assert len(writes) < 20  # the segment's end, and once a PROGRESS_SECONDS
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kill_at", [12, 21])
+def test_a_freeze_thaw_run_stopped_between_checkpoints_resumes_as_if_never_stopped(
+    tmp_path, kill_at
+):
+    """Ctrl-C between two checkpoints: a flush of the steps since the last checkpoint
+    made the resume train them again (charged twice, a later record changed)."""
+    calls = [-(10**9)]  # (the uninterrupted run first)
+
+    def train(point, report, checkpoint=None):
+        for step in range((checkpoint or 0) + 1, 10):
+            calls[0] += 1
+            if calls[0] == kill_at:
+                raise KeyboardInterrupt
+            saved = step if step % 3 == 0 else None
+            if not report(step, (point["x"] - 0.3) ** 2 + 1.0 / step, checkpoint=saved):
+                break
+        return (point["x"] - 0.3) ** 2
+
+    space = bojax.Space([Real("x", 0.0, 1.0)])
+    run = dict(max_step=9, step_budget=70, initial=3, seed=1, early_stopping="freeze-thaw",
+               surrogate="gp-map", progress=False)  # fmt: skip
+    whole = bojax.minimize(train, space, **run)
+    calls[0] = 0
+    with pytest.raises(KeyboardInterrupt):
+        bojax.minimize(train, space, out=tmp_path, **run)
+    calls[0] = -(10**9)  # no more interruptions
+    resumed = bojax.minimize(train, space, out=tmp_path, resume=True, **run)
+    assert same_records(resumed.history, whole.history) and resumed.steps == whole.steps
+    charged = [
+        [r["diagnostics"].get("charged") for r in h] for h in (resumed.history, whole.history)
+    ]
+    assert charged[0] == charged[1]

@@ -44,8 +44,8 @@ it had. A training the scheduler or the budget had stopped (and, under
 :class:`Trainings`, one complete or failed) that was not yet journalled is journalled on
 resume from its pending curve, as it ended; under ``minimize`` one that ended itself
 trains again, its value being what ``train`` returns. The curve is written at each
-checkpoint, milestone and end, and otherwise at most every ``PROGRESS_SECONDS`` (not
-freeze-thaw's segments, written at every report): rewriting every open curve at every
+checkpoint, milestone and end (a freeze-thaw segment's also at its first report), and
+otherwise at most every ``PROGRESS_SECONDS``: rewriting every open curve at every
 step made a run's cost grow with the square of its curves' length (5.7 ms a step at
 step 4,000), and between checkpoints only ``bojax show`` reads it.
 """
@@ -956,21 +956,18 @@ class _FreezeThawRun:
         if self.journal is None:
             return None
         saved: list = [None]  # the checkpoint last written (compared by identity)
-        unsaved: list = [None]  # the report whose latest steps are not written yet
-        written = [time.monotonic()]
+        written: list = [None]  # when pending.json was last written (None: not yet)
 
         def save(report) -> None:
-            # As a StepRun's: at checkpoints and the segment's end, else at most every
-            # PROGRESS_SECONDS (rewriting the curve each report was quadratic in it).
+            # As a StepRun's: the segment's first report (its decision), checkpoints and
+            # its end, else at most every PROGRESS_SECONDS (rewriting the curve at each
+            # report was quadratic in it). Steps past the last write are trained again
+            # on resume, from the checkpoint written with them, as after a SIGKILL.
             ending = report.complete or report.last >= report.until
-            if not (ending or report.checkpoint is not saved[0]
+            if not (written[0] is None or ending or report.checkpoint is not saved[0]
                     or time.monotonic() - written[0] >= PROGRESS_SECONDS):  # fmt: skip
-                unsaved[0] = report
                 return
-            write(report)
-
-        def write(report) -> None:
-            unsaved[0], written[0] = None, time.monotonic()
+            written[0] = time.monotonic()
             design = self.designs[decision.design]
             # The segment's end as the budget cut it (report.until), so a resumed run
             # trains to where this one would have.
@@ -985,11 +982,6 @@ class _FreezeThawRun:
                 save_checkpoint(self.journal, decision.design, report.checkpoint)
                 saved[0] = report.checkpoint
 
-        def flush() -> None:  # the driver is stopping (Ctrl-C): the steps since, now
-            if unsaved[0] is not None:
-                write(unsaved[0])
-
-        save.flush = flush
         return save
 
     def next_designs(self, count: int) -> list[int]:
@@ -1019,13 +1011,7 @@ class _FreezeThawRun:
             ended = Segment([], 0, status, seconds=seconds)
             record.update(freezethaw.close_segment(self, decision, self.designs, ended, 0.0))
         else:  # its seconds count on from the killed run's, in the same order
-            try:
-                segment = freezethaw.train_segment(self, decision, self.designs, hook, seconds)
-            except KeyboardInterrupt:
-                if hook is not None:
-                    hook.flush()
-                raise
-            record.update(segment)
+            record.update(freezethaw.train_segment(self, decision, self.designs, hook, seconds))
         record["curve"] = before + record["curve"]
         record["diagnostics"]["charged"] += charged
         freezethaw.add_cost(self.designs[decision.design], record)
