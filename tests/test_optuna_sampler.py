@@ -63,9 +63,9 @@ def test_trials_pruned_below_the_step_are_believed_or_excluded_and_diverged_ones
 
     d = {"x": FloatDistribution(0.0, 1.0)}
     study = optuna.create_study()
-    for i in range(5):  # reach step 3 and return their best report (at step 3: 0.2 + i)
-        study.add_trial(create_trial(params={"x": 0.1 * i}, distributions=d, value=0.1 + i,
-                                     intermediate_values={1: 0.1 + i, 3: 0.2 + i}))  # fmt: skip
+    for i in range(5):  # reach step 3 (returning something else: the reports are modelled)
+        study.add_trial(create_trial(params={"x": 0.1 * i}, distributions=d, value=0.1,
+                                     intermediate_values={1: 0.5, 3: 0.2 + i}))  # fmt: skip
     below = [
         (TrialState.PRUNED, {1: 0.3, 2: 0.25}, None),  # believed
         (TrialState.COMPLETE, {1: 0.3}, 0.28),  # ended by itself at step 1: believed
@@ -80,8 +80,8 @@ def test_trials_pruned_below_the_step_are_believed_or_excluded_and_diverged_ones
     observed, outcome, since, excluded = _at_highest_step(study, _space(d), 5, unit)
     assert [t.number for t, _ in observed] == [0, 1, 2, 3, 4, 7, 8, 9]  # in trial order
     told = [outcome(t) for t, _ in observed]
-    # A complete trial's value at its last report is what it returned (the objective).
-    assert told[:5] == [0.1 + i for i in range(5)] and all(map(math.isnan, told[5:]))
+    # Reports on one scale: a complete trial's at the step too, not what it returned.
+    assert told[:5] == [0.2 + i for i in range(5)] and all(map(math.isnan, told[5:]))
     np.testing.assert_allclose(np.ravel(since), [0.6, 0.65]) and excluded == []
     integration.MOST_BELIEVERS, most = 1, integration.MOST_BELIEVERS
     try:  # past the believers' window the earlier ones are excluded

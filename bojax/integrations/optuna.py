@@ -24,8 +24,9 @@ bojax's failure classifier learns from (its acquisition is weighted by the proba
 of success, and while every trial has failed it proposes where success is likeliest).
 Once trials that report intermediate values are pruned, the data are each trial's
 value at the highest step that ``max(n_startup_trials, d + 2)`` trials reached, pruned
-and running ones included, a completed trial's at its last report being what it
-returned (BOHB's rule, as bojax's own step-wise runs propose,
+and running ones included (the reports, on one scale: as Optuna's pruners do, the
+sampler then takes them for the objective; BOHB's rule, as bojax's own step-wise runs
+propose,
 :mod:`bojax.bo.stepwise`), and the trials pruned below that step are pending believers
 (the latest 128; earlier ones are excluded), so the model does not propose their points
 again. A trial pruned before it
@@ -452,9 +453,7 @@ def _at_highest_step(study: Study, space: Space, least: int, unit):
         values = {}
         for t in trials:
             later = [k for k in sorted(t.intermediate_values) if k >= step]
-            if t.state == TrialState.COMPLETE and len(later) == 1:  # (at its last report:
-                values[t.number] = t.value  # what it returned, the study's objective)
-            elif later and math.isfinite(t.intermediate_values[later[0]]):
+            if later and math.isfinite(t.intermediate_values[later[0]]):
                 values[t.number] = t.intermediate_values[later[0]]
             elif t.state == TrialState.COMPLETE and not t.intermediate_values:
                 values[t.number] = t.value
