@@ -1186,6 +1186,8 @@ def test_an_isolated_timeout_counts_from_the_tasks_start_not_the_processs(monkey
     monkeypatch.setattr(isolation, "STARTUP_SECONDS", 0.5)
     done, why = isolation.run_isolated(str, (_SlowToLoad(30.0),), timeout=1.0)
     assert not done and why == "the evaluation's process did not start in 0.5 s"
+    # Without a timeout nothing is bounded, the start neither.
+    assert isolation.run_isolated(str, (_SlowToLoad(1.5),), timeout=None) == (True, "None")
 
 
 def test_plot_draws_a_journal_longer_than_a_refit_takes_without_its_slices(tmp_path, monkeypatch):

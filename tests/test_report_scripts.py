@@ -142,6 +142,9 @@ def test_another_reports_results_are_not_replaced(tmp_path, experiment_script, c
     with pytest.raises(RunFolderError, match="arc_kernel"):
         prepare_out(folder, "bnn_surrogate")
     assert prepare_out(folder, "arc_kernel") == folder
+    for odd in ("[]", "null", '"s"', '{"provenance": "x"}'):  # no report's: not refused
+        (folder / "summary.json").write_text(odd)
+        assert prepare_out(folder, "bnn_surrogate") == folder
 
 
 def test_kept_results_are_written_whole_and_a_cut_one_is_recomputed(tmp_path):

@@ -17,14 +17,14 @@ started (data-loader processes, compilers). What is recorded when it goes wrong:
 Each evaluation pays for a process start and the imports of the objective (about a
 second with JAX, several under load), so isolate objectives that take much longer than
 that or that may hang or crash. The ``timeout`` counts from the objective's start, after
-that (a start itself is bounded by ``STARTUP_SECONDS``). Inside a Dask worker or a
-process pool it works the same way, and the worker survives what kills the objective.
-The child ends itself when the process that started it dies, so a killed driver or
-worker leaves no orphaned training behind; the task's folder (``bojax-evaluation-<host
-and PID namespace>-<pid>-*`` in the temporary directory, which holds the pickled
-objective and whatever data it closes over) goes with it, and the first isolated
-evaluation of a later process in the same PID namespace removes those of processes
-killed after their child ended.
+that (with a timeout, a start itself is bounded by ``STARTUP_SECONDS``). Inside a Dask
+worker or a process pool it works the same way, and the worker survives what kills the
+objective. The child ends itself when the process that started it dies, so a killed
+driver or worker leaves no orphaned training behind; the task's folder (``bojax-
+evaluation-<host and PID namespace>-<pid>-*`` in the temporary directory, which holds
+the pickled objective and whatever data it closes over) goes with it, and the first
+isolated evaluation of a later process in the same PID namespace removes those of
+processes killed after their child ended.
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def run_isolated(task: Any, args: tuple, timeout: float | None = None) -> tuple[
             # The timeout counts from the task's start, not the process's: a start and
             # its imports take seconds under load (review: 83 healthy segments of 129
             # timed out at 5 s with two workers on a busy core).
-            if not _wait_for_start(process, Path(folder) / STARTED):
+            if timeout is not None and not _wait_for_start(process, Path(folder) / STARTED):
                 _kill(process)
                 return False, f"the evaluation's process did not start in {STARTUP_SECONDS:g} s"
             returncode = process.wait(timeout=timeout)

@@ -132,9 +132,12 @@ def summary_maker(summary: Mapping[str, Any]) -> str | None:
     """The report (module name in ``bojax.reports``) that made ``summary``: as its
     provenance records it, or for summaries made before it did, the report whose
     settings have exactly the fields of its ``config``; None if neither tells."""
-    made_by = (summary.get("provenance") or {}).get("report")
+    if not isinstance(summary, dict):  # not a summary of any report
+        return None
+    provenance = summary.get("provenance")
+    made_by = provenance.get("report") if isinstance(provenance, dict) else None
     if made_by or not isinstance(summary.get("config"), dict):
-        return made_by
+        return made_by if isinstance(made_by, str) else None
     fields = set(summary["config"])
     for name in REPORTS:
         module = importlib.import_module(f"bojax.reports.{name}")

@@ -44,6 +44,12 @@ from bojax.reports.figures import pyplot, quartile_band, save
 from bojax.reports.provenance import code_fingerprint
 from bojax.surrogates.bnn import REPORT_BNN, mixture_log_likelihood
 
+
+def _dict(value: Any) -> dict:
+    """``value`` if it is a dict (a kept file may hold anything), else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
 PROBLEMS = ("forrester", "rosenbrock", "mccormick", "six_hump_camel")
 ARMS = ("bnn-report", "bnn-hmc", "gp-map", "gp-slice")
 ARM_LABELS = {
@@ -290,7 +296,7 @@ def kept_runs(out: Path) -> list[tuple[Path, str | None]]:
     """The Figure 11 repeats kept under ``out/runs``, each with the fingerprint of the code
     that made it (None: made before fingerprints were recorded)."""
     return [
-        (path, (read_kept(path) or {}).get("code_fingerprint"))
+        (path, _dict(read_kept(path)).get("code_fingerprint"))
         for path in sorted((Path(out) / "runs").glob("*/*/seed*.json"))
     ]
 
