@@ -148,3 +148,6 @@ def test_scripts_with_smac_fix_pythons_hash_seed_so_a_seed_repeats_its_run():
     kept = subprocess.run([sys.executable, "-c", code], env={**env, "PYTHONHASHSEED": "7"},
                           capture_output=True, text=True)  # fmt: skip
     assert kept.stdout.startswith("7 ")  # a user's own value is kept
+    ignored = subprocess.run([sys.executable, "-E", "-c", code], env=env, capture_output=True,
+                             text=True)  # fmt: skip
+    assert "cannot be fixed" in ignored.stderr  # -E ignores the variable: said, not re-run

@@ -226,6 +226,9 @@ def test_step_wise_settings_are_checked():
     for setting in (dict(early_stopping="asha"), dict(eta=2), dict(step_budget=50)):
         with pytest.raises(SettingsError, match=f"{next(iter(setting))} is for step-wise"):
             bojax.minimize(final_value, SPACE, progress=False, **setting)
+    plain = bojax.minimize(final_value, SPACE, progress=False, early_stopping="none",
+                           surrogate="gp-map", initial=2, iterations=0)  # fmt: skip
+    assert plain.evaluations == 2  # "none" says what a plain objective does anyway
     with pytest.raises(SettingsError, match="freeze-thaw trains q > 1 designs"):
         bojax.minimize(make_train(), SPACE, max_step=5, q=2, early_stopping="freeze-thaw")
     with pytest.raises(SettingsError, match="pass executor="):

@@ -302,6 +302,7 @@ def minimize(
         name
         for name in ("max_step", "min_step", "eta", "early_stopping", "proposer", "step_budget")
         if getattr(settings, name) != Settings.__dataclass_fields__[name].default
+        and not (name == "early_stopping" and settings.early_stopping == "none")
     ]
     if stepwise_only:  # (else a forgotten report parameter would silently train in full)
         raise SettingsError(

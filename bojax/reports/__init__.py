@@ -299,7 +299,7 @@ def run_script(
             raise SettingsError(
                 f"these settings differ from the report's {mode} defaults ({given}), and "
                 f"{out} holds the results of the report's own settings: pass --out DIR to "
-                "write this reduced run elsewhere"
+                "write this run elsewhere"
             )
         cfg = module.config(quick=args.quick, **overrides)
         options["progress"] = not args.no_progress

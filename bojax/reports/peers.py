@@ -165,8 +165,16 @@ def fixed_hash_seed() -> None:
     (review). Call it first in a script's ``__main__`` block; children inherit it."""
     import os
     import sys
+    import warnings
 
     if os.environ.get("PYTHONHASHSEED") is None:
+        if sys.flags.ignore_environment or sys.argv[:1] == ["-"]:  # (-E; a script on stdin)
+            warnings.warn(
+                "PYTHONHASHSEED cannot be fixed for this process (python -E, or a script "
+                "read from stdin): SMAC3's runs will not repeat; set it yourself",
+                stacklevel=2,
+            )
+            return
         os.environ["PYTHONHASHSEED"] = "0"
         sys.stdout.flush()
         sys.stderr.flush()
