@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import math
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -319,10 +318,6 @@ def _format_value(value: Any, digits: int = 4) -> str:
     return f"{value:.{digits}g}" if isinstance(value, float) else str(value)
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and math.isfinite(value)
-
-
 def _pairs(values: dict[str, Any], digits: int = 4) -> str:
     """``name=value, ...`` as show and optimize print a point or settings."""
     return ", ".join(f"{k}={_format_value(v, digits)}" for k, v in values.items())
@@ -337,6 +332,7 @@ def show(
 ) -> None:
     """Print a run while it runs or after: settings, space, every evaluation with the best
     so far, failures, the best point and the sampler's diagnostics. Reads only."""
+    from bojax.bo.evaluation import finite_number
     from bojax.bo.runs import design_counts, load_run
     from bojax.errors import BojaxError
 
@@ -405,7 +401,7 @@ def show(
             *values,
             *y,
             *([plain(entry["curve"][-1][0] if entry["curve"] else 0)] if stepwise else []),
-            _format_value(best) if _finite(best) else "-",  # (none succeeded yet)
+            _format_value(best) if finite_number(best) is not None else "-",  # (no success yet)
             f"{entry['seconds']:.2f}",
             *(_format_value(diagnostics[k]) if k in diagnostics else "-" for k in (
                 # freeze-thaw's decisions keep their acquisition as expected_improvement

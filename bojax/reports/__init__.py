@@ -20,7 +20,6 @@ import importlib
 import json
 import os
 import sys
-import tempfile
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -113,19 +112,12 @@ def read_kept(path: Path, key: str | None = None, expected: Any = None) -> Any:
 
 
 def write_kept(path: Path, value: Any, **dump: Any) -> None:
-    """``value`` as JSON (``dump``: :func:`json.dumps` options) into ``path``, atomically:
-    written to a temporary file beside it, then renamed over it, so a process killed
-    mid-write leaves the old file or the new one, never a truncated one."""
-    path = Path(path)
-    text = json.dumps(value, **dump)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w") as file:
-            file.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    """``value`` as JSON (``dump``: :func:`json.dumps` options) into ``path``, atomically
+    (:func:`bojax.bo.journal.write_text_atomic`): a process killed mid-write leaves the
+    old file or the new one, never a truncated one."""
+    from bojax.bo.journal import write_text_atomic
+
+    write_text_atomic(Path(path), json.dumps(value, **dump))
 
 
 def summary_maker(summary: Mapping[str, Any]) -> str | None:
