@@ -84,6 +84,29 @@ def test_boxes_tile_the_nondominated_region_and_give_the_improvement(objectives,
         assert pareto.improvement(y[None], lower, upper)[0] == pytest.approx(gain, abs=1e-12)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_three_objective_boxes_are_two_per_front_point_and_tile_with_ties(seed):
+    """The sweep's boxes: 2m + 1 at most, disjoint, covering the region the front leaves,
+    also where coordinates tie (rounded to a tenth) or sit on a sphere like DTLZ2's."""
+    rng = np.random.default_rng(seed)
+    if seed % 2:
+        points = np.round(rng.random((40, 3)), 1)
+    else:
+        points = np.abs(rng.normal(size=(40, 3)))
+        points /= np.linalg.norm(points, axis=1, keepdims=True)
+    reference = np.full(3, 1.05)
+    lower, upper = pareto.nondominated_boxes(points, reference)
+    m = len(pareto.front(points, reference))
+    assert 1 <= len(lower) <= 2 * m + 1
+    assert np.all(lower < upper)
+    volume = np.prod(np.maximum(upper - np.maximum(lower, 0.0), 0.0), axis=1).sum()
+    assert volume == pytest.approx(1.05**3 - pareto.hypervolume(points, reference), rel=1e-12)
+    base = pareto.hypervolume(points, reference)
+    for y in rng.random((30, 3)) * 1.2 - 0.1:
+        gain = pareto.hypervolume(np.vstack([points, y]), reference) - base
+        assert pareto.improvement(y[None], lower, upper)[0] == pytest.approx(gain, abs=1e-12)
+
+
 def test_empty_front_and_reference_rule():
     lower, upper = pareto.nondominated_boxes(np.zeros((0, 2)), np.array([1.0, 2.0]))
     assert np.all(np.isinf(lower)) and np.all(upper == [[1.0, 2.0]])

@@ -63,10 +63,10 @@ PAREGO_RHO = 0.05  # the weight of ParEGO's linear term (Knowles 2006)
 CHUNK_FLOATS = 2**23  # at most this many floats per box-sum chunk of candidates
 # Box coordinates (fronts x boxes x objectives, boxes padded to a power of two) EHVI may
 # sum over per candidate. Fronts of mutually non-dominated points measured: 3 objectives
-# 92 boxes at 20 points, 10,718 at 400; 4 objectives 1,677 at 20, 10,325 at 40; 5
+# 2m + 1 boxes for m points (the sweep); 4 objectives 1,677 at 20, 10,325 at 40; 5
 # objectives 20,288 at 20, where 32 sampled fronts of 16,384 padded boxes (2.6 million
 # floats) asked for 34 GB in one ask. With 32 fronts and 3 objectives 2**19 is 4,096
-# padded boxes, a front of about 200 points.
+# padded boxes, a front of about 2,000 points.
 BOX_FLOATS = 2**19
 
 

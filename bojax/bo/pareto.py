@@ -17,11 +17,13 @@ The decomposition works on the grid that the front's coordinates draw: along the
 ``K - 1`` axes each grid column ``[c_lo, c_hi]`` is non-dominated from ``-inf`` up to the
 lowest last coordinate among the points that dominate ``c_lo`` in those axes (or ``r_K``),
 so one box per column suffices: ``(m + 1)^(K - 1)`` boxes for ``m`` front points, exact for
-any ``K`` and cheap for the two to four objectives a network designer trades off.
+any ``K``. Three objectives, the common case past two, are swept instead
+(:func:`_swept_boxes`): ``2m + 1`` boxes.
 """
 
 from __future__ import annotations
 
+import bisect
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -102,16 +104,57 @@ def _edges(points: np.ndarray, reference: np.ndarray, lowest: bool) -> list[np.n
 
 def nondominated_boxes(points: np.ndarray, reference: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(lower, upper)``, each (B, K): disjoint boxes whose union is the part of
-    ``{z <= reference}`` that no row of ``points`` dominates (lower corners may be -inf)."""
+    ``{z <= reference}`` that no row of ``points`` dominates (lower corners may be -inf):
+    ``2m + 1`` of them for ``m`` front points in three objectives (:func:`_swept_boxes`),
+    the grid's columns otherwise."""
     reference = np.asarray(reference, dtype=np.float64)
     points = front(points, reference)
     if len(points) == 0:
         return np.full((1, len(reference)), -np.inf), reference[None].copy()
+    if len(reference) == 3:
+        return _swept_boxes(points, reference)
     lowers, uppers = [], []
     for lo, hi, top in _columns(points, reference, _edges(points, reference, lowest=True)):
         lowers.append(np.concatenate([lo, np.full((len(lo), 1), -np.inf)], axis=1))
         uppers.append(np.concatenate([hi, top[:, None]], axis=1))
     return _merged(np.concatenate(lowers), np.concatenate(uppers))
+
+
+def _swept_boxes(points: np.ndarray, reference: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The three-objective decomposition by a sweep up the last axis (the box form of the
+    3-D hypervolume sweep, Beume et al. 2009). Below the sweep's level ``t`` the points
+    with ``z_3 <= t`` form a staircase in ``(z_1, z_2)`` (first coordinates rising, second
+    falling), whose non-dominated part is ``s + 1`` cells: left of the first step
+    ``[-inf, x_1) x [-inf, r_2]``, then ``[x_i, x_(i+1)) x [-inf, y_i)`` with ``x_(s+1) =
+    r_1``. A point entering at ``z_3 = c`` removes the steps it dominates and splits one
+    cell: the cells it touches close at ``c`` as boxes ``[x_lo, -inf, opened] -
+    [x_hi, y_top, c]`` and two open at ``c``; the rest close at ``r_3``. Every cell opens
+    once, so there are ``2m + 1`` boxes where the grid's columns number about
+    ``m^2 / 4`` (350 against 75 for 37 points on a sphere): EHVI's cost is linear in them.
+    ``points`` is :func:`front`'s: distinct, non-dominated, inside ``reference``."""
+    xs: list[float] = []  # the staircase's first coordinates, rising
+    ys: list[float] = []  # and its second, falling
+    opened = [-np.inf]  # per cell, the level it opened at (cell 0 left of the first step)
+    lowers, uppers = [], []
+
+    def close(cells: range, level: float) -> None:
+        for i in cells:
+            left = xs[i - 1] if i > 0 else -np.inf
+            right = xs[i] if i < len(xs) else reference[0]
+            top = ys[i - 1] if i > 0 else reference[1]
+            if opened[i] < level:  # cells opened and closed at one level hold nothing
+                lowers.append((left, -np.inf, opened[i]))
+                uppers.append((right, top, level))
+
+    for a, b, c in points[np.argsort(points[:, 2], kind="stable")]:  # up the last axis
+        i = bisect.bisect_left(xs, a)  # steps left of the point: it leaves them be
+        j = i
+        while j < len(xs) and ys[j] >= b:  # the steps it dominates in (z_1, z_2)
+            j += 1
+        close(range(i, j + 1), c)
+        xs[i:j], ys[i:j], opened[i : j + 1] = [a], [b], [c, c]
+    close(range(len(xs) + 1), reference[2])
+    return np.array(lowers), np.array(uppers)
 
 
 def _merged(lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
