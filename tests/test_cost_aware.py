@@ -68,6 +68,12 @@ def test_runs_journal_the_seconds_of_evaluations_and_resume_with_them(tmp_path):
         expected = 0.001 + 0.05 * record["x"]["x"]
         assert expected <= record["evaluation_seconds"] < expected + 0.5
     assert np.isclose(result.best_value, 0.0, atol=0.05)
+    # bojax plot's refit tells the journal's seconds too (it raised on every such run).
+    from bojax.bo.runs import load_run
+    from bojax.reports.run_figures import _state
+
+    refit = _state(load_run(tmp_path))
+    assert refit.seconds.tolist() == [r["evaluation_seconds"] for r in result.history]
 
 
 def test_past_exact_limit_the_cost_model_sees_the_trust_regions_evaluations(monkeypatch):

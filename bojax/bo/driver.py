@@ -202,9 +202,7 @@ def _restore(
     for n, record in enumerate(records):
         if n >= start and model_based(state) and (asks is None or n in asks):
             state = fit_models(state)  # the fit the ask at n made
-        y = record["y"] if record["status"] == "ok" else math.nan
-        u = np.asarray(record["u"], dtype=np.float64)
-        state = tell_state(state, u, y, *_seconds_of(state, record))
+        state = tell_record(state, record)
     n = len(records)
     if flights and n >= start and model_based(state) and (asks is None or n in asks):
         state = fit_models(state)
@@ -218,6 +216,14 @@ def _asks(records: list[dict[str, Any]], flights: list[Flight]) -> set[int] | No
     seen = [r.get("diagnostics", {}).get("asked_at") for r in records]
     seen += [f.info.get("asked_at") for f in flights]
     return None if not all(is_count(a) for a in seen) else set(seen)
+
+
+def tell_record(state: BOState, record: dict[str, Any]) -> BOState:
+    """``state`` told a journal ``record``: its point, its value (NaN unless ok) and, for a
+    ``cost_aware`` state, its seconds."""
+    y = record["y"] if record["status"] == "ok" else math.nan
+    u = np.asarray(record["u"], dtype=np.float64)
+    return tell_state(state, u, y, *_seconds_of(state, record))
 
 
 def _seconds_of(state: BOState, record: dict[str, Any]) -> tuple[float, ...]:

@@ -367,12 +367,12 @@ def refit_settings(run: Run):
 
 
 def _state(run: Run):
-    from bojax.bo.loop import init, tell
+    from bojax.bo.driver import tell_record
+    from bojax.bo.loop import init
 
     state = init(run.space, refit_settings(run))
     for record in run.records:
-        y = record["y"] if record["status"] == "ok" else math.nan
-        state = tell(state, np.asarray(record["u"], dtype=np.float64), y)
+        state = tell_record(state, record)
     return state
 
 
