@@ -375,3 +375,15 @@ def test_refits_burn_in_longer_when_the_outputs_moved():
     assert s.refit_burn_in(None, y) == 50
     assert s.refit_burn_in(y[:2], y) == 50  # a new point, the old ones where they were
     assert s.refit_burn_in(y[:2] + np.array([0.0, 0.3]), y) == 100
+
+
+@pytest.mark.slow
+def test_one_draw_per_chain_fits_with_no_effective_sample_size():
+    """samples <= chains keeps one network per chain: there is no autocorrelation to
+    estimate, so the ESS is NaN instead of blackjax's AssertionError at the first fit."""
+    small = bnn.BNNSurrogate(num_samples=1, burn_in=50, burn_in_later=10, leapfrog_steps=5)
+    data, _, _ = toy_data()
+    state = small.fit(jax.random.key(0), small.init(2), data)
+    mean, var = small.predictive(small.conditioned(state), jnp.zeros((3, 2)))
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(var))
+    assert np.isnan(state.diagnostics["ess_min"])

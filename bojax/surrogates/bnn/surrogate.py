@@ -355,8 +355,11 @@ def _fit(surrogate: BNNSurrogate, first: bool, key, chains: SamplerState, data: 
 
     draws = jax.vmap(run)(jax.random.split(key, surrogate.chains), chains)
     outputs = jax.vmap(jax.vmap(net, in_axes=(0, None)), in_axes=(0, None))(draws.theta, data.x)
-    ess = blackjax.diagnostics.effective_sample_size(outputs, chain_axis=0, sample_axis=1)
-    ess = jnp.where(data.mask, ess, jnp.nan)
+    if outputs.shape[1] > 1:
+        ess = blackjax.diagnostics.effective_sample_size(outputs, chain_axis=0, sample_axis=1)
+        ess = jnp.where(data.mask, ess, jnp.nan)
+    else:  # one draw per chain (samples <= chains) has no autocorrelation to estimate
+        ess = jnp.full(outputs.shape[2:], jnp.nan)
     d = draws.diagnostics
     pooled = Draws(
         draws.theta.reshape(-1, draws.theta.shape[-1]),
