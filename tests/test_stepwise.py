@@ -216,6 +216,29 @@ def test_failing_and_misreporting_trainings_are_recorded_and_the_run_goes_on():
     assert result.failures == 3 and result.steps == 18
 
 
+def test_a_keyword_only_report_and_whole_float_steps_are_taken_and_half_steps_are_not():
+    def train(point, *, report):  # passed by name; steps as floats, as epoch / 1.0 gives
+        for step in (1.0, np.float32(2.0), 3.0):
+            report(step, final_value(point) + 1.0 / step)
+        return final_value(point)
+
+    result = bojax.minimize(
+        train, SPACE, max_step=3, early_stopping="none", proposer="random", step_budget=9,
+        progress=False,
+    )  # fmt: skip
+    assert [r["status"] for r in result.history] == ["ok"] * 3
+    assert [step for step, _ in result.history[0]["curve"]] == [1, 2, 3]
+
+    def halves(point, report):
+        report(1.5, 1.0)
+
+    with pytest.raises(ObjectiveError, match=r"whole number above the last one \(0\), got 1.5"):
+        bojax.minimize(
+            halves, SPACE, max_step=3, early_stopping="none", proposer="random", step_budget=3,
+            progress=False,
+        )  # fmt: skip
+
+
 def test_step_wise_settings_are_checked():
     with pytest.raises(SettingsError, match="set max_step"):
         bojax.minimize(make_train(), SPACE, progress=False)

@@ -40,6 +40,7 @@ from bojax.bo.stepwise import (
     Opened,
     StepRun,
     StopTraining,
+    call_train,
     check_step,
     checked_seconds,
     checked_value,
@@ -149,7 +150,7 @@ def run_segment(
     if checkpoint is not None and takes(train, "checkpoint"):
         kwargs, report.last = {"checkpoint": checkpoint.state}, checkpoint.resumes_at(after)
     try:
-        returned = train(dict(point), report, **kwargs)
+        returned = call_train(train, dict(point), report, **kwargs)
     except StopTraining:
         return report.ended("complete" if report.complete else "paused")
     except KeyboardInterrupt:  # Ctrl-C stops the run, not the design

@@ -121,6 +121,18 @@ def takes_report(objective: Callable) -> bool:
     return takes(objective, "report")
 
 
+def call_train(train: Callable, point: dict, report: Callable, **kwargs: Any) -> Any:
+    """``train(point, report, **kwargs)``, passing ``report`` by name where ``train``
+    takes it only so (``def train(point, *, report)``)."""
+    try:
+        parameter = inspect.signature(train).parameters.get("report")
+    except (TypeError, ValueError):
+        parameter = None
+    if parameter is not None and parameter.kind is inspect.Parameter.KEYWORD_ONLY:
+        return train(point, report=report, **kwargs)
+    return train(point, report, **kwargs)
+
+
 def batch_of(train: Callable) -> Callable | None:
     """How ``train`` trains several designs in one call: its ``batch(points, reports)``
     method, or for a bound method ``obj.train`` the object's ``train_batch``; else None."""
@@ -511,7 +523,9 @@ class StepRun:
         kwargs = {} if training.checkpoint is None else {"checkpoint": training.checkpoint.state}
         y, error = None, None
         try:  # a copy: a training that edits its point must not edit the record
-            returned = self.train(dict(opened.point), _Reporter(self, training), **kwargs)
+            returned = call_train(
+                self.train, dict(opened.point), _Reporter(self, training), **kwargs
+            )
             if training.over not in (None, *COMPLETE):  # it caught the stop and returned
                 raise StopTraining(training.over)
             status, y, error = outcome(returned, opened.training.curve)
@@ -1087,9 +1101,11 @@ def load_checkpoint(journal: Journal, design: int, recorded: int) -> Checkpoint 
 
 
 def check_step(step: Any, last: int) -> int:
-    """A reported step as an int: a whole number above the training's ``last``
-    (ValueError: the training fails, saying why)."""
+    """A reported step as an int: a whole number (an int, or a float such as 3.0) above
+    the training's ``last`` (ValueError: the training fails, saying why)."""
     step = unwrapped(step)
+    if isinstance(step, float | np.floating) and float(step).is_integer():  # 3.0, not 3.5
+        step = int(step)
     if not (is_count(step) and step > last):
         raise ValueError(
             f"report(step, value): step must be a whole number above the last one "
