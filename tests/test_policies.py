@@ -191,6 +191,23 @@ def test_bad_policy_settings_are_typed_errors(kwargs, error):
         bojax.Settings(**kwargs)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"tau": 0.5}, "policy='acquisition' has none"),
+        ({"scaling": "prose"}, "policy='acquisition' has none"),
+        ({"policy": "hybrid", "stop_sd": 0.1}, "set stop_tolerance too"),
+        ({"stop_noise": 1.0}, "set stop_tolerance too"),
+    ],
+)
+def test_settings_that_would_do_nothing_are_refused(kwargs, match):
+    """Each would enter the run's identity and block a resume without it, to no effect."""
+    with pytest.raises(SettingsError, match=match):
+        bojax.Settings(**kwargs)
+    bojax.Settings(policy="variable-threshold", tau=0.5, scaling="prose")  # where they act
+    bojax.Settings(stop_tolerance=1e-3, stop_sd=0.1, stop_noise=1.0)
+
+
 def test_default_settings_keep_older_journal_identities():
     identity = bojax.Settings().identity()
     for name in ("policy", "tau", "scaling", "stop_tolerance", "stop_sd", "stop_noise"):

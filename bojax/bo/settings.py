@@ -376,6 +376,23 @@ class Settings:
         """Whether evaluations run in a process of their own (``isolate`` or a ``timeout``)."""
         return self.isolate or self.timeout is not None
 
+    def _check_unused_policy_settings(self) -> None:
+        """SettingsError for a policy or stopping setting that would do nothing here: it
+        would still enter the run's identity, so a resume without it is refused."""
+        from bojax.bo import policies
+
+        explores = policies.explores(self.policy)
+        if not explores and (self.tau is not None or self.scaling != "pseudocode"):
+            raise SettingsError(
+                f"tau and scaling set an exploring policy's threshold (hybrid, "
+                f"variable-threshold); policy={self.policy!r} has none"
+            )
+        if self.stop_tolerance is None and (self.stop_sd, self.stop_noise) != (None, None):
+            raise SettingsError(
+                "stop_sd and stop_noise refine the stopping rule that stop_tolerance sets; "
+                "set stop_tolerance too"
+            )
+
     def __post_init__(self) -> None:
         self._normalise_metrics()
         for spec in fields(self):
@@ -385,6 +402,7 @@ class Settings:
         from bojax.bo import policies
 
         policies.check(self.policy, self.tau, self.scaling)  # tau's range is the policy's
+        self._check_unused_policy_settings()
         outputs = ACQUISITIONS().get(self.acquisition).outputs
         if self.objectives is None and outputs != 1:
             raise SettingsError(
