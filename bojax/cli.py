@@ -251,6 +251,16 @@ _REPEATABLE = {
 }
 
 
+def _count_or_none(text: str) -> int | None:
+    """An int option whose setting has a default and also takes None: ``none`` is None."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a whole number or 'none'") from None
+
+
 def _setting_parameters() -> list[inspect.Parameter]:
     """One option per field of :class:`bojax.bo.settings.Settings`, with its help text
     (``--candidates`` for ``num_candidates``, ``--maximize/--no-maximize`` for a flag)."""
@@ -266,6 +276,12 @@ def _setting_parameters() -> list[inspect.Parameter]:
         names = [f"--{flag}/--no-{flag}"] if hints[spec.name] is bool else [f"--{flag}"]
         option = typer.Option(*names, help=spec.metadata["help"])
         kind = _REPEATABLE.get(hints[spec.name], hints[spec.name])
+        if kind == int | None and spec.default is not None:  # --exact-limit none: None
+            option = typer.Option(
+                *names, help=spec.metadata["help"], parser=_count_or_none, metavar="<int|none>"
+            )
+            kind = str  # the parser makes the value; Typer reads the annotation's type
+
         parameters.append(
             inspect.Parameter(
                 spec.name,

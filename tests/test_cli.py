@@ -44,6 +44,17 @@ def test_bad_options_are_refused_with_a_message():
     assert result.exit_code == 1 and "min_epochs" in result.output
 
 
+def test_exact_limit_takes_none_as_its_help_says(tmp_path):
+    import json
+
+    args = ["optimize", "forrester", "--initial", "2", "--iterations", "0", "--surrogate", "gp-map"]
+    result = runner.invoke(app, [*args, "--exact-limit", "None", "--out", str(tmp_path / "a")])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "a" / "run.json").read_text())["settings"]["exact_limit"] is None
+    result = runner.invoke(app, [*args, "--exact-limit", "many", "--out", str(tmp_path / "b")])
+    assert result.exit_code == 2 and "not a whole number or 'none'" in result.output
+
+
 def test_problems_lists_forrester():
     result = runner.invoke(app, ["problems"])
     assert result.exit_code == 0 and "forrester" in result.output and "-6.02074" in result.output
