@@ -163,7 +163,8 @@ def optimize(**options: Any) -> None:
         raise typer.Exit(code=130) from None
     if result.pareto is not None:
         columns = list(settings.metrics.columns)
-        _print_front(console, {k: getattr(result, k) for k in _FRONT}, columns)
+        constrained = bool(settings.metrics.constraints)
+        _print_front(console, {k: getattr(result, k) for k in _FRONT}, columns, constrained)
     where = _pairs(result.best_point, 6)
     known = "" if optimum is None else f"optimum {optimum:.6g}; "
     steps = "" if result.steps is None else f"{result.steps} steps, "
@@ -253,6 +254,8 @@ _REPEATABLE = {
 
 def _count_or_none(text: str) -> int | None:
     """An int option whose setting has a default and also takes None: ``none`` is None."""
+    if not isinstance(text, str):  # the default, passed through the parser as it is
+        return text
     if text.strip().lower() == "none":
         return None
     try:
@@ -442,7 +445,8 @@ def show(
         console.print(plain(f"  {state}, proposal {entry['proposal']} ({where}){got}"))
     best = record.best()
     if several:
-        _print_front(console, record.front(), list(record.metrics.columns))
+        constrained = bool(record.metrics.constraints)
+        _print_front(console, record.front(), list(record.metrics.columns), constrained)
     elif best is not None:
         where = _pairs(best["x"])
         goal = "max" if record.maximize else "min"
@@ -460,7 +464,9 @@ def show(
         )
 
 
-def _print_front(console: Console, front: dict[str, Any], columns: list[str]) -> None:
+def _print_front(
+    console: Console, front: dict[str, Any], columns: list[str], constrained: bool
+) -> None:
     """The Pareto set of a run with several metrics, and its hypervolume."""
     table = Table(title=f"Pareto set: {len(front['pareto'])} feasible, non-dominated designs")
     for column in ("#", "point", *columns):
@@ -474,7 +480,8 @@ def _print_front(console: Console, front: dict[str, Any], columns: list[str]) ->
         )
     console.print(table)
     if not front["pareto"]:
-        console.print("no evaluation met the constraints: the Pareto set is empty")
+        why = "met the constraints" if constrained else "succeeded"
+        console.print(f"no evaluation {why}: the Pareto set is empty")
     if front["reference_point"] is not None:
         reference = ", ".join(_format_value(v) for v in front["reference_point"])
         volume = front["hypervolume"][-1] if front["hypervolume"] else 0.0

@@ -53,6 +53,8 @@ def test_exact_limit_takes_none_as_its_help_says(tmp_path):
     assert json.loads((tmp_path / "a" / "run.json").read_text())["settings"]["exact_limit"] is None
     result = runner.invoke(app, [*args, "--exact-limit", "many", "--out", str(tmp_path / "b")])
     assert result.exit_code == 2 and "not a whole number or 'none'" in result.output
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "c")])  # the default, 300
+    assert result.exit_code == 0, result.output
 
 
 def test_problems_lists_forrester():

@@ -396,6 +396,13 @@ def test_the_cli_says_when_its_best_is_infeasible_or_was_stopped_early(tmp_path)
     result = runner.invoke(cli.app, args)
     assert result.exit_code == 0, result.output
     assert "no evaluation met the constraints" in result.output
+    write(tmp_path, "broken.py", "def metrics(point):\n    raise RuntimeError('no GPU')\n")
+    broken = ["optimize", f"{tmp_path / 'broken.py'}:metrics", "--space", str(space),
+              "--initial", "2", "--iterations", "0", "--objective", "error:min",
+              "--objective", "size:min", "--out", str(tmp_path / "broken")]  # fmt: skip
+    runner.invoke(cli.app, broken)
+    result = runner.invoke(cli.app, ["show", str(tmp_path / "broken")])
+    assert "no evaluation succeeded: the Pareto set is empty" in result.output, result.output
     args = ["optimize", f"{objectives}:train", "--space", str(space), "--max-step", "9",
             "--early-stopping", "asha", "--step-budget", "12", "--initial", "100"]  # fmt: skip
     result = runner.invoke(cli.app, args)
