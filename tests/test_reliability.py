@@ -906,6 +906,66 @@ def test_repair_keeps_the_success_when_a_proposal_first_failed(tmp_path):
     assert aside["record"]["status"] == "failed" and aside["line"] == 1
 
 
+@pytest.mark.filterwarnings("ignore:.*journalled for the objective")  # (the counting one)
+@pytest.mark.parametrize("mend", ["resume", "repair"])
+def test_a_whole_last_record_without_its_newline_is_kept_not_redone(
+    three_evaluations, tmp_path, mend
+):
+    """An editor or a kill between the record and its newline leaves a finished
+    evaluation: resume and repair keep it (it was dropped and evaluated again)."""
+    folder = _copy(three_evaluations, tmp_path)
+    text = (folder / "journal.jsonl").read_text()
+    (folder / "journal.jsonl").write_text(text.rstrip("\n"))
+    if mend == "repair":
+        assert repair(Journal(folder)).lines()[0].startswith("nothing to repair: 3 record(s)")
+    calls = []
+    result = bojax.minimize(
+        lambda p: calls.append(p) or _bowl(p), MIXED, initial=3, iterations=1, out=folder,
+        resume=True, **FAST,
+    )  # fmt: skip
+    assert result.evaluations == 4 and len(calls) == 1  # only the new proposal ran
+    assert [r["x"] for r in _lines(folder)[:3]] == [json.loads(t)["x"] for t in text.splitlines()]
+
+
+def test_repair_judges_a_record_as_resume_does_curves_statuses_and_extra_metrics(tmp_path):
+    """What resume refuses, repair sets aside (a bad curve of a step-wise run, 'stopped'
+    in a run that is not step-wise); what resume accepts (a note among an evaluation's
+    metrics) repair keeps."""
+    u = [0.5, 0.375]
+
+    def journal_with(settings, records):
+        folder = tmp_path / str(len(list(tmp_path.iterdir())))
+        journal = Journal(folder)
+        journal.start({"space": MIXED.to_dict(), "settings": settings})
+        for n, fields in enumerate(records):
+            journal.append({
+                "iteration": n, "proposal": n, "phase": "initial", "x": MIXED.from_unit(u),
+                "u": u, "y": 1.0, "status": "ok", "error": None, "seconds": 1.0,
+                "diagnostics": {}, **fields,
+            })  # fmt: skip
+        return journal
+
+    stepwise = {"max_step": 3, "early_stopping": "asha"}
+    bad_curve = journal_with(
+        stepwise, [{"curve": [[1, 2.0], [3, 1.0]]}, {"curve": [[2, 1.0], [1, 0.5]]}]
+    )
+    with pytest.raises(JournalError, match=r"journal\.jsonl:2: 'curve' must be"):
+        bad_curve.read(space=MIXED)
+    assert (repair(bad_curve).kept, repair(bad_curve).invalid) == (1, 0)  # (then nothing)
+    no_curve = journal_with(stepwise, [{}])
+    assert repair(no_curve).invalid == 1
+    plain = journal_with({"surrogate": "gp-map"}, [{}, {"status": "stopped"}])
+    with pytest.raises(JournalError, match="'stopped' is a step-wise training's"):
+        plain.read(space=MIXED)
+    assert repair(plain).kept == 1
+    several = {"objectives": ["a:min", "b:min"]}
+    noted = journal_with(several, [{"y": {"a": 1.0, "b": 2.0, "note": "good run"}}])
+    assert noted.read(space=MIXED, metrics=noted.metrics())[0]["y"]["note"] == "good run"
+    assert repair(noted).lines()[0].startswith("nothing to repair: 1 record(s)")
+    stopped = journal_with(several, [{"status": "stopped", "y": 1.0}])
+    assert repair(stopped).invalid == 1
+
+
 def test_bojax_repair_prints_what_it_did(three_evaluations, tmp_path):
     folder = _copy(three_evaluations, tmp_path)
     records = _lines(folder)

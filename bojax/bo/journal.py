@@ -62,6 +62,17 @@ def load_json(text: str | bytes) -> Any:
     return json.loads(text, object_pairs_hook=unique_keys)
 
 
+def whole_line(tail: bytes) -> bool:
+    """Whether ``tail``, a journal's text after its last newline, is a whole record (a
+    JSON object) that lost only its newline, not a write cut short."""
+    if not tail.strip():
+        return False
+    try:
+        return isinstance(load_json(tail), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
 def _all_finite(value: Any) -> bool:
     """Whether every number in a JSON value is finite (JSON may spell NaN and Infinity)."""
     if isinstance(value, dict):
@@ -242,6 +253,12 @@ class Journal:
         except BojaxError as error:
             raise JournalError(f"{self.header_path}: 'space': {error}") from None
 
+    def max_step(self) -> int | None:
+        """A step-wise run's ``max_step``, from ``run.json``'s settings; None otherwise."""
+        settings = self.header().get("settings")
+        max_step = settings.get("max_step") if isinstance(settings, dict) else None
+        return max_step if is_count(max_step) and max_step > 0 else None
+
     def metrics(self) -> Metrics | None:
         """The run's declared metrics, from ``run.json``'s settings (None for one
         objective); a value no run could have written is a :class:`JournalError`."""
@@ -303,6 +320,10 @@ class Journal:
             raise JournalError(f"cannot read {self.records_path}: {error.strerror}") from None
         lines = raw.split(b"\n")
         complete, tail = lines[:-1], lines[-1]  # tail is b"" when the file ends in a newline
+        unended = whole_line(tail)  # its newline lost (a kill after the record, an editor)
+        if unended:
+            complete, tail = lines, b""
+        max_step = None if space is None else self.max_step()
         records: list[dict[str, Any]] = []
         proposals: dict[Any, int] = {}  # proposal number -> line
         for number, line in enumerate(complete, start=1):
@@ -311,7 +332,7 @@ class Journal:
                 record = load_json(line)
             except (ValueError, RecursionError) as error:  # not JSON, not UTF-8, a key twice
                 raise JournalError(f"{where} is corrupt: {error}; {self._repairable}") from None
-            problem = None if space is None else record_problem(space, record, metrics)
+            problem = None if space is None else record_problem(space, record, metrics, max_step)
             if problem is not None:
                 raise JournalError(f"{where}: {problem}; {self._repairable}")
             if not isinstance(record, dict) or record.get("iteration") != len(records):
@@ -327,17 +348,22 @@ class Journal:
                 )
             proposals[proposal] = number
             records.append(record)
-        if tail and repair:
+        if (tail or unended) and repair:
             # A kill during the write of the last record: that evaluation is not finished.
+            # A whole record without its newline is finished: it gets the newline, so the
+            # next record starts a line of its own.
             try:
                 with open(self.records_path, "r+b") as handle:
-                    handle.truncate(len(raw) - len(tail))
+                    if unended:
+                        handle.seek(0, os.SEEK_END)
+                        handle.write(b"\n")
+                    else:
+                        handle.truncate(len(raw) - len(tail))
                     handle.flush()
                     os.fsync(handle.fileno())
             except OSError as error:  # a read-only journal: the records read stand
                 raise RunFolderError(
-                    f"cannot drop the torn last line of {self.records_path}: "
-                    f"{error.strerror or error}"
+                    f"cannot mend the last line of {self.records_path}: {error.strerror or error}"
                 ) from None
         return records
 

@@ -70,9 +70,28 @@ def point_problem(space: Space, x: Any, u: Any) -> str | None:
     return None
 
 
-def record_problem(space: Space, record: Any, metrics: Metrics | None = None) -> str | None:
+def curve_ok(curve: Any, max_step: int) -> bool:
+    """Whether ``curve`` is a list of ``[step, value]`` pairs, whole steps rising within
+    ``max_step``, finite values: a step-wise training's reports."""
+    if not isinstance(curve, list):
+        return False
+    last = 0
+    for pair in curve:
+        if not (isinstance(pair, list) and len(pair) == 2 and is_count(pair[0])):
+            return False
+        if not (last < pair[0] <= max_step and is_number(pair[1])):
+            return False
+        last = pair[0]
+    return True
+
+
+def record_problem(
+    space: Space, record: Any, metrics: Metrics | None = None, max_step: int | None = None
+) -> str | None:
     """What is wrong with one ``journal.jsonl`` record, or None if resume can trust it;
-    with several ``metrics`` an ok record's ``y`` is a dict holding each of them."""
+    with several ``metrics`` an ok record's ``y`` is a dict holding each of them (others
+    are notes, as the driver journals them); with ``max_step`` (a step-wise run) every
+    record has a ``curve``, and only such a run's records may be ``stopped``."""
     if not isinstance(record, dict):
         return f"a record is a JSON object, got {_shown(record)}"
     for key in ("iteration", "phase", "x", "u", "y", "status", "error", "seconds"):
@@ -86,16 +105,22 @@ def record_problem(space: Space, record: Any, metrics: Metrics | None = None) ->
     if status not in STATUSES:
         return f"'status' must be 'ok', 'failed' or 'stopped', got {_shown(status)}"
     if status == "ok" and metrics is not None:
-        if not isinstance(y, dict) or not all(map(is_number, y.values())):
+        if not isinstance(y, dict):
             return (
                 f"'y' of an ok evaluation must map metric names to finite numbers, got {_shown(y)}"
             )
         if metrics.missing(y):
             return f"'y' lacks the run's metric(s) {metrics.missing(y)}"
+        if not all(is_number(y[name]) for name in metrics.columns):
+            return f"'y' of an ok evaluation must hold finite numbers, got {_shown(y)}"
     elif status in ("ok", "stopped") and not is_number(y):
         return f"'y' of an ok evaluation must be a finite number, got {_shown(y)}"
     if status == "failed" and y is not None:
         return f"'y' of a failed evaluation must be null, got {_shown(y)}"
+    if max_step is not None and not curve_ok(record.get("curve"), max_step):
+        return "'curve' must be a list of [step, value] pairs, steps rising within max_step"
+    if max_step is None and status == "stopped":
+        return "'status' 'stopped' is a step-wise training's, and this run is not step-wise"
     if not isinstance(record["error"], str | None):
         return f"'error' must be text or null, got {_shown(record['error'])}"
     if not isinstance(record["phase"], str):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bojax.bo.journal import Journal, load_json, write_text_atomic
+from bojax.bo.journal import Journal, load_json, whole_line, write_text_atomic
 from bojax.bo.records import pending_problem, record_problem, same_design
 from bojax.errors import RunFolderError
 from bojax.spaces import Space
@@ -55,10 +55,12 @@ def _read(path: Path) -> bytes | None:
 
 
 def _repair(journal: Journal, space: Space) -> Repaired:
-    metrics = journal.metrics()
+    metrics, max_step = journal.metrics(), journal.max_step()
     raw = _read(journal.records_path) or b""
     lines = raw.split(b"\n")
     complete, tail = lines[:-1], lines[-1]
+    if whole_line(tail):  # a finished evaluation that lost only its newline
+        complete, tail = lines, b""
     kept: list[tuple[int, dict[str, Any]]] = []  # (line, record), in line order
     rejected: list[dict[str, Any]] = []
     at: dict[int, list[int]] = {}  # proposal number -> indices into kept
@@ -72,7 +74,7 @@ def _repair(journal: Journal, space: Space) -> Repaired:
             text = line.decode("utf-8", "replace")
             rejected.append({"line": number, "reason": f"not JSON: {error}", "text": text})
             continue
-        problem = record_problem(space, record, metrics)
+        problem = record_problem(space, record, metrics, max_step)
         if problem is not None:
             rejected.append({"line": number, "reason": problem, "record": record})
             continue

@@ -71,7 +71,7 @@ from bojax.bo.deadline import Deadline
 from bojax.bo.evaluation import failure_text, finite_number, short_repr, unwrapped
 from bojax.bo.journal import Journal, objective_name, run_header
 from bojax.bo.loop import ask_batch, init, tell
-from bojax.bo.records import ENDED
+from bojax.bo.records import ENDED, curve_ok
 from bojax.bo.runs import design_counts, stepwise_best
 from bojax.bo.settings import Settings
 from bojax.errors import (
@@ -383,9 +383,9 @@ class StepRun:
             opened = Opened(design, u, self.space.from_unit(u), dict(entry["info"]),
                             training, time.perf_counter())  # fmt: skip
             curve = entry.get("curve", [])
-            last = curve[-1][0] if curve and _curve_ok(curve, self.max_step) else 0
+            last = curve[-1][0] if curve and curve_ok(curve, self.max_step) else 0
             charged = entry.get("charged", last)
-            if resumable and curve and not (_curve_ok(curve, self.max_step) and is_count(charged)):
+            if resumable and curve and not (curve_ok(curve, self.max_step) and is_count(charged)):
                 raise JournalError(
                     f"{self.journal.pending_path}: design {design}'s 'curve' must be a "
                     "list of [step, value] pairs, steps rising within max_step, and its "
@@ -420,9 +420,9 @@ class StepRun:
         curve, steps charged, milestone decisions and why it ended."""
         over, curve, charged = entry["over"], entry.get("curve", []), entry.get("charged")
         error = entry.get("error")
-        last = curve[-1][0] if curve and _curve_ok(curve, self.max_step) else None
+        last = curve[-1][0] if curve and curve_ok(curve, self.max_step) else None
         if not (
-            over in ENDED and _curve_ok(curve, self.max_step) and is_count(charged)
+            over in ENDED and curve_ok(curve, self.max_step) and is_count(charged)
             and _seconds_ok(entry.get("seconds"))
             and (last is not None or over == "failed") and charged >= (last or 0)
             and (last == self.max_step if over == "max_step" else True)
@@ -916,7 +916,7 @@ class _FreezeThawRun:
             design, curve = info.get("design"), entry.get("curve", [])
             if not (
                 is_count(design) and design <= len(self.designs) and is_count(info.get("until"))
-                and _curve_ok(curve, self.settings.max_step) and is_count(entry.get("charged"))
+                and curve_ok(curve, self.settings.max_step) and is_count(entry.get("charged"))
                 and _seconds_ok(entry.get("seconds", 0.0))
             ):  # fmt: skip
                 raise JournalError(
@@ -1245,14 +1245,9 @@ def open_journal(
         journal.start(header)
         return []
     journal.check(header)
-    history = journal.read(space=space)
+    history = journal.read(space=space)  # (each record's curve checked there)
     designs = 0  # freeze-thaw: designs numbered so far
     for number, record in enumerate(history):
-        if not _curve_ok(record.get("curve"), settings.max_step):
-            raise JournalError(
-                f"{journal.records_path}:{number + 1}: 'curve' must be a list of "
-                f"[step, value] pairs, steps rising within max_step"
-            )
         if settings.early_stopping == "freeze-thaw":
             design = record["diagnostics"].get("design")
             # A parallel run's records come in the order segments end, and its driver's
@@ -1335,19 +1330,6 @@ def _seconds_ok(seconds: Any) -> bool:
         return checked_seconds(seconds) is not None
     except ValueError:
         return False
-
-
-def _curve_ok(curve: Any, max_step: int) -> bool:
-    if not isinstance(curve, list):
-        return False
-    last = 0
-    for pair in curve:
-        if not (isinstance(pair, list) and len(pair) == 2 and is_count(pair[0])):
-            return False
-        if not (last < pair[0] <= max_step and finite(pair[1])):
-            return False
-        last = pair[0]
-    return True
 
 
 class _StepProgress:
