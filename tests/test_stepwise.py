@@ -254,8 +254,10 @@ def test_step_wise_settings_are_checked():
     assert plain.evaluations == 2  # "none" says what a plain objective does anyway
     with pytest.raises(SettingsError, match="freeze-thaw trains q > 1 designs"):
         bojax.minimize(make_train(), SPACE, max_step=5, q=2, early_stopping="freeze-thaw")
-    with pytest.raises(SettingsError, match="pass executor="):
+    with pytest.raises(SettingsError, match=r"pass executor=.*--workers"):
         bojax.minimize(make_train(), SPACE, max_step=5, q=2, progress=False)
+    with pytest.raises(SettingsError, match=r"stop_tolerance .* is for plain objectives"):
+        bojax.minimize(make_train(), SPACE, max_step=5, stop_tolerance=1e-3, progress=False)
     with pytest.raises(SettingsError, match="early_stopping must be one of"):
         bojax.Settings(early_stopping="bohb")
     assert takes_report(make_train()) and not takes_report(final_value)

@@ -1172,13 +1172,20 @@ def check_stepwise(settings: Settings, executor: Any, batched: bool = False) -> 
     if executor is None and (settings.q or 1) > 1 and settings.early_stopping == "freeze-thaw":
         raise SettingsError(
             "freeze-thaw trains q > 1 designs at once on an executor only: pass executor= "
-            "(a thread or process pool, a Dask client)"
+            "(a thread or process pool, a Dask client; --workers or --scheduler on the "
+            "command line)"
         )
     if executor is None and (settings.q or 1) > 1 and not batched:
         raise SettingsError(
             "q > 1 trains several designs at once: on an executor (pass executor=, a "
-            "thread or process pool or a Dask client), or in one call of the objective's "
-            "batch(points, reports) method (obj.train_batch for a method obj.train)"
+            "thread or process pool or a Dask client; --workers or --scheduler on the "
+            "command line), or in one call of the objective's batch(points, reports) "
+            "method (obj.train_batch for a method obj.train)"
+        )
+    if settings.stop_tolerance is not None:
+        raise SettingsError(
+            "a step-wise run ends when its step budget is spent; stop_tolerance (the "
+            "policy's stopping rule) is for plain objectives"
         )
 
 
