@@ -20,7 +20,8 @@ over seeds, higher is better) and the median seconds an arm spent proposing a po
 its initial design.
 
 ``--speed`` times a steady bojax ``ask`` (the default acquisition) with two objectives at
-d = 6, n = 100, and counts the compilations of the later asks.
+d = 6, n = 100 (ZDT1), and counts the compilations of the later asks; ``--speed 3`` with
+three (DTLZ2).
 
 Each (problem, arm, seed) run is kept in ``<out>/multiobjective_runs/`` and reused. The
 table and ``multiobjective.json`` also hold every arm not asked for whose kept runs cover
@@ -28,7 +29,7 @@ the seeds, and the file keeps the problems this run left out: running one arm or
 problem adds to the summary instead of replacing it.
 
     uv run --group bench python benchmarks/multiobjective.py [--quick] [--problems ...] [--arms ...]
-    uv run python benchmarks/multiobjective.py --speed
+    uv run python benchmarks/multiobjective.py --speed [3]
 """
 
 from __future__ import annotations
@@ -399,15 +400,20 @@ def plot(summary: dict, path: Path) -> None:
     plt.close(figure)
 
 
-def speed(console: Console, n: int = 100, asks: int = 5) -> dict:
-    """Seconds per steady ``ask`` with two objectives (ZDT1 at d = 6), ``n`` observations."""
+def speed(console: Console, n: int = 100, asks: int = 5, objectives: int = 2) -> dict:
+    """Seconds per steady ``ask`` with two objectives (ZDT1 at d = 6) or three (DTLZ2),
+    ``n`` observations."""
     from bojax.compilation import count_compilations
-    from bojax.objectives.multiobjective import _zdt
+    from bojax.objectives.multiobjective import _dtlz2, _zdt
 
     d = 6
-    fn = _zdt(lambda f, g: 1 - math.sqrt(f / g), d)
+    if objectives == 2:
+        fn = _zdt(lambda f, g: 1 - math.sqrt(f / g), d)
+    else:
+        fn = _dtlz2(d, objectives)
     space = bojax.Space([bojax.Real(f"x{i}", 0.0, 1.0) for i in range(d)])
-    settings = bojax.Settings(initial=n, seed=0, objectives={"f1": "min", "f2": "min"})
+    names = {f"f{i + 1}": "min" for i in range(objectives)}
+    settings = bojax.Settings(initial=n, seed=0, objectives=names)
     state = bojax.init(space, settings)
     for row in space.sample(jax.random.key(0), n, "sobol"):
         state = bojax.tell(state, row, fn(space.from_unit(row)))
@@ -424,8 +430,8 @@ def speed(console: Console, n: int = 100, asks: int = 5) -> dict:
             highlight=False,
         )
     steady = float(np.median(times[1:]))
-    console.print(f"steady ask, 2 objectives, d = {d}, n = {n}: {steady:.3f} s (median)")
-    return {"n": n, "steady_seconds": steady, "seconds": times}
+    console.print(f"steady ask, {objectives} objectives, d = {d}, n = {n}: {steady:.3f} s (median)")
+    return {"n": n, "objectives": objectives, "steady_seconds": steady, "seconds": times}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -435,12 +441,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--evaluations", type=int, help="evaluations per run (default 30)")
     parser.add_argument("--problems", nargs="+", default=PROBLEMS, choices=PROBLEMS)
     parser.add_argument("--arms", nargs="+", default=ARMS, choices=ARMS)
-    parser.add_argument("--speed", action="store_true", help="time a steady ask only")
+    parser.add_argument(
+        "--speed", type=int, nargs="?", const=2, choices=(2, 3), metavar="OBJECTIVES",
+        help="time a steady ask only, with 2 (default) or 3 objectives",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = parser.parse_args(argv)
     console = Console()
     if args.speed:
-        return speed(console)
+        return speed(console, objectives=args.speed)
     seeds = args.seeds or (3 if args.quick else 10)
     evaluations = args.evaluations or (16 if args.quick else 30)
     arms = []

@@ -129,13 +129,11 @@ def optimize(**options: Any) -> None:
     from bojax.bo.driver import minimize
     from bojax.bo.settings import Settings
     from bojax.errors import BojaxError
-    from bojax.user_code import load_module
 
     console = terminal.console()  # prints user values and errors as they are
     run = {name: options.pop(name) for name in _RUN_OPTIONS}
     try:
-        for module in run["plugin"] or ():
-            load_module(module)
+        _load_plugins(run["plugin"])
         objective, search_space, goal, optimum = _objective_and_space(
             run["problem"], run["space"], options["maximize"]
         )
@@ -348,6 +346,7 @@ def show(
     last: Annotated[
         int | None, typer.Option(min=1, help="only the last N evaluations [all]")
     ] = None,
+    plugin: Plugins = None,
 ) -> None:
     """Print a run while it runs or after: settings, space, every evaluation with the best
     so far, failures, the best point and the sampler's diagnostics. Reads only."""
@@ -357,6 +356,7 @@ def show(
 
     console = terminal.console()  # a run folder is untrusted: no markup, escapes shown
     try:
+        _load_plugins(plugin)
         record = load_run(run)
     except BojaxError as error:
         print_error(console, error)
@@ -495,6 +495,7 @@ def plot(
     slices: Annotated[
         bool, typer.Option(help="refit the run's surrogate for posterior slices")
     ] = True,
+    plugin: Plugins = None,
 ) -> None:
     """Figures of a run from its journal alone: best so far, each parameter against the
     evaluation, and the refitted surrogate's mean and sd along 1-D and 2-D slices through
@@ -506,6 +507,7 @@ def plot(
 
     console = terminal.console()
     try:
+        _load_plugins(plugin)
         record = load_run(run)
         if not record.records:  # a run started, nothing journalled yet: empty axes help no one
             console.print(f"{run}: no evaluation has ended yet, nothing to plot", highlight=False)
@@ -525,16 +527,31 @@ def plot(
         )
 
 
+# Reading a run back needs what its run imported: a plugin's parameter kind, surrogate, ...
+Plugins = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--plugin",
+        help="a module or file to import first, as for optimize: what the run's --plugin "
+        "registered (repeatable)",
+    ),
+]
+
+
+def _load_plugins(plugin: list[str] | None) -> None:
+    from bojax.user_code import load_module
+
+    for module in plugin or ():
+        load_module(module)
+
+
 @app.command(name="list")
 def list_registered(
     kind: Annotated[
         str | None,
         typer.Argument(help="one kind (surrogates, acquisitions, kernels, ...) [all]"),
     ] = None,
-    plugin: Annotated[
-        list[str] | None,
-        typer.Option(help="a module or file to import first, as for optimize (repeatable)"),
-    ] = None,
+    plugin: Plugins = None,
 ) -> None:
     """List what can be named in a run: surrogates, acquisitions, policies, samplers,
     kernels, means, priors, failure models and parameter kinds, with what your
@@ -543,12 +560,10 @@ def list_registered(
     import bojax.bo.loop  # noqa: F401  (imports every registry's module)
     from bojax.errors import BojaxError
     from bojax.registry import registries
-    from bojax.user_code import load_module
 
     console = Console()
     try:
-        for module in plugin or ():
-            load_module(module)
+        _load_plugins(plugin)
     except BojaxError as error:
         print_error(console, error)
         raise typer.Exit(code=1) from None
@@ -583,6 +598,7 @@ def problems() -> None:
 @app.command()
 def repair(
     run: Annotated[Path, typer.Argument(help="a run folder that --resume or show refuses")],
+    plugin: Plugins = None,
 ) -> None:
     """Make a run's journal resumable again without losing a finished evaluation: repeated
     and unusable records go to journal.rejected.jsonl with the reason, iterations are
@@ -594,6 +610,7 @@ def repair(
 
     console = terminal.console()  # a run folder is untrusted: no markup, escapes shown
     try:
+        _load_plugins(plugin)
         repaired = repair_journal(Journal(run))
     except BojaxError as error:
         print_error(console, error)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -85,7 +86,16 @@ class ByValue:
 
 def _module_by_name(name: str):
     try:
-        return importlib.import_module(name)
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError as error:
+            # The bojax console script, unlike python -m, leaves the working folder off
+            # sys.path: a module beside the user is where `python -m bojax` finds it.
+            here = os.getcwd()
+            if error.name != name.partition(".")[0] or {"", here} & set(sys.path):
+                raise
+            sys.path.append(here)
+            return importlib.import_module(name)
     except ModuleNotFoundError as error:
         if error.name is not None and name.startswith(error.name):
             raise ObjectiveReferenceError(

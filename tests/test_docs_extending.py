@@ -16,8 +16,8 @@ from bojax.surrogates import SURROGATES
 
 DOC = Path(__file__).parent.parent / "docs" / "extending.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.DOTALL)
-ADDED = [(KERNELS, "rq"), (ACQUISITIONS, "pi_margin"), (POLICIES, "explore-while-uncertain"),
-         (SURROGATES, "quadratic"), (SAMPLERS, "random-walk"),
+ADDED = [(KERNELS, "rq"), (SURROGATES, "gp-map-rq"), (ACQUISITIONS, "pi_margin"),
+         (POLICIES, "explore-while-uncertain"), (SURROGATES, "quadratic"), (SAMPLERS, "random-walk"),
          (SURROGATES, "gp-random-walk"), (PARAMETER_KINDS, "logit")]  # fmt: skip
 
 
@@ -42,7 +42,7 @@ def test_every_extension_in_the_guide_registers_and_runs(capsys):
     np.testing.assert_allclose(evidence, reference, rtol=1e-10)
     # Two BO steps after three Sobol points on Forrester (minimum -6.02): each run found
     # a value below the best of the design, so the entry was really used to propose.
-    for label in ("pi_margin best", "quadratic surrogate best"):
+    for label in ("gp-map-rq best", "pi_margin best", "quadratic surrogate best"):
         assert float(re.search(rf"{label}: (\S+)", printed).group(1)) < 0.5, label
     # The logit-scaled momentum: the bowl's minimum (0 at 0.99) found within 6 BO steps.
     assert float(re.search(r"logit best: (\S+)", printed).group(1)) < 0.01, printed

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 import bojax
-from bojax import cli
+from bojax import cli, user_code
 from bojax.bo import policies
 from bojax.bo.acquisition import ACQUISITIONS, AcquisitionRecord, get_acquisition
 from bojax.bo.policies import POLICIES, PolicyRecord
@@ -195,6 +195,39 @@ def test_the_cli_names_what_a_plugin_registers(tmp_path):
     ACQUISITIONS.unregister("scaled_pi")
     refused = runner.invoke(cli.app, ["optimize", "forrester", "--acquisition", "scaled_pi"])
     assert refused.exit_code == 1 and "unknown acquisition 'scaled_pi'" in refused.output
+
+
+SURROGATE_PLUGIN = """
+from bojax import gp
+from bojax.surrogates import SURROGATES, GPSurrogate
+
+SURROGATES.register(GPSurrogate(model=gp.GP(kernel="matern32"), method="map"), "gp-map-m32")
+"""
+
+
+@pytest.mark.slow  # a run and a refit through the CLI (15 s)
+def test_show_plot_and_repair_read_a_plugin_run_with_its_plugin(tmp_path, monkeypatch):
+    """A run whose surrogate a plugin registered: the commands that read it back take
+    --plugin as optimize does (plot's refit could not name the surrogate)."""
+    from bojax.surrogates import SURROGATES
+
+    plugin = tmp_path / "m32_plugin.py"
+    plugin.write_text(textwrap.dedent(SURROGATE_PLUGIN))
+    out = tmp_path / "run"
+    args = ["optimize", "forrester", "--plugin", str(plugin), "--surrogate", "gp-map-m32",
+            "--initial", "3", "--iterations", "1", "--candidates", "64",
+            "--out", str(out)]  # fmt: skip
+    assert runner.invoke(cli.app, args).exit_code == 0
+    SURROGATES.unregister("gp-map-m32")
+    refused = runner.invoke(cli.app, ["plot", str(out), "--out", str(tmp_path / "a")])
+    assert refused.exit_code == 1 and "unknown surrogate 'gp-map-m32'" in refused.output
+    monkeypatch.setattr(user_code, "_LOADED", {})  # as a new process: the file runs again
+    for command in (["plot", str(out), "--out", str(tmp_path / "b")], ["show", str(out)],
+                    ["repair", str(out)]):  # fmt: skip
+        done = runner.invoke(cli.app, [*command, "--plugin", str(plugin)])
+        assert done.exit_code == 0, done.output
+    assert (tmp_path / "b" / "slices.png").exists()
+    SURROGATES.unregister("gp-map-m32")
 
 
 @pytest.mark.slow  # a whole CLI run and an Optuna study with a new acquisition's programs

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import sys
 import textwrap
 
 import pytest
@@ -378,6 +379,18 @@ def test_a_plugin_that_is_also_the_objectives_file_runs_once(tmp_path):
     assert load_module(str(plugin)) is module
     assert load_objective(f"{plugin}:objective")({"x": 0.25}) == 0.25
     assert (tmp_path / "plug_once.runs").read_text() == "ran "
+
+
+def test_a_module_in_the_working_folder_is_found_without_python_dash_m(tmp_path, monkeypatch):
+    """The bojax console script leaves the working folder off sys.path (python -m puts
+    it there): module:function still finds a module beside the user."""
+    write(tmp_path, "beside_me.py", "def objective(point):\n    return point['x']\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    assert load_objective("beside_me:objective")({"x": 0.5}) == 0.5
+    assert str(tmp_path) in sys.path
+    with pytest.raises(ObjectiveReferenceError, match="no module named 'nowhere_at_all'"):
+        load_objective("nowhere_at_all:objective")
 
 
 def test_the_cli_says_when_its_best_is_infeasible_or_was_stopped_early(tmp_path):
