@@ -17,8 +17,9 @@ from bojax.surrogates import SURROGATES
 DOC = Path(__file__).parent.parent / "docs" / "extending.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.DOTALL)
 ADDED = [(KERNELS, "rq"), (SURROGATES, "gp-map-rq"), (ACQUISITIONS, "pi_margin"),
-         (POLICIES, "explore-while-uncertain"), (SURROGATES, "quadratic"), (SAMPLERS, "random-walk"),
-         (SURROGATES, "gp-random-walk"), (PARAMETER_KINDS, "logit")]  # fmt: skip
+         (POLICIES, "explore-while-uncertain"), (SURROGATES, "quadratic"),
+         (SAMPLERS, "random-walk"), (SURROGATES, "gp-random-walk"),
+         (PARAMETER_KINDS, "logit")]  # fmt: skip
 
 
 @pytest.mark.slow
