@@ -852,8 +852,9 @@ def test_a_constraint_some_trials_do_not_set_is_satisfied_where_unset():
     was avoided. An infinite value is a clear violation or satisfaction, not a failure."""
     sampler = BojaxSampler(seed=0, **FAST)
     study = optuna.create_study(sampler=sampler)
-    for x, mem in [(0.1, None), (0.6, -1.0), (0.7, 3.0), (0.2, None), (0.9, math.inf),
-                   (0.3, -math.inf)]:  # fmt: skip
+    points = [(0.1, None), (0.6, -1.0), (0.7, 3.0), (0.2, None), (0.9, math.inf),
+              (0.3, -math.inf), (0.4, np.float32(-np.inf)), (0.5, np.float32(2.0))]  # fmt: skip
+    for x, mem in points:  # (float32: a model's output; its -inf was told as a failure)
         trial = study.ask()
         trial.suggest_float("x", 0.0, 1.0)
         if mem is not None:
@@ -861,7 +862,11 @@ def test_a_constraint_some_trials_do_not_set_is_satisfied_where_unset():
         study.tell(trial, (x - 0.2) ** 2)
     _, outcome = sampler._study_settings(study, study.trials)
     told = [outcome(t) for t in study.trials]
-    assert [m["constraint_mem"] for m in told] == [-3.0, -1.0, 3.0, -3.0, 3.0, -3.0]
-    assert [m["objective_0"] for m in told] == pytest.approx(
-        [(x - 0.2) ** 2 for x in (0.1, 0.6, 0.7, 0.2, 0.9, 0.3)]
-    )
+    assert [m["constraint_mem"] for m in told] == [-3.0, -1.0, 3.0, -3.0, 3.0, -3.0, -3.0, 2.0]
+    # constraints_func's values are stored as returned: float32 ones from a model too.
+    funcs = BojaxSampler(seed=0, constraints_func=lambda t: [np.float32(-np.inf)], **FAST)
+    study = optuna.create_study(sampler=funcs)
+    study.optimize(lambda t: t.suggest_float("x", 0.0, 1.0), n_trials=1)
+    _, outcome = funcs._study_settings(study, study.trials)
+    assert outcome(study.trials[0])["constraint_0"] == -1.0  # satisfied, not a failure
+    assert [m["objective_0"] for m in told] == pytest.approx([(x - 0.2) ** 2 for x, _ in points])

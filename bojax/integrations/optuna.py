@@ -55,6 +55,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+import numbers
 import re
 import threading
 import warnings
@@ -533,9 +534,10 @@ def _constraints(trial: FrozenTrial) -> dict[str, float]:
     if not isinstance(given, dict):
         stored = trial.system_attrs.get("constraints") or ()
         given = {str(i): v for i, v in enumerate(stored)}
-    # Optuna stores what constraints_func returns; a boolean (True: violated) reads as
+    # Optuna stores what constraints_func returns: a NumPy number (a float32 -inf from a
+    # model) is read as the Python float it stands for, and a boolean (True: violated) as
     # the number Optuna's own samplers compare with 0.
-    return {k: float(v) if isinstance(v, bool | np.bool_) else v for k, v in given.items()}
+    return {k: float(v) if isinstance(v, numbers.Real | np.bool_) else v for k, v in given.items()}
 
 
 __all__ = ["BojaxSampler"]
