@@ -208,6 +208,25 @@ def test_settings_that_would_do_nothing_are_refused(kwargs, match):
     bojax.Settings(stop_tolerance=1e-3, stop_sd=0.1, stop_noise=1.0)
 
 
+def test_a_run_journalled_with_a_setting_refused_since_resumes_and_replots(tmp_path):
+    """Runs journalled before the refusals above hold such settings in run.json: resume
+    and plot read them as the run did (without effect), not as a mismatch."""
+    import json
+
+    from bojax.bo.runs import load_run
+    from bojax.reports.run_figures import refit_settings
+
+    run = dict(surrogate="gp-map", initial=3, num_candidates=64, progress=False)
+    bojax.minimize(FORRESTER, FORRESTER.space, iterations=0, out=tmp_path, **run)
+    header = json.loads((tmp_path / "run.json").read_text())
+    header["settings"] |= {"tau": 0.5, "scaling": "prose", "stop_sd": 0.2}
+    (tmp_path / "run.json").write_text(json.dumps(header))
+    result = bojax.minimize(FORRESTER, FORRESTER.space, iterations=1, out=tmp_path,
+                            resume=True, **run)  # fmt: skip
+    assert result.evaluations == 4
+    assert refit_settings(load_run(tmp_path)).tau is None
+
+
 def test_default_settings_keep_older_journal_identities():
     identity = bojax.Settings().identity()
     for name in ("policy", "tau", "scaling", "stop_tolerance", "stop_sd", "stop_noise"):

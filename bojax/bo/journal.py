@@ -276,7 +276,11 @@ class Journal:
     def check(self, header: Mapping[str, Any]) -> None:
         """Raise :class:`JournalError` unless the stored header equals ``header``; warn
         when its objective's name differs (a renamed function resumes, a slip is seen)."""
+        from bojax.bo.settings import without_inert
+
         stored = self.header()
+        if isinstance(stored.get("settings"), dict):  # journalled before their refusal
+            stored = {**stored, "settings": without_inert(stored["settings"])}
         expected = json.loads(json.dumps({"format": FORMAT_VERSION, **header}))
         old, new = stored.get("objective"), expected.get("objective")
         if None not in (old, new) and old != new:
@@ -354,6 +358,10 @@ class Journal:
             # next record starts a line of its own.
             try:
                 with open(self.records_path, "r+b") as handle:
+                    if os.fstat(handle.fileno()).st_size != len(raw):
+                        # Another driver wrote since (two on a folder without flock):
+                        # its line mends this one; the next resume sees them whole.
+                        return records
                     if unended:
                         handle.seek(0, os.SEEK_END)
                         handle.write(b"\n")

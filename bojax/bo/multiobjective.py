@@ -270,9 +270,10 @@ def _check_boxes(fronts: int, boxes: int, count: int) -> None:
     if fronts * boxes * count > BOX_FLOATS:
         raise SettingsError(
             f"EHVI's box decomposition needs {boxes} boxes per front ({fronts} front(s), "
-            f"{count} objectives), more than this run can score: the boxes grow about as "
-            "the front's size to the power objectives - 1, and the acquisition's time and "
-            "memory with them; use acquisition='parego' (the default from 4 objectives)"
+            f"{count} objectives), more than this run can score: the boxes number 2m + 1 "
+            "for a front of m points with 3 objectives and grow about as m to the power "
+            "objectives - 1 beyond, and the acquisition's time and memory with them; use "
+            "acquisition='parego' (the default from 4 objectives)"
         )
 
 

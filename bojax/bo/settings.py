@@ -378,7 +378,8 @@ class Settings:
 
     def _check_unused_policy_settings(self) -> None:
         """SettingsError for a policy or stopping setting that would do nothing here: it
-        would still enter the run's identity, so a resume without it is refused."""
+        would still enter the run's identity, so a resume without it is refused (runs
+        journalled before this check resume through :func:`without_inert`)."""
         from bojax.bo import policies
 
         explores = policies.explores(self.policy)
@@ -552,3 +553,27 @@ Settings.__doc__ += "\n\n" + "\n".join(
     f"* ``{name}`` (default ``{spec.default!r}``): {spec.metadata['help']}"
     for name, spec in ((spec.name, spec) for spec in fields(Settings))
 )
+
+
+def without_inert(stored: dict[str, Any]) -> dict[str, Any]:
+    """A journalled run's settings less those that did nothing in it and are refused now:
+    ``stop_tolerance`` in a step-wise run, ``stop_sd``/``stop_noise`` without
+    ``stop_tolerance``, ``tau``/``scaling`` without an exploring policy. A run journalled
+    before the refusals then resumes and plots as it ran."""
+    from bojax.bo import policies
+    from bojax.errors import UnknownNameError
+
+    settings = dict(stored)
+    if settings.get("max_step") is not None:
+        settings.pop("stop_tolerance", None)
+    if settings.get("stop_tolerance") is None:
+        settings.pop("stop_sd", None)
+        settings.pop("stop_noise", None)
+    try:
+        explores = policies.explores(settings.get("policy", "acquisition"))
+    except UnknownNameError:  # a plugin's policy, not loaded: its settings stand
+        explores = True
+    if not explores:
+        settings.pop("tau", None)
+        settings.pop("scaling", None)
+    return settings

@@ -341,7 +341,7 @@ def refit_settings(run: Run):
     the refit: a SettingsError names ``run.json`` and the key of an unknown, mistyped or
     out-of-range setting, or of one past :data:`REFIT_LIMITS`; a JournalError refuses a
     journal of more evaluations than a refit takes."""
-    from bojax.bo.settings import Settings
+    from bojax.bo.settings import Settings, without_inert
 
     where = run.folder / "run.json"
     known = {spec.name for spec in fields(Settings)}
@@ -361,7 +361,7 @@ def refit_settings(run: Run):
             f"bojax plot refits (at most {REFIT_LIMITS['evaluations']}); plot it with --no-slices"
         )
     try:
-        return Settings(**run.settings)
+        return Settings(**without_inert(run.settings))
     except BojaxError as error:  # each names its setting; the file is ours to name
         raise SettingsError(f"{where}: {error}") from error
 
