@@ -503,7 +503,7 @@ def plot(
     _start_jax()
     from bojax.bo.runs import load_run
     from bojax.errors import BojaxError
-    from bojax.reports.run_figures import REFIT_LIMITS, plot_run, too_long_to_refit
+    from bojax.reports.run_figures import plot_run, refit_limit, too_long_to_refit
 
     console = terminal.console()
     try:
@@ -522,7 +522,7 @@ def plot(
     if slices and too_long_to_refit(record) and not drawn & {"front.png", "curves.png"}:
         console.print(
             f"no slices: {len(record.records)} evaluations are more than bojax plot refits "
-            f"(at most {REFIT_LIMITS['evaluations']})",
+            f"(at most {refit_limit(record)})",
             highlight=False,
         )
 

@@ -437,7 +437,8 @@ def test_plot_refuses_a_journal_longer_than_a_refit_takes(tmp_path, no_refit):
     from bojax.bo.runs import load_run
     from bojax.reports.run_figures import REFIT_LIMITS, refit_settings
 
-    run = load_run(tampered_run(tmp_path / "run", records=3))
+    exact = {"exact_limit": None}  # (past exact_limit the refit is local, and takes more)
+    run = load_run(tampered_run(tmp_path / "run", settings=exact, records=3))
     run = dataclasses.replace(run, records=run.records * (REFIT_LIMITS["evaluations"] // 3 + 1))
     with pytest.raises(JournalError, match="evaluations are more than bojax plot refits"):
         refit_settings(run)
@@ -1248,6 +1249,22 @@ def test_an_isolated_timeout_counts_from_the_tasks_start_not_the_processs(monkey
     assert not done and why == "the evaluation's process did not start in 0.5 s"
     # Without a timeout nothing is bounded, the start neither.
     assert isolation.run_isolated(str, (_SlowToLoad(1.5),), timeout=None) == (True, "None")
+
+
+def test_a_run_past_its_exact_limit_is_refitted_locally_so_plot_takes_more_of_it(tmp_path):
+    """Past exact_limit the refit is a local GP on local_points evaluations: slices were
+    withheld from every run over 5,000 evaluations, the sizes that setting is for."""
+    from bojax.bo.runs import load_run
+    from bojax.reports import run_figures
+
+    run = load_run(tampered_run(tmp_path / "run", records=6))
+    many = dataclasses.replace(run, records=run.records * 1000)  # 6,000, 5,000 successes
+    assert run_figures.refit_limit(many) == run_figures.LOCAL_REFIT_EVALUATIONS
+    assert not run_figures.too_long_to_refit(many)  # past the default exact_limit, 300
+    exact = dataclasses.replace(many, settings={**many.settings, "exact_limit": None})
+    assert run_figures.too_long_to_refit(exact)  # an exact refit: 5,000 at most
+    high = dataclasses.replace(many, settings={**many.settings, "exact_limit": 5_001})
+    assert run_figures.refit_limit(high) == 5_000
 
 
 def test_plot_draws_a_journal_longer_than_a_refit_takes_without_its_slices(tmp_path, monkeypatch):

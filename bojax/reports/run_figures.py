@@ -47,6 +47,10 @@ GRID_2D = 30  # per axis of the 2-D slice
 #: The most a run folder may ask of the refit. Real runs stay far inside: the reports'
 #: largest keeps 5 000 draws (``samples``) of 30 evaluations; 10**12 would never end.
 REFIT_LIMITS = {"samples": 20_000, "burn_in": 20_000, "evaluations": 5_000}
+#: Evaluations a refit takes where the run is past its ``exact_limit``: the model is then
+#: a local GP on ``local_points`` of them, and reading the journal is what grows (10,000
+#: evaluations at d = 20: 14 s for every figure).
+LOCAL_REFIT_EVALUATIONS = 20_000
 #: Parameters drawn per figure (the first ones): the figures grow with their count, and
 #: past some 1 000 parameters matplotlib cannot allocate the image at all.
 MAX_PANELS = 48
@@ -330,10 +334,20 @@ def plot_curves(run: Run, path: Path) -> None:
     save(fig, path, dpi=120)
 
 
+def refit_limit(run: Run) -> int:
+    """The evaluations a refit of ``run`` takes: :data:`LOCAL_REFIT_EVALUATIONS` where its
+    successes pass its ``exact_limit`` (a local fit), else ``REFIT_LIMITS``'s."""
+    exact_limit = run.settings.get("exact_limit", 300)  # (journals omit the default)
+    successes = sum(r["status"] == "ok" for r in run.records)
+    if is_count(exact_limit) and successes > exact_limit:
+        return LOCAL_REFIT_EVALUATIONS
+    return REFIT_LIMITS["evaluations"]
+
+
 def too_long_to_refit(run: Run) -> bool:
     """Whether the run has more evaluations than a refit takes: its other figures are
     drawn, without the slices."""
-    return len(run.records) > REFIT_LIMITS["evaluations"]
+    return len(run.records) > refit_limit(run)
 
 
 def refit_settings(run: Run):
@@ -355,10 +369,10 @@ def refit_settings(run: Run):
                 f"{where}: {key} = {value} is more than bojax plot refits (at most "
                 f"{REFIT_LIMITS[key]}); plot it with --no-slices"
             )
-    if len(run.records) > REFIT_LIMITS["evaluations"]:
+    if too_long_to_refit(run):
         raise JournalError(
             f"{run.folder / 'journal.jsonl'}: {len(run.records)} evaluations are more than "
-            f"bojax plot refits (at most {REFIT_LIMITS['evaluations']}); plot it with --no-slices"
+            f"bojax plot refits (at most {refit_limit(run)}); plot it with --no-slices"
         )
     try:
         return Settings(**without_inert(run.settings))
