@@ -887,6 +887,25 @@ def test_repair_of_a_journal_two_drivers_wrote_keeps_every_distinct_evaluation(
     assert repair(Journal(folder)).lines()[0].startswith("nothing to repair")
 
 
+def test_repair_keeps_the_saved_chains_while_the_records_they_were_fitted_to_stand(tmp_path):
+    """A repeated last record set aside changes no record a fit saw: sampler.json stays,
+    so the resume does not refit at every past ask (a review: 78 s against 17 s at 380
+    evaluations). A change before its iteration removes it, as before."""
+    import shutil
+
+    folder = tmp_path / "run"
+    bojax.minimize(_bowl, MIXED, initial=3, iterations=3, out=folder, **FAST)
+    saved = json.loads((folder / "sampler.json").read_text())["iteration"]
+    records = _lines(folder)
+    assert 3 < saved <= len(records)
+    late, early = Path(shutil.copytree(folder, tmp_path / "late")), folder
+    _write_lines(late, [*records, records[-1]])  # a second driver's copy of the last
+    assert not repair(Journal(late)).sampler_removed
+    assert (late / "sampler.json").exists() and _resume(late, iterations=4).evaluations == 7
+    _write_lines(early, [records[0], records[0], *records[1:]])
+    assert repair(Journal(early)).sampler_removed and not (early / "sampler.json").exists()
+
+
 def test_repair_keeps_the_success_when_a_proposal_first_failed(tmp_path):
     journal = Journal(tmp_path)
     journal.start({"space": MIXED.to_dict(), "settings": {"surrogate": "gp-map"}})

@@ -34,7 +34,8 @@ def repair(journal: Journal) -> Repaired:
     *different* points sharing a proposal number are both real evaluations: both
     stay, the later under a fresh number. Iterations are renumbered in line order,
     pending entries already recorded (or unusable) are dropped, and ``sampler.json``
-    is removed so the next resume replays the surrogate's fits from the records (and
+    is removed, unless the records its chains were fitted to stand unchanged, so the next
+    resume replays the surrogate's fits from the records (and
     ``summary.json``, which no longer tells the records: the resume writes one). The
     original journal stays as ``journal.jsonl.bak-<time>``; a journal that needs
     nothing is left untouched.
@@ -66,6 +67,7 @@ def _repair(journal: Journal, space: Space) -> Repaired:
     at: dict[int, list[int]] = {}  # proposal number -> indices into kept
     shared: list[int] = []  # kept records whose number an earlier other point holds
     evaluated: set[int] = set()
+    replaced: set[int] = set()  # lines whose record a later success stands in for
     duplicates = 0
     for number, line in enumerate(complete, start=1):
         try:
@@ -87,6 +89,7 @@ def _repair(journal: Journal, space: Space) -> Repaired:
             first_line, first = kept[same[0]]
             if first["status"] == "failed" and record["status"] == "ok":
                 kept[same[0]] = (first_line, record)  # the success stands in its place
+                replaced.add(first_line)
                 reason = f"proposal {proposal} was evaluated again at line {number}, and ok"
                 rejected.append({"line": first_line, "reason": reason, "record": first})
             else:
@@ -116,8 +119,13 @@ def _repair(journal: Journal, space: Space) -> Repaired:
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     records = [{**record, "iteration": i} for i, (_, record) in enumerate(kept)]
+    intact = 0  # leading records that stand as they were, where they were
+    while intact < len(kept) and kept[intact][0] == intact + 1 and intact + 1 not in replaced:
+        intact += 1
     try:
-        backup, removed = _rewrite(journal, stamp, records, rejected, pending, pending_changed)
+        backup, removed = _rewrite(
+            journal, stamp, records, rejected, pending, pending_changed, intact
+        )
     except RunFolderError:
         raise
     except OSError as error:  # a full disk, a read-only folder: the journal stands
@@ -142,9 +150,13 @@ def _rewrite(
     rejected: list[dict[str, Any]],
     pending: list[dict[str, Any]],
     pending_changed: bool,
+    intact: int,
 ) -> tuple[Path | None, bool]:
     """Write a repair out: the backups first, then the set-aside lines, and only then
-    the new journal (atomically), so an interrupted repair loses nothing."""
+    the new journal (atomically), so an interrupted repair loses nothing. ``sampler.json``
+    stays if its chains were fitted to the first ``intact`` records alone, which stand as
+    they were (a resume without it refits at every past ask: 0.75 s each at n = 380)."""
+    keep_chains = journal.load_sampler(intact) is not None
     backup = None
     if journal.records_path.exists():
         backup = _unused(journal.folder / f"{journal.records_path.name}.bak-{stamp}")
@@ -162,7 +174,7 @@ def _rewrite(
     journal.reopen()  # the summary no longer tells these records: the resume writes one
     if pending_changed:
         journal.save_pending(pending)
-    removed = journal.sampler_path.exists()
+    removed = journal.sampler_path.exists() and not keep_chains
     if removed:
         journal.sampler_path.unlink()
     return backup, removed
