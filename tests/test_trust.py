@@ -428,7 +428,8 @@ def test_one_constrained_objective_goes_local_and_several_stay_exact():
     u, _, info = loop.ask(state)
     lower, upper = models.area.lower, models.area.upper
     assert info["local_points"] == 12 and np.all((u >= lower - 1e-12) & (u <= upper + 1e-12))
-    u, _, info = loop.ask(run(["err:min", "b:max"]))
+    with pytest.warns(UserWarning, match="several objectives and stays exact past"):
+        u, _, info = loop.ask(run(["err:min", "b:max"]))
     assert "local_points" not in info
 
 
