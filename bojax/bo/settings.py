@@ -377,22 +377,12 @@ class Settings:
         return self.isolate or self.timeout is not None
 
     def _check_unused_policy_settings(self) -> None:
-        """SettingsError for a policy or stopping setting that would do nothing here: it
-        would still enter the run's identity, so a resume without it is refused (runs
+        """SettingsError for a setting that would do nothing here (:func:`inert_settings`):
+        it would still enter the run's identity, so a resume without it is refused (runs
         journalled before this check resume through :func:`without_inert`)."""
-        from bojax.bo import policies
-
-        explores = policies.explores(self.policy)
-        if not explores and (self.tau is not None or self.scaling != "pseudocode"):
-            raise SettingsError(
-                f"tau and scaling set an exploring policy's threshold (hybrid, "
-                f"variable-threshold); policy={self.policy!r} has none"
-            )
-        if self.stop_tolerance is None and (self.stop_sd, self.stop_noise) != (None, None):
-            raise SettingsError(
-                "stop_sd and stop_noise refine the stopping rule that stop_tolerance sets; "
-                "set stop_tolerance too"
-            )
+        inert = inert_settings({spec.name: getattr(self, spec.name) for spec in fields(self)})
+        if inert:
+            raise SettingsError(next(iter(inert.values())))
 
     def __post_init__(self) -> None:
         self._normalise_metrics()
@@ -555,25 +545,43 @@ Settings.__doc__ += "\n\n" + "\n".join(
 )
 
 
-def without_inert(stored: dict[str, Any]) -> dict[str, Any]:
-    """A journalled run's settings less those that did nothing in it and are refused now:
-    ``stop_tolerance`` in a step-wise run, ``stop_sd``/``stop_noise`` without
-    ``stop_tolerance``, ``tau``/``scaling`` without an exploring policy. A run journalled
-    before the refusals then resumes and plots as it ran."""
+def inert_settings(settings: dict[str, Any]) -> dict[str, str]:
+    """Those of ``settings`` (a :class:`Settings`' fields, or a journal's) that would do
+    nothing, each with why: ``stop_tolerance`` in a step-wise run (``max_step``), then
+    ``stop_sd``/``stop_noise`` without a stopping rule, ``tau``/``scaling`` without an
+    exploring policy."""
     from bojax.bo import policies
     from bojax.errors import UnknownNameError
 
-    settings = dict(stored)
-    if settings.get("max_step") is not None:
-        settings.pop("stop_tolerance", None)
-    if settings.get("stop_tolerance") is None:
-        settings.pop("stop_sd", None)
-        settings.pop("stop_noise", None)
+    inert = {}
+    if settings.get("max_step") is not None and settings.get("stop_tolerance") is not None:
+        inert["stop_tolerance"] = (
+            "a step-wise run ends when its step budget is spent; stop_tolerance (the "
+            "policy's stopping rule) is for plain objectives"
+        )
+    if settings.get("stop_tolerance") is None or "stop_tolerance" in inert:
+        for name in ("stop_sd", "stop_noise"):
+            if settings.get(name) is not None:
+                inert[name] = (
+                    "stop_sd and stop_noise refine the stopping rule that stop_tolerance "
+                    "sets; set stop_tolerance too"
+                )
+    policy = settings.get("policy", "acquisition")
     try:
-        explores = policies.explores(settings.get("policy", "acquisition"))
+        explores = policies.explores(policy)
     except UnknownNameError:  # a plugin's policy, not loaded: its settings stand
         explores = True
-    if not explores:
-        settings.pop("tau", None)
-        settings.pop("scaling", None)
-    return settings
+    for name, default in (("tau", None), ("scaling", "pseudocode")):
+        if not explores and settings.get(name, default) != default:
+            inert[name] = (
+                f"tau and scaling set an exploring policy's threshold (hybrid, "
+                f"variable-threshold); policy={policy!r} has none"
+            )
+    return inert
+
+
+def without_inert(stored: dict[str, Any]) -> dict[str, Any]:
+    """A journalled run's settings less those :func:`inert_settings` names, which it
+    journalled before they were refused: it then resumes and plots as it ran."""
+    inert = inert_settings(stored)
+    return {name: value for name, value in stored.items() if name not in inert}

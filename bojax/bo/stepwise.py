@@ -1182,11 +1182,6 @@ def check_stepwise(settings: Settings, executor: Any, batched: bool = False) -> 
             "command line), or in one call of the objective's batch(points, reports) "
             "method (obj.train_batch for a method obj.train)"
         )
-    if settings.stop_tolerance is not None:
-        raise SettingsError(
-            "a step-wise run ends when its step budget is spent; stop_tolerance (the "
-            "policy's stopping rule) is for plain objectives"
-        )
 
 
 def minimize_steps(
