@@ -62,15 +62,20 @@ def load_json(text: str | bytes) -> Any:
     return json.loads(text, object_pairs_hook=unique_keys)
 
 
-def whole_line(tail: bytes) -> bool:
-    """Whether ``tail``, a journal's text after its last newline, is a whole record (a
-    JSON object) that lost only its newline, not a write cut short."""
-    if not tail.strip():
-        return False
-    try:
-        return isinstance(load_json(tail), dict)
-    except (ValueError, RecursionError):
-        return False
+def journal_lines(raw: bytes) -> tuple[list[bytes], bytes, bool]:
+    """``(complete lines, torn tail, unended)`` of a journal's bytes: the tail is the text
+    after the last newline, a write cut short (b"" when the file ends in a newline). A
+    tail that is a whole record (a JSON object) lost only its newline (a kill after the
+    record, an editor): it counts as a complete line, and ``unended`` says so."""
+    lines = raw.split(b"\n")
+    complete, tail = lines[:-1], lines[-1]
+    if tail.strip():
+        try:
+            if isinstance(load_json(tail), dict):
+                return lines, b"", True
+        except (ValueError, RecursionError):
+            pass
+    return complete, tail, False
 
 
 def _all_finite(value: Any) -> bool:
@@ -322,11 +327,7 @@ class Journal:
             raw = self.records_path.read_bytes()
         except OSError as error:  # a folder named journal.jsonl, no permission
             raise JournalError(f"cannot read {self.records_path}: {error.strerror}") from None
-        lines = raw.split(b"\n")
-        complete, tail = lines[:-1], lines[-1]  # tail is b"" when the file ends in a newline
-        unended = whole_line(tail)  # its newline lost (a kill after the record, an editor)
-        if unended:
-            complete, tail = lines, b""
+        complete, tail, unended = journal_lines(raw)
         max_step = None if space is None else self.max_step()
         records: list[dict[str, Any]] = []
         proposals: dict[Any, int] = {}  # proposal number -> line

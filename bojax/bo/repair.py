@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bojax.bo.journal import Journal, load_json, whole_line, write_text_atomic
+from bojax.bo.journal import Journal, journal_lines, load_json, write_text_atomic
 from bojax.bo.records import pending_problem, record_problem, same_design
 from bojax.errors import RunFolderError
 from bojax.spaces import Space
@@ -58,10 +58,7 @@ def _read(path: Path) -> bytes | None:
 def _repair(journal: Journal, space: Space) -> Repaired:
     metrics, max_step = journal.metrics(), journal.max_step()
     raw = _read(journal.records_path) or b""
-    lines = raw.split(b"\n")
-    complete, tail = lines[:-1], lines[-1]
-    if whole_line(tail):  # a finished evaluation that lost only its newline
-        complete, tail = lines, b""
+    complete, tail, _ = journal_lines(raw)  # (a record that lost its newline is whole)
     kept: list[tuple[int, dict[str, Any]]] = []  # (line, record), in line order
     rejected: list[dict[str, Any]] = []
     at: dict[int, list[int]] = {}  # proposal number -> indices into kept
