@@ -21,7 +21,8 @@ its initial design.
 
 ``--speed`` times a steady bojax ``ask`` (the default acquisition) with two objectives at
 d = 6, n = 100 (ZDT1), and counts the compilations of the later asks; ``--speed 3`` with
-three (DTLZ2).
+three (DTLZ2); ``--observations 500 2000`` at other sizes (past ``--exact-limit``, 300 as
+bojax's default, local models; ``none`` keeps them exact).
 
 Each (problem, arm, seed) run is kept in ``<out>/multiobjective_runs/`` and reused. The
 table and ``multiobjective.json`` also hold every arm not asked for whose kept runs cover
@@ -29,7 +30,8 @@ the seeds, and the file keeps the problems this run left out: running one arm or
 problem adds to the summary instead of replacing it.
 
     uv run --group bench python benchmarks/multiobjective.py [--quick] [--problems ...] [--arms ...]
-    uv run python benchmarks/multiobjective.py --speed [3]
+    uv run python benchmarks/multiobjective.py --speed [3] [--observations N ...]
+                                               [--exact-limit N|none]
 """
 
 from __future__ import annotations
@@ -400,9 +402,11 @@ def plot(summary: dict, path: Path) -> None:
     plt.close(figure)
 
 
-def speed(console: Console, n: int = 100, asks: int = 5, objectives: int = 2) -> dict:
+def speed(
+    console: Console, n: int = 100, asks: int = 5, objectives: int = 2, exact_limit=300
+) -> dict:
     """Seconds per steady ``ask`` with two objectives (ZDT1 at d = 6) or three (DTLZ2),
-    ``n`` observations."""
+    ``n`` observations; past ``exact_limit`` (None: never) the asks fit local models."""
     from bojax.compilation import count_compilations
     from bojax.objectives.multiobjective import _dtlz2, _zdt
 
@@ -413,7 +417,7 @@ def speed(console: Console, n: int = 100, asks: int = 5, objectives: int = 2) ->
         fn = _dtlz2(d, objectives)
     space = bojax.Space([bojax.Real(f"x{i}", 0.0, 1.0) for i in range(d)])
     names = {f"f{i + 1}": "min" for i in range(objectives)}
-    settings = bojax.Settings(initial=n, seed=0, objectives=names)
+    settings = bojax.Settings(initial=n, seed=0, objectives=names, exact_limit=exact_limit)
     state = bojax.init(space, settings)
     for row in space.sample(jax.random.key(0), n, "sobol"):
         state = bojax.tell(state, row, fn(space.from_unit(row)))
@@ -430,8 +434,17 @@ def speed(console: Console, n: int = 100, asks: int = 5, objectives: int = 2) ->
             highlight=False,
         )
     steady = float(np.median(times[1:]))
-    console.print(f"steady ask, {objectives} objectives, d = {d}, n = {n}: {steady:.3f} s (median)")
-    return {"n": n, "objectives": objectives, "steady_seconds": steady, "seconds": times}
+    mode = "exact" if exact_limit is None or n <= exact_limit else "local"
+    console.print(
+        f"steady ask, {objectives} objectives, d = {d}, n = {n} ({mode}): {steady:.3f} s (median)"
+    )
+    return {
+        "n": n,
+        "objectives": objectives,
+        "mode": mode,
+        "steady_seconds": steady,
+        "seconds": times,
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -445,11 +458,23 @@ def main(argv: list[str] | None = None) -> dict:
         "--speed", type=int, nargs="?", const=2, choices=(2, 3), metavar="OBJECTIVES",
         help="time a steady ask only, with 2 (default) or 3 objectives",
     )  # fmt: skip
+    parser.add_argument(
+        "--observations", type=int, nargs="+", default=[100],
+        help="--speed: evaluations told before the asks (several: one timing each)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--exact-limit", type=lambda t: None if t == "none" else int(t), default=300,
+        help="--speed: the run's exact_limit ('none': exact at any size)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = parser.parse_args(argv)
     console = Console()
     if args.speed:
-        return speed(console, objectives=args.speed)
+        timings = [
+            speed(console, n=n, objectives=args.speed, exact_limit=args.exact_limit)
+            for n in args.observations
+        ]
+        return timings[0] if len(timings) == 1 else {"timings": timings}
     seeds = args.seeds or (3 if args.quick else 10)
     evaluations = args.evaluations or (16 if args.quick else 30)
     arms = []

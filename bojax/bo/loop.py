@@ -25,7 +25,6 @@ import functools
 import itertools
 import math
 import numbers
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
@@ -335,24 +334,21 @@ def _sign(state: BOState) -> float:
 
 def local_region(state: BOState) -> trust.Region | None:
     """The trust region of the next proposal once the run is past ``exact_limit``
-    successes (None before, or with several objectives, which stay exact). One objective
-    under outcome constraints centres on the best feasible evaluation
-    (:func:`bojax.bo.multiobjective.violations`)."""
+    successes (None before). One objective under outcome constraints centres on the best
+    feasible evaluation (:func:`bojax.bo.multiobjective.violations`); several objectives
+    on the feasible front's points in turn (:func:`bojax.bo.trust.front_region`)."""
     settings = state.settings
     if not trust.is_local(settings, int(np.isfinite(state.y).sum())):
         return None
     if settings.metrics is None:
         return trust.region(settings, state.u, state.y, _sign(state), state.space.dim)
-    if len(settings.metrics.objectives) > 1:
-        warnings.warn(
-            f"this run has several objectives and stays exact past exact_limit = "
-            f"{settings.exact_limit}: each ask fits every metric's GP to all its successes "
-            "(two objectives, d = 6: about 35 s an ask at 500, minutes past 1,000)",
-            stacklevel=3,
-        )
-        return None
-    sign = float(settings.metrics.signs[0])  # y is the objective's column, in its units
     violation = multiobjective.violations(state)
+    count = len(settings.metrics.objectives)
+    if count > 1:
+        objectives = state.metrics[:, :count] * settings.metrics.signs[:count]
+        objectives = np.where(np.isfinite(state.y)[:, None], objectives, np.nan)
+        return trust.front_region(settings, state.u, objectives, violation, state.space.dim)
+    sign = float(settings.metrics.signs[0])  # y is the objective's column, in its units
     return trust.region(settings, state.u, state.y, sign, state.space.dim, violation)
 
 

@@ -154,7 +154,7 @@ def _scalarised(state, z: np.ndarray, k: int) -> np.ndarray:
 def fit_models(state, k: int | None = None, area: trust.Region | None = None) -> Models:
     """The surrogates proposal ``k`` (default: the next, ``n``) fits, each output ``i``
     continuing its own chain with key ``fold_in(fit key of n, i)``. In a trust ``area``
-    (one objective past ``exact_limit``, :func:`bojax.bo.loop.local_region`) they are
+    (past ``exact_limit``, :func:`bojax.bo.loop.local_region`) they are
     local MAP fits to its rows, standardised afresh, as a single-metric run's are
     (:mod:`bojax.bo.trust`); the area comes back with its box."""
     settings, space = state.settings, state.space
@@ -317,7 +317,8 @@ def propose_batch(state, classifier, feasibility, taken, first: int, q: int, are
     _, output_of = _modelled(metrics, parego)
     index, orient, bounds = metrics.thresholds(models.shift, models.scale)
     index = np.array([output_of[j] for j in index], dtype=np.int32)
-    reference = _reference(settings, metrics, z[feasible, :count], models.shift, models.scale)
+    beyond, feasible_z = _front_beyond(state, models, count)
+    reference = _reference(settings, metrics, feasible_z, models.shift, models.scale)
     score = score_function(surrogate, acquire, None, classifier)
     draws = surrogate.screening_draws()
     if sampled and draws is None:  # the grid is ranked under one sampled front per draw
@@ -353,7 +354,7 @@ def propose_batch(state, classifier, feasibility, taken, first: int, q: int, are
             boxes = _boxes(np.zeros((0, 1)), np.zeros(1))  # unread
         else:
             best = 0.0
-            front_points = observed_front
+            front_points = np.concatenate([observed_front, beyond])
             if len(taken):  # believed outcomes that are believed feasible join the front
                 ok = np.all(orient * believed[:, index] <= bounds, axis=1)
                 front_points = np.concatenate([front_points, believed[ok, :count]])
@@ -400,6 +401,25 @@ def propose_batch(state, classifier, feasibility, taken, first: int, q: int, are
     return np.stack(points), state._replace(surrogate=models.fitted), infos
 
 
+def _front_beyond(state, models: Models, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(beyond, feasible)`` in the models' standardised units: the feasible front's
+    points a local model's rows leave out (none when exact), which the boxes keep
+    fixed so EHVI measures against the whole front, and every feasible evaluation's
+    objectives, which the reference point is read from."""
+    if models.area is None:
+        return np.zeros((0, count)), models.z[models.feasible, :count]
+    metrics: Metrics = state.settings.metrics
+    ok = np.isfinite(state.y)
+    values = state.metrics[ok]
+    z = (values * metrics.signs - models.shift) / models.scale
+    feasible = metrics.feasible(values)
+    outside = np.ones(len(z), dtype=bool)
+    outside[models.area.rows] = False
+    on_front = np.zeros(len(z), dtype=bool)
+    on_front[np.flatnonzero(feasible)[pareto.pareto_mask(z[feasible, :count])]] = True
+    return z[on_front & outside, :count], z[feasible, :count]
+
+
 def pooled_means(surrogate, fitted, x: np.ndarray, count: int) -> np.ndarray:
     """``(n, count)``: each objective's posterior mean at ``x``, pooled over the draws."""
     n = len(x)  # padded to a bucket: one compilation per bucket, not per step
@@ -427,7 +447,8 @@ def sampled_fronts(surrogate, key, conditioned, count: int, at, extra, reference
     on them (:func:`bojax.gp.fantasies.sample_latent`: ``J`` means per prediction,
     sample ``r = s J + j``); the constraints' posteriors stay as they are, each draw's
     prediction repeated for its ``J`` fronts (:func:`_per_front`). Sample ``r``'s front
-    is its values at ``at`` plus ``extra`` (believed pending outcomes), cut into boxes
+    is its values at ``at`` plus ``extra`` (believed pending outcomes, and past
+    ``exact_limit`` the front's points outside the local rows), cut into boxes
     padded to one bucket: lower and upper ``(S J, 1, B, T)``, live ``(S J, 1, B)``."""
     samples = jax.tree.leaves(conditioned[0])[0].shape[0]
     per_draw = fantasies if fantasies is not None else max(1, math.ceil(FRONTS / samples))

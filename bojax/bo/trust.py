@@ -30,8 +30,14 @@ successful evaluations the loop therefore models locally, as TuRBO does (Eriksso
 
 One objective under outcome constraints follows SCBO (Eriksson & Poloczek 2021): every
 metric's model takes the region's rows, the centre is the best feasible evaluation (the
-least violating while none is feasible), and an infeasible evaluation is a miss. Several
-objectives stay exact: a front is no one point's neighbourhood.
+least violating while none is feasible), and an infeasible evaluation is a miss.
+
+Several objectives (:func:`front_region`) follow MORBO (Daulton et al. 2022) with one
+region: a front is no one point's neighbourhood, so the centre visits the feasible
+front's points in turn (proposal ``n`` takes point ``n mod m`` of the ``m``, in the
+order of the first objective), a success is an evaluation that joins the front (no
+earlier feasible evaluation weakly dominates it), and EHVI still measures against the
+whole front (:func:`bojax.bo.multiobjective.propose_batch`).
 
 The region is a pure function of the run's outputs in the order they were told, so a
 resumed run rebuilds it exactly (no extra state in the journal). Counting is per
@@ -45,6 +51,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from bojax.bo.pareto import pareto_mask
 from bojax.spaces import Space
 
 INITIAL_LENGTH = 0.8
@@ -132,7 +139,7 @@ def design_size(dim: int) -> int:
     return 2 * dim
 
 
-def replay(y: np.ndarray, start: int, dim: int) -> Episode:
+def replay(y: np.ndarray, start: int, dim: int, successes: np.ndarray | None = None) -> Episode:
     """The trust region after the outputs ``y`` (in the order told; NaN = failed,
     minimisation), counting from evaluation ``start``, the first of the local phase.
 
@@ -141,7 +148,8 @@ def replay(y: np.ndarray, start: int, dim: int) -> Episode:
     row double the length (at most ``MAX_LENGTH``), ``max(4, d)`` misses in a row halve
     it. Below ``MIN_LENGTH`` the episode ends and a new one begins: ``design_size(d)``
     random points, then a region around their best. The first episode needs no design:
-    the exact phase before it was one."""
+    the exact phase before it was one. ``successes`` (n,) bool, when given, says which
+    evaluations are successes instead (several objectives: those that join the front)."""
     index, first, length, wins, losses = 0, 0, INITIAL_LENGTH, 0, 0
     patience = max(4, dim)
     finite = np.isfinite(y)
@@ -152,7 +160,11 @@ def replay(y: np.ndarray, start: int, dim: int) -> Episode:
         seen += 1
         designing = index > 0 and seen <= design_size(dim)
         if not designing:
-            if np.isfinite(value) and value < best - IMPROVEMENT * abs(best):
+            if successes is not None:
+                won = bool(successes[k])
+            else:
+                won = bool(np.isfinite(value) and value < best - IMPROVEMENT * abs(best))
+            if won:
                 wins, losses = wins + 1, 0
             else:
                 wins, losses = 0, losses + 1
@@ -217,14 +229,66 @@ def region(
     own = np.flatnonzero(ok if episode.index == 0 or designing else mine)
     rank = np.lexsort((sign * y[own], violation[own], ~feasible[own]))  # feasible first
     centre = u[own[rank[0]]]
-    # The episode's latest proposals join the nearest: one the model never sees, it keeps
-    # proposing (a categorical switched away from the centre's, its children irrelevant,
-    # is far in unit coordinates: 20 proposals of a conditional space, 9 of them repeats).
+    rows = _rows(settings, u, ok, centre, max(start, episode.start))
+    return Region(rows, centre, episode.length, episode.index, designing)
+
+
+def _rows(settings: Any, u: np.ndarray, ok: np.ndarray, centre: np.ndarray, since: int):
+    """The rows (indices into the successful evaluations) a local model sees: the
+    episode's latest proposals (evaluations from ``since`` on) and the nearest
+    ``centre``. A proposal the model never sees, it keeps proposing (a categorical
+    switched away from the centre's, its children irrelevant, is far in unit coordinates:
+    20 proposals of a conditional space, 9 of them repeats)."""
     ok_rows = np.flatnonzero(ok)
-    latest = np.flatnonzero(ok_rows >= max(start, episode.start))[-latest_count(settings) :]
+    latest = np.flatnonzero(ok_rows >= since)[-latest_count(settings) :]
     closest = nearest(u[ok], centre, settings.local_points)
     closest = closest[~np.isin(closest, latest)][: settings.local_points - len(latest)]
-    rows = np.concatenate([closest, latest[::-1]])
+    return np.concatenate([closest, latest[::-1]])
+
+
+def front_improvements(objectives: np.ndarray, feasible: np.ndarray) -> np.ndarray:
+    """``(n,)`` bool: the evaluations that joined the front when told, feasible ones
+    (finite ``objectives`` (n, K), minimised) that no earlier feasible evaluation weakly
+    dominates (a repeat of a front point is no success)."""
+    joined = np.zeros(len(objectives), dtype=bool)
+    current = np.zeros((0, objectives.shape[1]))
+    for k in np.flatnonzero(feasible):
+        point = objectives[k]
+        if not np.any(np.all(current <= point, axis=1)):
+            joined[k] = True
+            current = np.concatenate([current[~np.all(point <= current, axis=1)], point[None]])
+    return joined
+
+
+def front_region(
+    settings: Any, u: np.ndarray, objectives: np.ndarray, violation: np.ndarray, dim: int
+) -> Region:
+    """The trust region of the next proposal of a run with several objectives
+    (``objectives`` (n, K) oriented to be minimised, NaN rows failed; ``violation`` (n,)
+    0 where feasible), MORBO's rule (Daulton et al. 2022) with one region: the episode
+    replays TuRBO's counts with an evaluation that joins the feasible front as the
+    success (:func:`front_improvements`), and the centre is the feasible front's point
+    ``n mod m`` (n evaluations told, the ``m`` points in lexicographic order of the
+    objectives), so successive proposals look along the whole front. While nothing is
+    feasible the centre is the least violating evaluation, as in SCBO."""
+    objectives = np.asarray(objectives, dtype=np.float64)
+    violation = np.asarray(violation, dtype=np.float64)
+    ok = np.isfinite(objectives).all(axis=1)
+    feasible = ok & (violation <= 0)
+    y = np.where(ok, 0.0, np.nan)  # only which evaluations failed is read
+    start = min(max(local_start(y, settings.exact_limit), settings.initial), len(y))
+    joined = front_improvements(np.where(feasible[:, None], objectives, 0.0), feasible)
+    episode = replay(y, start, dim, joined)
+    designing = episode.index > 0 and episode.seen < design_size(dim)
+    if feasible.any():
+        on_front = np.flatnonzero(feasible)
+        on_front = on_front[pareto_mask(objectives[on_front])]
+        on_front = on_front[np.lexsort(objectives[on_front].T[::-1])]
+        centre = u[on_front[len(y) % len(on_front)]]
+    else:
+        own = np.flatnonzero(ok)
+        centre = u[own[np.lexsort((np.arange(len(own)), violation[own]))[0]]]
+    rows = _rows(settings, u, ok, centre, max(start, episode.start))
     return Region(rows, centre, episode.length, episode.index, designing)
 
 
