@@ -366,6 +366,22 @@ def test_resume_replays_a_fit_the_sampler_file_missed(tmp_path, reference_run):
     assert same_evaluations(resumed, reference_run)
 
 
+def test_a_resume_without_the_sampler_file_shows_its_replay(tmp_path, capsys):
+    """Each replayed fit costs an ask's fit: a bar counts them (one where the file lags
+    the journal by the last fit, every model-based ask's where it is gone)."""
+    bojax.minimize(FORRESTER, FORRESTER.space, out=tmp_path, **{**RUN, "iterations": 4}, **QUIET)
+    bojax.minimize(FORRESTER, FORRESTER.space, out=tmp_path, resume=True, progress=True,
+                   **{**RUN, "iterations": 5})  # fmt: skip
+    said = " ".join(capsys.readouterr().out.split())
+    assert "refitting the models of past asks" in said and "1/1" in said  # the ask at 6
+    (tmp_path / "sampler.json").unlink()
+    bojax.minimize(FORRESTER, FORRESTER.space, out=tmp_path, resume=True, progress=True, **RUN)
+    said = " ".join(capsys.readouterr().out.split())
+    assert "refitting the models of past asks" in said and "5/5" in said  # asks at 3..7
+    bojax.minimize(FORRESTER, FORRESTER.space, out=tmp_path, resume=True, progress=False, **RUN)
+    assert "refitting" not in capsys.readouterr().out
+
+
 def _nan_leaves(value):
     if isinstance(value, list):
         return [_nan_leaves(v) for v in value]

@@ -190,23 +190,66 @@ def _unpack(settings: Settings, space: Space, saved: dict[str, Any]) -> tuple[An
 
 
 def _restore(
-    state: BOState, journal: Journal, records: list[dict[str, Any]], flights: list[Flight]
+    state: BOState,
+    journal: Journal,
+    records: list[dict[str, Any]],
+    flights: list[Flight],
+    progress: bool = False,
 ) -> BOState:
     """Rebuild the state after ``records``, replaying at most the fits the file lacks: the
     fit of each ask, made with the records then told (``asked_at``), including the ask
     that proposed the ``flights`` still to finish, so the next proposal starts from the
-    chains the uninterrupted run's did."""
+    chains the uninterrupted run's did. With ``progress`` a bar counts the fits replayed
+    (each as long as an ask's fit: a run whose ``sampler.json`` is missing or stale
+    replays them all)."""
     start, surrogate_state, classifier_state = _saved_chains(state, journal, len(records))
     state = state._replace(surrogate=surrogate_state, classifier=classifier_state)
     asks = _asks(records, flights)
-    for n, record in enumerate(records):
-        if n >= start and model_based(state) and (asks is None or n in asks):
-            state = fit_models(state)  # the fit the ask at n made
-        state = tell_record(state, record)
     n = len(records)
-    if flights and n >= start and model_based(state) and (asks is None or n in asks):
-        state = fit_models(state)
+
+    def replays(n: int) -> bool:  # (model_based: not within the initial design)
+        return n >= max(start, state.settings.initial) and (asks is None or n in asks)
+
+    fits = sum(replays(k) for k in range(n)) + bool(flights and replays(n))
+    with _Replay(progress and fits > 0, fits) as bar:
+        for k, record in enumerate(records):
+            if replays(k) and model_based(state):
+                state = fit_models(state)  # the fit the ask at k made
+                bar.advance()
+            state = tell_record(state, record)
+        if flights and replays(n) and model_based(state):
+            state = fit_models(state)
+            bar.advance()
     return state
+
+
+class _Replay:
+    """A bar over the fits a resume replays (rich), or nothing."""
+
+    def __init__(self, enabled: bool, total: int):
+        self.enabled, self.total = enabled, total
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            self.progress = Progress(
+                TextColumn("[bold]resume[/bold] refitting the models of past asks"),
+                BarColumn(),
+                MofNCompleteColumn(),
+            )
+            self.progress.__enter__()
+            self.task = self.progress.add_task("replay", total=self.total)
+        return self
+
+    def advance(self) -> None:
+        if self.enabled:
+            self.progress.update(self.task, advance=1)
+
+    def __exit__(self, *exc):
+        if self.enabled:
+            self.progress.__exit__(*exc)
+        return False
 
 
 def _asks(records: list[dict[str, Any]], flights: list[Flight]) -> set[int] | None:
@@ -321,7 +364,7 @@ def minimize(
     journal = Journal(out) if out is not None else None
     with contextlib.nullcontext() if journal is None else journal.lock():
         state, history, queued = _open(
-            journal, init(space, settings), resume, objective_name(objective)
+            journal, init(space, settings), resume, objective_name(objective), progress
         )
         run = _Run(objective, settings, pool, q, journal, history, progress)
         try:
@@ -345,7 +388,13 @@ def minimize(
     return result
 
 
-def _open(journal: Journal | None, state: BOState, resume: bool, objective: str | None = None):
+def _open(
+    journal: Journal | None,
+    state: BOState,
+    resume: bool,
+    objective: str | None = None,
+    progress: bool = False,
+):
     """``(state, finished records, flights to re-issue)``: a fresh run, or with ``resume``
     the journalled run restored (after checking it is this run; ``objective``, its
     objective's name, only warned about)."""
@@ -371,7 +420,7 @@ def _open(journal: Journal | None, state: BOState, resume: bool, objective: str 
         raise JournalError(f"{journal.folder} holds more evaluations than this run asks for")
     journal.reopen()
     flights = _resumed_flights(journal, history, state.space)
-    return _restore(state, journal, history, flights), history, flights
+    return _restore(state, journal, history, flights, progress), history, flights
 
 
 class _Run:
@@ -795,10 +844,12 @@ class _Progress:
         if "local_points" in record["diagnostics"] and not self.local:
             self.local = True
             settings = state.settings
+            several = settings.metrics is not None and len(settings.metrics.objectives) > 1
+            centre = "a point of the front, in turn," if several else "the best"
             self.progress.console.print(
                 f"past exact_limit = {settings.exact_limit} successful evaluations: each "
                 f"proposal now fits a local GP (MAP) to the {settings.local_points} "
-                "evaluations nearest the best and searches a trust region around it"
+                f"evaluations nearest {centre} and searches a trust region around it"
             )
 
     def __exit__(self, *exc):
