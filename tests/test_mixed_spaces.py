@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import bojax
 from bojax import gp
 from bojax.errors import InvalidValueError, ParameterTypeError, SpaceDefinitionError
 from bojax.parameters import Categorical, Ordinal
@@ -416,3 +417,17 @@ def test_the_initial_design_never_repeats_a_point_of_a_small_discrete_space():
         assert len(set(seen)) == 6, (seed, seen)
         with pytest.raises(SpaceExhaustedError):
             bojax.ask(state)
+
+
+@pytest.mark.parametrize("name", ["gp-fixed-se", "gp-map-se", "gp-map"])
+def test_point_estimate_surrogates_propose_in_a_space_with_a_categorical(name):
+    """The fixed squared-exponential GP set only the amplitude and length-scales, and a
+    mixed kernel's overlap term was missing from its parameters (a ValueError at the
+    first ask, review)."""
+    space = bojax.Space([bojax.Real("x", 0.0, 1.0), Categorical("c", ["a", "b"])])
+    state = bojax.init(space, bojax.Settings(initial=3, seed=0, surrogate=name))
+    for _ in range(4):
+        u, state, info = bojax.ask(state)
+        point = space.from_unit(u)
+        state = bojax.tell(state, u, point["x"] ** 2 + (point["c"] == "a"))
+    assert info["phase"] == "bo" and point["c"] in ("a", "b")

@@ -351,13 +351,17 @@ def _predict(model: gp.GP, posteriors: gp.Posterior, x):
 def fixed_se(amplitude: float, lengthscale: float, noise_sd: float):
     """Fixed hyperparameters of the architecture-search report's GP: ``k(x, x') = alpha^2
     exp(-|x - x'|^2 / (2 ell^2))`` with ``alpha = amplitude``, ``ell = lengthscale``, and
-    noise standard deviation ``sigma = noise_sd`` (Twist 2019, eq. 26 and sec. 3.5)."""
+    noise standard deviation ``sigma = noise_sd`` (Twist 2019, eq. 26 and sec. 3.5). A
+    kernel with more parameters (a mixed space's, whose categoricals add an overlap term)
+    keeps the others at their initial values."""
 
     def params(model: gp.GP, dim: int) -> PyTree:
         start = model.init_params(dim, noise=noise_sd**2)
+        kernel = start["kernel"]
         start["kernel"] = {
+            **kernel,
             "amplitude": jnp.asarray(amplitude**2),
-            "lengthscales": jnp.full(dim, lengthscale),
+            "lengthscales": jnp.full_like(kernel["lengthscales"], lengthscale),
         }
         return start
 
