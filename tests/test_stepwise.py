@@ -599,6 +599,27 @@ def test_freeze_thaw_starts_a_new_design_when_none_is_paused():
     assert decision.phase == "new" and decision.design == 6 and decision.until == 1
 
 
+@pytest.mark.slow  # 25 s: a freeze-thaw run with failures
+def test_freeze_thaw_learns_where_trainings_fail():
+    """Failed trainings are the failure classifier's labels: before, freeze-thaw left them
+    out and started 33 of 39 designs where every training diverged (review)."""
+
+    def train(point, report, checkpoint=None):
+        for step in range(1 if checkpoint is None else checkpoint + 1, 10):
+            if step == 2 and point["w"] < 0.2:
+                raise FloatingPointError("loss diverged")
+            report(step, final_value(point) + 1 / step, checkpoint=step)
+        return final_value(point)
+
+    result = bojax.minimize(train, SPACE, max_step=9, early_stopping="freeze-thaw", initial=3,
+                            iterations=6, surrogate="gp-map", progress=False, seed=3)  # fmt: skip
+    designs: dict[int, list] = {}
+    for record in result.history:
+        designs.setdefault(record["diagnostics"]["design"], []).append(record["status"])
+    failed = sum("failed" in statuses for statuses in designs.values())
+    assert len(designs) >= 12 and failed <= len(designs) // 4, (failed, len(designs))
+
+
 def test_freeze_thaw_counts_only_designs_with_a_point_towards_its_initial_design():
     """A resumed parallel run's placeholders (designs whose first segment was lost) are
     not designs: the model waits for max(initial, d + 2) real ones."""
