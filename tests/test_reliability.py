@@ -28,7 +28,7 @@ import pytest
 from typer.testing import CliRunner
 
 import bojax
-from bojax.bo import driver
+from bojax.bo import isolation
 from bojax.bo.evaluation import evaluate
 from bojax.bo.isolation import PREFIX, _remove_orphaned_folders, evaluate_isolated
 from bojax.bo.journal import Journal
@@ -545,8 +545,8 @@ class _Forgetful:
 
 @pytest.mark.slow
 def test_an_evaluation_the_executor_never_answers_is_retried_then_recorded(monkeypatch):
-    monkeypatch.setattr(driver, "NO_ANSWER_GRACE", 0.05)
-    monkeypatch.setattr(driver, "STARTUP_SECONDS", 0.0)  # (no process starts here)
+    monkeypatch.setattr(isolation, "NO_ANSWER_GRACE", 0.05)
+    monkeypatch.setattr(isolation, "STARTUP_SECONDS", 0.0)  # (no process starts here)
     executor, results = _Forgetful(), []
     run = threading.Thread(
         target=lambda: results.append(bojax.minimize(
@@ -565,6 +565,89 @@ def test_an_evaluation_the_executor_never_answers_is_retried_then_recorded(monke
     assert all("gave no answer 0.1 s after" in r["error"] for r in lost)
     assert executor.dropped == 2 * len(lost)  # retries = 1: two submissions each
     assert result.evaluations == 6
+
+
+class _ForgetfulSegments:
+    """The same for a step-wise run's segments (``run_segment_isolated(timeout, train,
+    point, ...)``, run here unisolated)."""
+
+    _max_workers = 2
+
+    def __init__(self):
+        self.dropped = 0
+
+    def submit(self, fn, timeout, train, point, *args):
+        from bojax.bo.segments import run_segment
+
+        future = concurrent.futures.Future()
+        if point["x"] < 0.35:
+            self.dropped += 1
+            return future
+        future.set_result(run_segment(train, point, *args))
+        return future
+
+
+@pytest.mark.slow  # 18 s and 26 s: step-wise runs waiting out dropped segments
+@pytest.mark.parametrize("early_stopping", ["asha", "freeze-thaw"])
+def test_a_segment_the_executor_never_answers_is_retried_then_its_design_fails(
+    monkeypatch, early_stopping
+):
+    """The step-wise runs waited forever on a dropped segment, timeout or not (review)."""
+    monkeypatch.setattr(isolation, "NO_ANSWER_GRACE", 0.05)
+    monkeypatch.setattr(isolation, "STARTUP_SECONDS", 0.0)
+
+    def train(point, report):
+        for step in range(1, 10):
+            report(step, (point["x"] - 0.7) ** 2 + 1 / step)
+        return (point["x"] - 0.7) ** 2
+
+    executor, results = _ForgetfulSegments(), []
+    run = threading.Thread(
+        target=lambda: results.append(bojax.minimize(
+            train, SPACE, executor=executor, timeout=0.05, max_step=9,
+            early_stopping=early_stopping, initial=4, iterations=1, seed=3, **FAST,
+        )),
+        daemon=True,
+    )  # fmt: skip
+    run.start()
+    run.join(timeout=120)
+    assert results, "the run is still waiting for a segment that never comes back"
+    lost = [r for r in results[0].history if r["status"] == "failed"]
+    assert lost and executor.dropped == 2 * len(lost)  # retries = 1
+    assert all("gave no answer 0.1 s after the segment" in r["error"] for r in lost)
+
+
+def test_a_step_wise_run_on_a_pool_that_refuses_work_fails_its_design_with_the_reason():
+    """The refused first segment left its design queued with no curve, and ending the run
+    stopped it at its last value: an IndexError (review)."""
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    pool.shutdown()
+
+    def train(point, report):
+        report(1, point["x"])
+        return point["x"]
+
+    with pytest.raises(ObjectiveError, match=r"lost after 1 attempt.*cannot schedule new"):
+        bojax.minimize(train, SPACE, executor=pool, max_step=3, early_stopping="asha",
+                       initial=2, iterations=1, **FAST)  # fmt: skip
+
+
+def test_a_checkpoint_that_cannot_leave_its_process_is_dropped_and_the_steps_come_back():
+    """Isolated, every segment whose checkpoint held a lock failed ("exited with status
+    1"), its steps lost; inline such a checkpoint is only left out of the journal."""
+    from bojax.bo.segments import portable_segment
+
+    def train(point, report, checkpoint=None):
+        for step in range(1, 4):
+            report(step, point["x"] + 1 / step, checkpoint={"lock": threading.Lock()})
+        return point["x"]
+
+    with pytest.warns(UserWarning, match="checkpoint cannot leave its process"):
+        segment = portable_segment(train, {"x": 0.5}, 0, 3, 9, None, 0)
+    assert [s for s, _ in segment.curve] == [1, 2, 3] and segment.checkpoint is None
+    # Any other result that cannot be pickled back fails with that reason.
+    done, why = isolation.run_isolated(threading.Lock, (), timeout=None)
+    assert not done and "result cannot be sent back from its process" in why
 
 
 # -- chaos: hangs, worker crashes and driver kills on Dask, with resumes ----------------------
@@ -1256,7 +1339,6 @@ class _SlowToLoad:
 def test_an_isolated_timeout_counts_from_the_tasks_start_not_the_processs(monkeypatch):
     """Under load a process start and its imports took seconds, and healthy segments were
     journalled 'timed out' (review: 83 of 129 at --timeout 5). The start is bounded too."""
-    from bojax.bo import isolation
 
     assert isolation.run_isolated(str, (_SlowToLoad(3.0),), timeout=1.0) == (True, "None")
     assert isolation.run_isolated(time.sleep, (3.0,), timeout=1.0) == (

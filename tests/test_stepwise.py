@@ -188,6 +188,32 @@ def test_the_stop_passes_through_the_objectives_own_except_exception():
     assert issubclass(StopTraining, BaseException) and not issubclass(StopTraining, Exception)
 
 
+@pytest.mark.parametrize("pool", [False, True])
+def test_a_refused_report_fails_the_training_even_if_it_catches_the_error(pool, tmp_path):
+    """A NaN value or an out-of-order step raises ValueError in report; a training that
+    logged it and went on was journalled ok, the step missing from its curve (review)."""
+
+    def train(point, report):
+        for step in (1, 2, 3, 2, 4):  # a NaN at step 3 of the first design, a step back
+            value = math.nan if step == 3 and point["w"] < 0.5 else final_value(point)
+            try:
+                report(step, value)
+            except Exception:
+                pass
+        return final_value(point)
+
+    executor = cf.ThreadPoolExecutor(1) if pool else None
+    with pytest.raises(ObjectiveError, match="every training failed"):
+        bojax.minimize(train, SPACE, max_step=4, early_stopping="none", initial=3, iterations=0,
+                       executor=executor, progress=False, seed=0, out=tmp_path)  # fmt: skip
+    history = Journal(tmp_path).read()
+    errors = [r["error"] for r in history]
+    assert len(history) == 3 and all(r["status"] == "failed" for r in history), errors
+    assert all(e.startswith("ValueError: report(step, value):") for e in errors)
+    assert any("finite number, got nan" in e for e in errors)
+    assert any("whole number above the last one (3), got 2" in e for e in errors)
+
+
 def test_failing_and_misreporting_trainings_are_recorded_and_the_run_goes_on():
     calls = []
 

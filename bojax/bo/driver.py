@@ -31,8 +31,8 @@ forever. The objective's own errors are recorded at once, never retried. With
 (:mod:`bojax.bo.isolation`), so a hang or a crash fails only that evaluation. A run
 holds its folder's lock (:meth:`~bojax.bo.journal.Journal.lock`) while it runs. With a
 ``timeout`` the driver never waits forever either: an evaluation the executor has not
-answered ``NO_ANSWER_GRACE`` seconds past its timeout (and its process's start,
-``bojax.bo.isolation.STARTUP_SECONDS``) counts as lost.
+answered within :func:`bojax.bo.isolation.answer_limit` of its submission counts as
+lost.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ from bojax.bo.evaluation import (
     refused,
     short_repr,
 )
-from bojax.bo.isolation import STARTUP_SECONDS, evaluate_isolated
+from bojax.bo.isolation import answer_limit, evaluate_isolated
 from bojax.bo.journal import Journal, objective_name, run_header
 from bojax.bo.loop import BOState, ask_batch, fit_models, init, model_based
 from bojax.bo.loop import tell as tell_state
@@ -80,11 +80,6 @@ TIMED_OUT = "time_budget spent"
 
 # The longest single wait for the executor; the loop waits again after it.
 MAX_WAIT = 86400.0
-
-# Seconds past its ``timeout`` (at least; or the timeout itself, if longer) that the
-# driver waits for an executor's answer before it counts the evaluation as lost: room for
-# a process start, imports and a busy scheduler.
-NO_ANSWER_GRACE = 60.0
 
 
 @dataclass(frozen=True)
@@ -442,11 +437,8 @@ class _Run:
         self.began: dict[cf.Future, float] = {}  # perf_counter as each was handed over
         # With a timeout, an executor that has not answered well after it is lost: the
         # evaluation's own process enforces the timeout, this only catches a silent worker.
-        timeout = settings.timeout
         # (an isolated evaluation's timeout starts once its process has started)
-        self.answer_limit = (
-            None if timeout is None else STARTUP_SECONDS + timeout + max(NO_ANSWER_GRACE, timeout)
-        )
+        self.answer_limit = answer_limit(settings.timeout)
         self.queued: list[Flight] = []  # to issue again before asking for new points
         self.starting: list[Flight] = []  # handed to the executor, not yet running
         self.bar: _Progress | None = None

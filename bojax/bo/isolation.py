@@ -86,6 +86,19 @@ STARTED = "started"  # the child's mark that its task is loaded (imports done)
 # How long a process may take to start and load its task before it counts as failed
 # (the timeout then counts from the task's start).
 STARTUP_SECONDS = 120.0
+# Seconds past its ``timeout`` (at least; or the timeout itself, if longer) that a run
+# waits for an executor's answer before it counts the evaluation or segment as lost:
+# room for a process start, imports and a busy scheduler.
+NO_ANSWER_GRACE = 60.0
+
+
+def answer_limit(timeout: float | None) -> float | None:
+    """Seconds after handing work with ``timeout`` to an executor past which an answer
+    is given up (a hung worker, a task its scheduler dropped): the process's start, the
+    timeout and the grace; None without a timeout (nothing bounds the work)."""
+    if timeout is None:
+        return None
+    return STARTUP_SECONDS + timeout + max(NO_ANSWER_GRACE, timeout)
 
 
 @functools.cache
@@ -216,8 +229,15 @@ def _child(sent: str, outcome: str) -> None:
     else:
         (Path(sent).parent / STARTED).touch()  # the parent's timeout starts now
         result = (True, task(*args))
+    try:
+        payload = cloudpickle.dumps(result)
+    except Exception as error:  # pickling runs user code (__reduce__): anything may raise
+        payload = cloudpickle.dumps(
+            (False, f"its result cannot be sent back from its process: {type(error).__name__}: "
+                    f"{error}")
+        )  # fmt: skip
     partial = Path(outcome + ".tmp")
-    partial.write_bytes(cloudpickle.dumps(result))
+    partial.write_bytes(payload)
     os.replace(partial, outcome)
 
 

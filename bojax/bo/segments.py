@@ -27,14 +27,15 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import time
+import warnings
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from bojax.bo.evaluation import Inline, as_executor, concurrency, failure_text, refused
-from bojax.bo.isolation import run_isolated
+from bojax.bo.isolation import answer_limit, run_isolated
 from bojax.bo.stepwise import (
     Checkpoint,
     Opened,
@@ -47,6 +48,7 @@ from bojax.bo.stepwise import (
     outcome,
     past_max_step,
     raise_late_report,
+    remembered,
     starts_after,
     takes,
 )
@@ -86,6 +88,7 @@ class SegmentReport:
         self.complete = False
         self.paused = False  # StopTraining raised to pause it (a training may swallow it)
         self.closed = False  # the segment ended: a late report is refused
+        self.refused: str | None = None  # a report refused: the segment fails (remembered)
         self.seconds, self.tick = seconds, time.perf_counter()
 
     def __call__(
@@ -97,13 +100,15 @@ class SegmentReport:
             raise StopTraining("the training said its last step was its last")
         if self.paused:  # it caught the pause (a trainer thread's report) and went on
             raise StopTraining("paused: no report is taken after the pause")
-        step = check_step(step, self.last)
+        with remembered(self):
+            step = check_step(step, self.last)
         if step > self.max_step:
             past_max_step(step, self.max_step, self.curve[-1][0] if self.curve else self.after)
             self.complete = True
             raise StopTraining(f"past max_step = {self.max_step}")
-        value = checked_value(value)
-        given, now = checked_seconds(seconds), time.perf_counter()
+        with remembered(self):
+            value = checked_value(value)
+            given, now = checked_seconds(seconds), time.perf_counter()
         self.seconds += now - self.tick if given is None else given
         self.tick = now
         self.charged += step - self.last
@@ -152,11 +157,15 @@ def run_segment(
     try:
         returned = call_train(train, dict(point), report, **kwargs)
     except StopTraining:
+        if report.refused is not None:
+            return report.ended("failed", error=report.refused)
         return report.ended("complete" if report.complete else "paused")
     except KeyboardInterrupt:  # Ctrl-C stops the run, not the design
         raise
     except BaseException as error:  # user code: record, don't end the run
-        return report.ended("failed", error=failure_text(error))
+        return report.ended("failed", error=report.refused or failure_text(error))
+    if report.refused is not None:  # it caught the ValueError and went on
+        return report.ended("failed", error=report.refused)
     if report.paused:  # it returned after the pause, which it caught: paused all the same
         return report.ended("paused")
     earlier = [[after, 0.0]] if after else []  # a value was recorded before this segment
@@ -167,8 +176,30 @@ def run_segment(
 def run_segment_isolated(timeout: float | None, *args: Any) -> Segment:
     """:func:`run_segment` (``args`` are its arguments) in a fresh process, killed after
     ``timeout`` seconds: a timeout or a crash is a failed segment saying why."""
-    done, result = run_isolated(run_segment, args, timeout)
+    done, result = run_isolated(portable_segment, args, timeout)
     return result if done else Segment([], 0, "failed", None, result)
+
+
+def portable_segment(*args: Any) -> Segment:
+    """:func:`run_segment` in a process of its own: a checkpoint that cannot be pickled
+    back (one holding a lock) is dropped, with a warning, so the steps come back (the
+    design thaws from its first step), as an inline run drops it from its journal
+    (:func:`bojax.bo.stepwise.save_checkpoint`). Before, the whole segment failed."""
+    import cloudpickle
+
+    segment = run_segment(*args)
+    if segment.checkpoint is None:
+        return segment
+    try:
+        cloudpickle.dumps(segment.checkpoint)
+    except Exception as error:  # pickling runs user code (__reduce__): anything may raise
+        warnings.warn(
+            f"a training's checkpoint cannot leave its process ({failure_text(error)}); "
+            "the design is trained again from its first step when it continues",
+            stacklevel=2,
+        )
+        return replace(segment, checkpoint=None)
+    return segment
 
 
 @dataclass
@@ -179,6 +210,7 @@ class _Open:
     opened: Opened
     attempts: int = 0
     reserved: int = 0  # steps its segment in flight may charge
+    lost: str | None = None  # why its last segment was lost, while it waits for a retry
 
     @property
     def training(self):
@@ -187,6 +219,9 @@ class _Open:
     @property
     def step(self) -> int:
         return self.opened.training.recorded
+
+
+NOT_STARTED = "the run ended before its training reported a step"
 
 
 def _lost(attempts: int, error: Exception) -> str:
@@ -205,6 +240,10 @@ class _Pooled:
         self.running: dict[cf.Future, Any] = {}
         self.reserved = 0  # steps the segments in flight may charge
         self.retries = settings.retries
+        # With a timeout, a segment the executor has not answered within this is lost
+        # (a hung worker, a dropped task), as the plain driver's evaluations are.
+        self.answer_limit = answer_limit(settings.timeout)
+        self.submitted: dict[cf.Future, float] = {}  # perf_counter at each submission
 
     def loop(self, bar) -> None:
         """Run until the budget is spent and every segment is back."""
@@ -215,8 +254,12 @@ class _Pooled:
                     break
                 done, _ = cf.wait(self.running, timeout=MAX_WAIT, return_when="FIRST_COMPLETED")
                 for future in done:
+                    self.submitted.pop(future, None)
                     record = self._finish(future)
                     if record is not None:
+                        bar.update(record)
+                if not done:
+                    for record in self._give_up_overdue():
                         bar.update(record)
             for record in self._drain():
                 bar.update(record)
@@ -231,13 +274,40 @@ class _Pooled:
     def _segment(self, args: tuple, attempt: int) -> cf.Future:
         try:
             if self.settings.isolated:
-                return self.pool.submit(run_segment_isolated, self.settings.timeout, *args, attempt)
-            return self.pool.submit(run_segment, *args, attempt)
+                future = self.pool.submit(
+                    run_segment_isolated, self.settings.timeout, *args, attempt
+                )
+            else:
+                future = self.pool.submit(run_segment, *args, attempt)
         except Exception as error:  # a broken pool (a process died) or one shut down
             future, why = refused(error)  # lost: retried, then journalled failed
             if self.limits is not None:
                 self.limits.refused = self.limits.refused or why
-            return future
+        self.submitted[future] = time.perf_counter()
+        return future
+
+    def _give_up_overdue(self) -> list[dict[str, Any]]:
+        """Segments the executor has not answered within ``answer_limit``, taken back as
+        lost (retried, then their design failed); the records that ends."""
+        if self.answer_limit is None:
+            return []
+        now, records = time.perf_counter(), []
+        overdue = [f for f in self.running if now - self.submitted[f] >= self.answer_limit]
+        for future in sorted(overdue, key=self.submitted.__getitem__):
+            future.cancel()
+            self.submitted.pop(future)
+            lost = cf.Future()
+            lost.set_exception(
+                TimeoutError(
+                    f"the executor gave no answer {self.answer_limit:g} s after the segment "
+                    f"was handed to it (timeout={self.settings.timeout:g} s)"
+                )
+            )
+            self.running[lost] = self.running.pop(future)
+            record = self._finish(lost)
+            if record is not None:
+                records.append(record)
+        return records
 
     def _fill(self) -> None:
         raise NotImplementedError
@@ -303,7 +373,13 @@ class PooledSteps(_Pooled):
             self.run.in_flight.pop(design, None)
         self.restarts = []
         self.run.save_progress()
-        return [self._end(design, "stopped") for design in list(self.ready)]
+        # A design whose first segment was lost and not retried has no value to stop at.
+        return [
+            self._end(design, "stopped")
+            if self.open[design].training.curve
+            else self._end(design, "failed", error=self.open[design].lost or NOT_STARTED)
+            for design in list(self.ready)
+        ]
 
     def _fill(self) -> None:
         """Hand out segments while workers and budget are free: continuations first."""
@@ -364,11 +440,12 @@ class PooledSteps(_Pooled):
         try:
             segment: Segment = future.result()
         except Exception as lost:  # the executor lost it (a killed worker, a broken pool)
+            entry.lost = _lost(entry.attempts, lost)
             if entry.attempts <= self.retries:
                 self.ready.appendleft(design)
                 return None
-            return self._end(design, "failed", error=_lost(entry.attempts, lost))
-        entry.attempts = 0
+            return self._end(design, "failed", error=entry.lost)
+        entry.attempts, entry.lost = 0, None
         training = entry.training
         self.run.spent += segment.charged
         training.charged += segment.charged

@@ -199,6 +199,7 @@ class _Training:
     reported: int = 0  # the last step this call of train reported
     error: str | None = None  # why it failed (over == "failed")
     closed: bool = False  # journalled: a late report (a stashed report, a thread) is refused
+    refused: str | None = None  # a report refused (its step or value): the training fails
 
     @property
     def recorded(self) -> int:
@@ -237,13 +238,15 @@ class _Reporter:
             raise StopTraining("the training said its last step was its last")
         if training.over is not None:  # it caught the stop (a trainer thread's report)
             raise StopTraining(f"stopped ({training.over}): no report is taken after it")
-        step = check_step(step, training.reported)
+        with remembered(training):
+            step = check_step(step, training.reported)
         if step > run.max_step:
             past_max_step(step, run.max_step, training.recorded)
             training.over = "max_step"
             raise StopTraining(f"past max_step = {run.max_step}")
-        value = checked_value(value)
-        checked_seconds(seconds)
+        with remembered(training):
+            value = checked_value(value)
+            checked_seconds(seconds)
         run.spent += step - training.reported
         training.charged += step - training.reported
         training.reported = step
@@ -535,6 +538,8 @@ class StepRun:
             raise
         except BaseException as raised:  # user code, sys.exit too: this design fails
             status, error = "failed", failure_text(raised)
+        if training.refused is not None:  # it caught the ValueError and went on
+            status, y, error = "failed", None, training.refused
         repeated = training.charged > training.recorded  # continued from an older checkpoint
         return self.end(opened, status, y, error, training.charged if repeated else None)
 
@@ -1098,6 +1103,18 @@ def load_checkpoint(journal: Journal, design: int, recorded: int) -> Checkpoint 
         )
         return None
     return None if saved.step is not None and saved.step > recorded else saved
+
+
+@contextlib.contextmanager
+def remembered(holder: Any):
+    """Keep the first refused report's reason on ``holder`` (its ``refused``): a training
+    that catches the ValueError (an ``except Exception`` that logs and goes on) fails all
+    the same, instead of ending ``ok`` with the step missing from its curve (review)."""
+    try:
+        yield
+    except ValueError as error:
+        holder.refused = holder.refused or failure_text(error)
+        raise
 
 
 def check_step(step: Any, last: int) -> int:
