@@ -957,6 +957,10 @@ def test_finishing_a_training_with_no_step_told_fails_it_in_trainings_words():
     record = trainings.finish(design, 0.5)
     assert record["status"] == "failed" and "finish(0) came with no step told" in record["error"]
     assert "report(" not in record["error"]  # a step-wise objective's words
+    design, _ = trainings.ask()
+    trainings.tell(design, 1, 0.4)
+    record = trainings.finish(design, math.nan)
+    assert record["error"] == f"finish({design}, value=nan): the value is not a finite number"
 
 
 def test_worker_threads_share_one_journalled_trainings(tmp_path):

@@ -839,6 +839,8 @@ class Trainings:
                     f"finish({design}) came with no step told: call tell(design, step, "
                     "value) after each step (epoch) first"
                 )
+            elif error is not None:
+                error = f"finish({design}, value={value!r}): the value is not a finite number"
         del self._open[design]
         self._stopped.discard(design)
         record = self._run.end(opened, status, y, error)
