@@ -2359,6 +2359,52 @@ def test_a_kill_between_the_curve_and_its_checkpoint_repeats_one_step(tmp_path):
     assert trained[:7] == [1, 2, 3, 4, 5, 5, 6] and trained.count(1) == 1  # (step 5 charged)
 
 
+@pytest.mark.slow  # 10 s: three runs, one killed in a subprocess
+def test_a_batch_killed_after_one_of_its_designs_was_stopped_resumes_to_the_same_run(tmp_path):
+    """Design 1 stopped by the scheduler, design 0 of its batch still training, then the
+    driver dies: the resume journalled design 1 at once and batched design 0 with a new
+    design, so every later record differed (review). A batch's trainings start again from
+    step 1, so the stopped one trains again beside design 0."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import math, os, signal, sys, bojax
+        from bojax.parameters import Real
+        from bojax.bo.stepwise import StopTraining
+        calls = [0]
+        def train(point, report):
+            return batch([point], [report])[0]
+        def batch(points, reports):
+            live = list(range(len(points)))
+            for step in range(1, 10):
+                for i in list(live):
+                    calls[0] += 1
+                    if sys.argv[1] == "kill" and calls[0] == 5:
+                        os.kill(os.getpid(), signal.SIGKILL)
+                    try:
+                        reports[i](step, points[i]["x"] + 1.0 / step)
+                    except StopTraining:
+                        live.remove(i)
+            return [p["x"] for p in points]
+        train.batch = batch
+        bojax.minimize(train, bojax.Space([Real("x", 0.0, 1.0)]), q=2, max_step=9,
+                       early_stopping="asha", initial=2, iterations=3, surrogate="gp-map",
+                       progress=False, seed=1, out=sys.argv[2], resume=sys.argv[1] == "resume")
+    """)
+    runs = {name: str(tmp_path / name) for name in ("whole", "killed")}
+    subprocess.run([sys.executable, "-c", code, "whole", runs["whole"]], check=True)
+    killed = subprocess.run([sys.executable, "-c", code, "kill", runs["killed"]])
+    assert killed.returncode == -9
+    pending = json.loads((tmp_path / "killed" / "pending.json").read_text())
+    assert [e.get("over") for e in pending] == [None, "scheduler"]  # the case in question
+    subprocess.run([sys.executable, "-c", code, "resume", runs["killed"]], check=True)
+    keys = ("x", "u", "y", "status", "curve", "phase")
+    read = [[{k: r[k] for k in keys} for r in Journal(path).read()] for path in runs.values()]
+    assert read[0] == read[1]
+
+
 def test_a_training_killed_after_its_last_report_finishes_from_its_checkpoint_in_a_pool(
     tmp_path,
 ):

@@ -396,9 +396,13 @@ class StepRun:
                 )
             # It had ended: journalled as it ended (by the caller). A training that ended
             # by itself (last=True, max_step) under minimize trains again: its record's
-            # value is what train returns, not its last report.
+            # value is what train returns, not its last report. A batch run's trainings
+            # start again from step 1, so an ended one trains again beside its batch's
+            # others: journalled at once, it came before them and a new design joined
+            # them, and the resumed run parted from the uninterrupted one (review).
             if entry.get("over") is not None and (
-                self.train is None or entry["over"] not in (*COMPLETE, "failed")
+                self.train is None
+                or (self.continues and entry["over"] not in (*COMPLETE, "failed"))
             ):
                 self._ended(entry, training)
                 started = time.perf_counter() - float(entry["seconds"])
