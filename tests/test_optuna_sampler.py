@@ -902,13 +902,23 @@ def test_ranges_bojax_cannot_model_go_to_the_independent_sampler_and_large_grids
     """An int range past 2**53 raised SpaceDefinitionError inside suggest_int (the study
     stopped); a stepped grid of 10 million values, modelled as an ordinal, took a minute
     and 3 GB for 7 trials: it is modelled on its interval and proposals are put on it."""
-    from optuna.distributions import IntDistribution
+    from optuna.distributions import FloatDistribution, IntDistribution
 
-    from bojax.integrations.optuna import _parameter
+    from bojax.integrations.optuna import _on_step, _parameter
     from bojax.spaces import Integer
 
     assert isinstance(_parameter("n", IntDistribution(0, 2 * 10**7, step=2)), Integer)
     assert _parameter("seed", IntDistribution(0, 2**62)) is None
+    small = FloatDistribution(0.0, 0.3, step=0.1)  # an ordinal: its values stay as they are
+    assert _on_step("x", small, 0.3) == 0.3  # (a floor of 0.3 / 0.1 once made it 0.2)
+
+    class Strict(optuna.samplers.RandomSampler):
+        """Past the startup trials only the unmodelled seed may come from here: an
+        off-grid relative proposal would fall back to it (Optuna checks the value)."""
+
+        def sample_independent(self, study, trial, name, distribution):
+            assert trial.number < 5 or name == "seed", (trial.number, name)
+            return super().sample_independent(study, trial, name, distribution)
 
     def objective(trial):
         seed = trial.suggest_int("seed", 0, 2**62)
@@ -916,7 +926,8 @@ def test_ranges_bojax_cannot_model_go_to_the_independent_sampler_and_large_grids
         y = trial.suggest_float("y", 0.0, 1.0, step=1e-7)
         return abs(n - 10**6) / 1e7 + y + (seed % 7) * 1e-3
 
-    study = optuna.create_study(sampler=BojaxSampler(surrogate="gp-map", seed=0))
+    sampler = BojaxSampler(surrogate="gp-map", seed=0, independent_sampler=Strict(seed=0))
+    study = optuna.create_study(sampler=sampler)
     study.optimize(objective, n_trials=8)
     assert all(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
     for t in study.trials:

@@ -131,29 +131,38 @@ GRID_LIMIT = 2**20
 
 def _numeric(name: str, d: BaseDistribution) -> Parameter | None:
     if isinstance(d, FloatDistribution):
-        steps = None if d.step is None else round((d.high - d.low) / d.step)
+        steps = _grid_steps(d)
         if steps is None or steps >= GRID_LIMIT:
             return Real(name, d.low, d.high, log=d.log)
         # The values Optuna stores (low + k * step, the top clipped to high: 0.1 * 3 is
         # 0.30000000000000004, past a high of 0.3).
         return Ordinal(name, tuple(min(d.low + k * d.step, d.high) for k in range(steps + 1)))
     if isinstance(d, IntDistribution):
-        if d.step == 1 or (d.high - d.low) // d.step >= GRID_LIMIT:
+        if d.step == 1 or _grid_steps(d) >= GRID_LIMIT:
             return Integer(name, d.low, d.high, log=d.log)
         return Ordinal(name, tuple(range(d.low, d.high + 1, d.step)))
     return None
 
 
-def _on_step(d: BaseDistribution, value: Any) -> Any:
-    """A proposal on a large stepped grid modelled on its interval, put on the grid
-    (``low + k step``, Optuna's values); any other value as it is."""
-    step = getattr(d, "step", None)
-    if step is None or step == 1 or isinstance(d, CategoricalDistribution):
-        return value
-    k = min(round((value - d.low) / step), int((d.high - d.low) // step))
+def _grid_steps(d: BaseDistribution) -> int | None:
+    """The index of a stepped distribution's top value (``low + k step``), None without
+    a step."""
+    if d.step is None:
+        return None
     if isinstance(d, IntDistribution):
-        return int(d.low + k * step)
-    return min(d.low + k * step, d.high)
+        return (d.high - d.low) // d.step
+    return round((d.high - d.low) / d.step)
+
+
+def _on_step(name: str, d: BaseDistribution, value: Any) -> Any:
+    """A proposal on a large stepped grid modelled on its interval (``GRID_LIMIT``), put
+    on the grid (``low + k step``, Optuna's values); any other value as it is."""
+    if getattr(d, "step", None) in (None, 1) or isinstance(_parameter(name, d), Ordinal):
+        return value
+    k = min(max(round((value - d.low) / d.step), 0), _grid_steps(d))
+    if isinstance(d, IntDistribution):
+        return int(d.low + k * d.step)
+    return min(d.low + k * d.step, d.high)
 
 
 def _sized(value: Any) -> bool:
@@ -351,7 +360,7 @@ class BojaxSampler(BaseSampler):
         self._proposed[(study.study_name, trial.number)] = (space_key, points[0])
         proposal = space.from_unit(points[0])
         # Python ints and floats, as the parameters' kinds decode
-        return {name: _on_step(search_space[name], value) for name, value in proposal.items()}
+        return {name: _on_step(name, search_space[name], v) for name, v in proposal.items()}
 
     def _study_settings(self, study: Study, trials: list[FrozenTrial]):
         """``(settings, outcome)``: the run settings for this study and ``outcome(trial)``,
