@@ -617,6 +617,33 @@ def test_a_segment_the_executor_never_answers_is_retried_then_its_design_fails(
     assert all("gave no answer 0.1 s after the segment" in r["error"] for r in lost)
 
 
+def test_a_segment_that_answers_as_its_limit_passes_is_taken_not_given_up(monkeypatch):
+    """The overdue check cancelled a future that had just completed, and the segment's
+    steps were trained again (review)."""
+    import types
+
+    from bojax.bo import segments
+
+    monkeypatch.setattr(isolation, "NO_ANSWER_GRACE", 0.0)
+    monkeypatch.setattr(isolation, "STARTUP_SECONDS", 0.0)
+
+    class Pooled(segments._Pooled):
+        def _finish(self, future):
+            self.running.pop(future)
+            return {"outcome": future.exception() or future.result()}
+
+    pooled = Pooled(None, 1, types.SimpleNamespace(retries=1, timeout=0.01, isolated=True))
+    late, dropped = concurrent.futures.Future(), concurrent.futures.Future()
+    for future in (late, dropped):
+        pooled.running[future] = 0
+        pooled.submitted[future] = time.perf_counter() - 1.0
+    late.set_result("nine steps")
+    records = pooled._give_up_overdue()
+    assert list(pooled.running) == [late]  # left to the next wait
+    assert [type(r["outcome"]) for r in records] == [TimeoutError]
+    assert pooled._until_overdue() == 0.0
+
+
 def test_a_step_wise_run_on_a_pool_that_refuses_work_fails_its_design_with_the_reason():
     """The refused first segment left its design queued with no curve, and ending the run
     stopped it at its last value: an IndexError (review)."""
@@ -648,6 +675,22 @@ def test_a_checkpoint_that_cannot_leave_its_process_is_dropped_and_the_steps_com
     # Any other result that cannot be pickled back fails with that reason.
     done, why = isolation.run_isolated(threading.Lock, (), timeout=None)
     assert not done and "result cannot be sent back from its process" in why
+
+    class Elsewhere(concurrent.futures.Executor):  # a process or Dask pool, run here
+        _max_workers = 1
+
+        def submit(self, fn, *args):
+            future = concurrent.futures.Future()
+            future.set_result(fn(*args))
+            return future
+
+    run = dict(max_step=3, early_stopping="none", initial=1, iterations=0, **FAST)
+    with pytest.warns(UserWarning, match="checkpoint cannot leave its process"):
+        pooled = bojax.minimize(train, SPACE, executor=Elsewhere(), **run)
+    isolated = bojax.minimize(train, SPACE, isolate=True, **run)  # (warned in the child)
+    for result in (pooled, isolated):
+        assert [r["status"] for r in result.history] == ["ok"]
+        assert [s for s, _ in result.history[0]["curve"]] == [1, 2, 3]
 
 
 # -- chaos: hangs, worker crashes and driver kills on Dask, with resumes ----------------------

@@ -222,7 +222,7 @@ class _Replay:
     """A bar over the fits a resume replays (rich), or nothing."""
 
     def __init__(self, enabled: bool, total: int):
-        self.enabled, self.total = enabled, total
+        self.enabled, self.total, self.done = enabled, total, 0
 
     def __enter__(self):
         if self.enabled:
@@ -238,11 +238,13 @@ class _Replay:
         return self
 
     def advance(self) -> None:
+        self.done += 1
         if self.enabled:
             self.progress.update(self.task, advance=1)
 
     def __exit__(self, *exc):
-        if self.enabled:
+        if self.enabled:  # (the total counted asks that fit nothing: every one failed)
+            self.progress.update(self.task, total=self.done)
             self.progress.__exit__(*exc)
         return False
 
@@ -495,8 +497,9 @@ class _Run:
                 )
                 for future in sorted(done, key=lambda f: self.running[f].proposal):
                     state = self._finish(state, future)
-                if not done:
-                    state = self._give_up_overdue(state)
+                # (on every pass: evaluations that keep finishing elsewhere must not hide
+                # one the executor dropped)
+                state = self._give_up_overdue(state)
                 # Let the finished futures go: Dask keeps a result while its future lives,
                 # and computes it again if the worker that holds it dies.
                 done = future = None
@@ -516,9 +519,16 @@ class _Run:
 
     def _give_up_overdue(self, state: BOState) -> BOState:
         """Treat evaluations the executor has not answered within ``answer_limit`` as lost
-        (a hung worker, a task its scheduler dropped): resubmit or record them."""
+        (a hung worker, a task its scheduler dropped): resubmit or record them. One that
+        has just answered is left to the next wait."""
+        if self.answer_limit is None:
+            return state
         now = time.perf_counter()
-        overdue = [f for f in self.running if now - self.submitted[f] >= self.answer_limit]
+        overdue = [
+            f
+            for f in self.running
+            if now - self.submitted[f] >= self.answer_limit and not f.done()  # (else next wait's)
+        ]
         for future in sorted(overdue, key=lambda f: self.running[f].proposal):
             flight = self.running.pop(future)
             self.submitted.pop(future)

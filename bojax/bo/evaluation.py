@@ -58,6 +58,18 @@ def refused(error: Exception) -> tuple[cf.Future, str]:
 ERROR_LIMIT = 2000
 
 
+def pickled(value: Any) -> tuple[bytes | None, str | None]:
+    """``(cloudpickle's bytes of value, None)``, or ``(None, why)`` where it cannot be
+    pickled (one holding a lock, an open file). Pickling runs user code (``__reduce__``):
+    anything may raise."""
+    import cloudpickle
+
+    try:
+        return cloudpickle.dumps(value), None
+    except Exception as error:
+        return None, failure_text(error)
+
+
 def failure_text(error: BaseException) -> str:
     """How a failed evaluation is journalled: ``"Type: message"``, or the exit status
     of an objective that called ``sys.exit``; cut to ``ERROR_LIMIT`` characters, and

@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bojax.bo.evaluation import Objective, Outcome, evaluate
+from bojax.bo.evaluation import Objective, Outcome, evaluate, pickled
 
 
 def _signal_name(number: int) -> str:
@@ -229,13 +229,11 @@ def _child(sent: str, outcome: str) -> None:
     else:
         (Path(sent).parent / STARTED).touch()  # the parent's timeout starts now
         result = (True, task(*args))
-    try:
-        payload = cloudpickle.dumps(result)
-    except Exception as error:  # pickling runs user code (__reduce__): anything may raise
+    payload, why = pickled(result)
+    if payload is None:
         payload = cloudpickle.dumps(
-            (False, f"its result cannot be sent back from its process: {type(error).__name__}: "
-                    f"{error}")
-        )  # fmt: skip
+            (False, f"its result cannot be sent back from its process: {why}")
+        )
     partial = Path(outcome + ".tmp")
     partial.write_bytes(payload)
     os.replace(partial, outcome)

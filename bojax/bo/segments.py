@@ -34,7 +34,14 @@ from typing import Any
 
 import numpy as np
 
-from bojax.bo.evaluation import Inline, as_executor, concurrency, failure_text, refused
+from bojax.bo.evaluation import (
+    Inline,
+    as_executor,
+    concurrency,
+    failure_text,
+    pickled,
+    refused,
+)
 from bojax.bo.isolation import answer_limit, run_isolated
 from bojax.bo.stepwise import (
     Checkpoint,
@@ -102,8 +109,10 @@ class SegmentReport:
             raise StopTraining("paused: no report is taken after the pause")
         with remembered(self):
             step = check_step(step, self.last)
+            if step > self.max_step:
+                reached = self.curve[-1][0] if self.curve else self.after
+                past_max_step(step, self.max_step, reached)
         if step > self.max_step:
-            past_max_step(step, self.max_step, self.curve[-1][0] if self.curve else self.after)
             self.complete = True
             raise StopTraining(f"past max_step = {self.max_step}")
         with remembered(self):
@@ -181,25 +190,23 @@ def run_segment_isolated(timeout: float | None, *args: Any) -> Segment:
 
 
 def portable_segment(*args: Any) -> Segment:
-    """:func:`run_segment` in a process of its own: a checkpoint that cannot be pickled
-    back (one holding a lock) is dropped, with a warning, so the steps come back (the
-    design thaws from its first step), as an inline run drops it from its journal
+    """:func:`run_segment` in a process of its own (isolated, or a process or Dask
+    pool's): a checkpoint that cannot be pickled back (one holding a lock) is dropped,
+    with a warning, so the steps come back (the design continues from its first step),
+    as an inline run drops it from its journal
     (:func:`bojax.bo.stepwise.save_checkpoint`). Before, the whole segment failed."""
-    import cloudpickle
-
     segment = run_segment(*args)
     if segment.checkpoint is None:
         return segment
-    try:
-        cloudpickle.dumps(segment.checkpoint)
-    except Exception as error:  # pickling runs user code (__reduce__): anything may raise
-        warnings.warn(
-            f"a training's checkpoint cannot leave its process ({failure_text(error)}); "
-            "the design is trained again from its first step when it continues",
-            stacklevel=2,
-        )
-        return replace(segment, checkpoint=None)
-    return segment
+    payload, why = pickled(segment.checkpoint)
+    if payload is not None:
+        return segment
+    warnings.warn(
+        f"a training's checkpoint cannot leave its process ({why}); the design is trained "
+        "again from its first step when it continues",
+        stacklevel=1,
+    )
+    return replace(segment, checkpoint=None)
 
 
 @dataclass
@@ -252,15 +259,18 @@ class _Pooled:
                 self._fill()
                 if not self.running:
                     break
-                done, _ = cf.wait(self.running, timeout=MAX_WAIT, return_when="FIRST_COMPLETED")
+                done, _ = cf.wait(
+                    self.running, timeout=self._until_overdue(), return_when="FIRST_COMPLETED"
+                )
                 for future in done:
                     self.submitted.pop(future, None)
                     record = self._finish(future)
                     if record is not None:
                         bar.update(record)
-                if not done:
-                    for record in self._give_up_overdue():
-                        bar.update(record)
+                # (on every pass: segments that keep finishing elsewhere must not hide one
+                # the executor dropped)
+                for record in self._give_up_overdue():
+                    bar.update(record)
             for record in self._drain():
                 bar.update(record)
         except KeyboardInterrupt:
@@ -277,8 +287,11 @@ class _Pooled:
                 future = self.pool.submit(
                     run_segment_isolated, self.settings.timeout, *args, attempt
                 )
-            else:
-                future = self.pool.submit(run_segment, *args, attempt)
+            else:  # (a result leaves the process unless the pool is threads)
+                local = isinstance(self.pool, Inline | cf.ThreadPoolExecutor)
+                future = self.pool.submit(
+                    run_segment if local else portable_segment, *args, attempt
+                )
         except Exception as error:  # a broken pool (a process died) or one shut down
             future, why = refused(error)  # lost: retried, then journalled failed
             if self.limits is not None:
@@ -286,13 +299,24 @@ class _Pooled:
         self.submitted[future] = time.perf_counter()
         return future
 
+    def _until_overdue(self) -> float:
+        """Seconds to wait for a segment: until the first one is overdue, at most
+        ``MAX_WAIT``."""
+        if self.answer_limit is None or not self.running:
+            return MAX_WAIT
+        first = min(self.submitted[future] for future in self.running)
+        return min(MAX_WAIT, max(0.0, first + self.answer_limit - time.perf_counter()))
+
     def _give_up_overdue(self) -> list[dict[str, Any]]:
         """Segments the executor has not answered within ``answer_limit``, taken back as
-        lost (retried, then their design failed); the records that ends."""
+        lost (retried, then their design failed); the records that ends. One that has
+        just answered is left to the next wait."""
         if self.answer_limit is None:
             return []
         now, records = time.perf_counter(), []
-        overdue = [f for f in self.running if now - self.submitted[f] >= self.answer_limit]
+        overdue = [
+            f for f in self.running if now - self.submitted[f] >= self.answer_limit and not f.done()
+        ]
         for future in sorted(overdue, key=self.submitted.__getitem__):
             future.cancel()
             self.submitted.pop(future)

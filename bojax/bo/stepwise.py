@@ -68,7 +68,7 @@ import numpy as np
 
 from bojax.bo import schedulers
 from bojax.bo.deadline import Deadline
-from bojax.bo.evaluation import failure_text, finite_number, short_repr, unwrapped
+from bojax.bo.evaluation import failure_text, finite_number, pickled, short_repr, unwrapped
 from bojax.bo.journal import Journal, objective_name, run_header
 from bojax.bo.loop import ask_batch, init, tell
 from bojax.bo.records import ENDED, curve_ok
@@ -240,8 +240,9 @@ class _Reporter:
             raise StopTraining(f"stopped ({training.over}): no report is taken after it")
         with remembered(training):
             step = check_step(step, training.reported)
+            if step > run.max_step:
+                past_max_step(step, run.max_step, training.recorded)
         if step > run.max_step:
-            past_max_step(step, run.max_step, training.recorded)
             training.over = "max_step"
             raise StopTraining(f"past max_step = {run.max_step}")
         with remembered(training):
@@ -373,10 +374,13 @@ class StepRun:
         finished = {int(r.get("proposal", j)) for j, r in enumerate(self.history)}
         resumable = self.continues and self.train is not None and takes(self.train, "checkpoint")
         restored = {}
-        for entry in self.journal.load_pending(self.space):
+        entries = [e for e in self.journal.load_pending(self.space)
+                   if int(e["proposal"]) not in finished]  # fmt: skip
+        # (else killed between the record and the pending file's update)
+        # A batch run's batch that had not returned: some training of it still going.
+        batch_open = not self.continues and any(e.get("over") is None for e in entries)
+        for entry in entries:
             design = int(entry["proposal"])
-            if design in finished:
-                continue  # killed between the record and the pending file's update
             if design in restored:
                 raise JournalError(
                     f"{self.journal.pending_path}: design {design} is in flight twice"
@@ -397,12 +401,14 @@ class StepRun:
             # It had ended: journalled as it ended (by the caller). A training that ended
             # by itself (last=True, max_step) under minimize trains again: its record's
             # value is what train returns, not its last report. A batch run's trainings
-            # start again from step 1, so an ended one trains again beside its batch's
-            # others: journalled at once, it came before them and a new design joined
-            # them, and the resumed run parted from the uninterrupted one (review).
+            # start again from step 1, so while its batch had not returned an ended one
+            # trains again beside the others: journalled at once, it came before them
+            # and a new design joined them, and the resumed run parted from the
+            # uninterrupted one (review). Killed while the returned batch was being
+            # journalled, the ones left are journalled as they ended.
             if entry.get("over") is not None and (
                 self.train is None
-                or (self.continues and entry["over"] not in (*COMPLETE, "failed"))
+                or (not batch_open and entry["over"] not in (*COMPLETE, "failed"))
             ):
                 self._ended(entry, training)
                 started = time.perf_counter() - float(entry["seconds"])
@@ -1056,15 +1062,11 @@ def save_checkpoint(journal: Journal, design: int, checkpoint: Checkpoint) -> No
     pickled (one holding a lock, an open file) is not saved, with a warning: the run goes
     on with it in memory, and a resume trains that design again from its last saved
     checkpoint, or its first step."""
-    import cloudpickle
-
-    try:
-        payload = cloudpickle.dumps(checkpoint)
-    except Exception as error:  # pickling runs user code (__reduce__): anything may raise
+    payload, why = pickled(checkpoint)
+    if payload is None:
         warnings.warn(
-            f"a training's checkpoint cannot be saved to {journal.folder} "
-            f"({failure_text(error)}); a resume trains such a design again from its last "
-            "saved checkpoint, or its first step",
+            f"a training's checkpoint cannot be saved to {journal.folder} ({why}); a resume "
+            "trains such a design again from its last saved checkpoint, or its first step",
             stacklevel=2,
         )
         return
