@@ -431,15 +431,20 @@ def test_one_constrained_objective_goes_local():
 
 
 # -- several objectives (MORBO's rules, one region) -------------------------------------
-def test_joining_the_front_is_a_success_and_anything_weakly_dominated_a_miss():
+def test_moving_the_front_is_a_success_and_anything_weakly_dominated_a_miss():
     rng = np.random.default_rng(5)
     objectives = rng.integers(0, 4, size=(60, 2)).astype(float)  # many ties and repeats
+    on_front = np.flatnonzero(loop.multiobjective.pareto.pareto_mask(objectives[:40]))
+    objectives[40] = objectives[on_front[0]] - 1e-6  # beats that front point by a hair
     feasible = rng.uniform(size=60) < 0.8
+    feasible[:41] = True
     joined = trust.front_improvements(objectives, feasible)
     for k in range(60):
         earlier = objectives[:k][feasible[:k]]
-        expected = feasible[k] and not np.any(np.all(earlier <= objectives[k], axis=1))
-        assert joined[k] == expected, k
+        spread = np.ptp(earlier, axis=0) if len(earlier) else 0.0
+        better = earlier <= objectives[k] + trust.IMPROVEMENT * spread
+        assert joined[k] == (feasible[k] and not np.any(np.all(better, axis=1))), k
+    assert not joined[40]  # a near-copy of an earlier point (1e-6 better) is no success
 
 
 def test_a_front_region_visits_the_front_in_turn_and_counts_new_front_points():
@@ -497,6 +502,24 @@ def test_several_objectives_past_exact_limit_fit_local_models_against_the_whole_
     u, _, info = loop.ask(state)
     lower, upper = models.area.lower, models.area.upper
     assert info["local_points"] == 12 and np.all((u >= lower - 1e-12) & (u <= upper + 1e-12))
+    # the box is short wherever either objective varies fast
+    ell = trust.shortest_lengthscales(models.fitted[:2], 3)
+    boxed = trust.with_box(area, space, ell)
+    np.testing.assert_array_equal([boxed.lower, boxed.upper], [lower, upper])
+
+
+def test_several_objectives_box_takes_the_shortest_length_scale_per_coordinate():
+    """ZDT1's f1 reads only x0: its model's length-scales alone pinned x0 to a box 1e-3
+    wide and left x1.. free, along which f2 varies (review)."""
+    from types import SimpleNamespace
+
+    def fitted(*ell):
+        return SimpleNamespace(samples={"kernel": {"lengthscales": np.array(ell)}})
+
+    f1 = fitted([0.1, 1e4, 1e4], [0.3, 1e4, 1e4])  # two draws: mean (0.2, 1e4, 1e4)
+    f2 = fitted([2.0, 0.5, 0.4])
+    np.testing.assert_allclose(trust.shortest_lengthscales([f1, f2], 3), [0.2, 0.5, 0.4])
+    assert trust.shortest_lengthscales([f1, SimpleNamespace()], 3) is None  # a BNN's
 
 
 @pytest.mark.slow  # 13 s each: three runs of sampled GPs past exact_limit

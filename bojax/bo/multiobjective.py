@@ -178,9 +178,9 @@ def fit_models(state, k: int | None = None, area: trust.Region | None = None) ->
         _fit_column(surrogate, jax.random.fold_in(fit_key, i), previous[i], space.dim, x, y)
         for i, y in enumerate(outputs)
     )
-    if area is not None:  # the box follows the objective model's length-scales
-        lengthscales = trust.fitted_lengthscales(fitted[0], space.dim)
-        area = trust.with_box(area, space, lengthscales)
+    if area is not None:  # the box follows the objectives' models' length-scales
+        count = 1 if parego else len(settings.metrics.objectives)
+        area = trust.with_box(area, space, trust.shortest_lengthscales(fitted[:count], space.dim))
     return Models(surrogate, fitted, outputs, x, z, shift, scale, area, feasible)
 
 
