@@ -617,6 +617,49 @@ def test_a_segment_the_executor_never_answers_is_retried_then_its_design_fails(
     assert all("gave no answer 0.1 s after the segment" in r["error"] for r in lost)
 
 
+@pytest.mark.parametrize("stepwise", [False, True])
+def test_a_dropped_task_is_given_up_while_others_keep_finishing(monkeypatch, stepwise):
+    """The overdue check ran only when a wait returned nothing: while the other worker's
+    tasks kept finishing, the dropped one held its worker until the run's end (review)."""
+    monkeypatch.setattr(isolation, "NO_ANSWER_GRACE", 0.05)
+    monkeypatch.setattr(isolation, "STARTUP_SECONDS", 0.0)
+    submitted = []
+
+    class DropsTheFirst:
+        _max_workers = 2
+
+        def submit(self, fn, *args):
+            submitted.append(args)
+            future = concurrent.futures.Future()
+            if len(submitted) > 1:  # run here, unisolated: (timeout, task, ...) or evaluate's
+                if stepwise:
+                    from bojax.bo.segments import run_segment
+
+                    future.set_result(run_segment(*args[1:]))
+                else:
+                    future.set_result(evaluate(*args[:2]))
+            return future
+
+    def value(point):
+        time.sleep(0.02)
+        return (point["x"] - 0.7) ** 2
+
+    def train(point, report):
+        for step in (1, 2):
+            report(step, value(point))
+        return value(point)
+
+    run = dict(executor=DropsTheFirst(), timeout=0.05, initial=30, iterations=0, **FAST)
+    if stepwise:
+        result = bojax.minimize(train, SPACE, max_step=2, early_stopping="none", **run)
+    else:
+        result = bojax.minimize(value, SPACE, **run)
+    first = submitted[0][2 if stepwise else 1]  # the dropped task's point
+    again = [k for k, args in enumerate(submitted) if k and args[2 if stepwise else 1] == first]
+    assert again and again[0] < len(submitted) - 5, (again, len(submitted))
+    assert len(result.history) == 30
+
+
 def test_a_segment_that_answers_as_its_limit_passes_is_taken_not_given_up(monkeypatch):
     """The overdue check cancelled a future that had just completed, and the segment's
     steps were trained again (review)."""

@@ -2370,7 +2370,7 @@ def test_a_kill_between_the_curve_and_its_checkpoint_repeats_one_step(tmp_path):
 @pytest.mark.slow  # 10 s each: three runs, one killed in a subprocess
 @pytest.mark.parametrize(
     "kill, pending_over",
-    [("report", [None, "scheduler"]), ("append", ["scheduler"])],
+    [("report", [None, "scheduler"]), ("ended", ["last", "scheduler"]), ("append", ["scheduler"])],
 )
 def test_a_batch_killed_after_one_of_its_designs_was_stopped_resumes_to_the_same_run(
     tmp_path, kill, pending_over
@@ -2378,7 +2378,8 @@ def test_a_batch_killed_after_one_of_its_designs_was_stopped_resumes_to_the_same
     """Design 1 stopped by the scheduler, design 0 of its batch still training, then the
     driver dies: the resume journalled design 1 at once and batched design 0 with a new
     design, so every later record differed (review). A batch's trainings start again from
-    step 1, so the stopped one trains again beside design 0; killed after the batch
+    step 1, so the stopped one trains again beside design 0, also when design 0 had
+    ended too (its last step) but the batch had not returned; killed after the batch
     returned, between its records, the stopped one is journalled at once."""
     import subprocess
     import sys
@@ -2408,9 +2409,11 @@ def test_a_batch_killed_after_one_of_its_designs_was_stopped_resumes_to_the_same
                     if sys.argv[1] == "report" and calls[0] == 5:
                         os.kill(os.getpid(), signal.SIGKILL)
                     try:
-                        reports[i](step, points[i]["x"] + 1.0 / step)
+                        reports[i](step, points[i]["x"] + 1.0 / step, last=step == 9)
                     except StopTraining:
                         live.remove(i)
+            if sys.argv[1] == "ended":  # the first batch's designs ended, not returned
+                os.kill(os.getpid(), signal.SIGKILL)
             return [p["x"] for p in points]
         train.batch = batch
         bojax.minimize(train, bojax.Space([Real("x", 0.0, 1.0)]), q=2, max_step=9,

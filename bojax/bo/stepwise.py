@@ -200,6 +200,7 @@ class _Training:
     error: str | None = None  # why it failed (over == "failed")
     closed: bool = False  # journalled: a late report (a stashed report, a thread) is refused
     refused: str | None = None  # a report refused (its step or value): the training fails
+    returned: bool = False  # its batch call returned (a batch run's resume reads it)
 
     @property
     def recorded(self) -> int:
@@ -341,6 +342,8 @@ class StepRun:
                 entry["seconds"] = time.perf_counter() - o.started
             if training.error is not None:
                 entry["error"] = training.error
+            if training.returned:
+                entry["returned"] = True
             entries.append(entry)
         self.journal.save_pending(entries)
         self._saved_at = time.monotonic()
@@ -377,8 +380,9 @@ class StepRun:
         entries = [e for e in self.journal.load_pending(self.space)
                    if int(e["proposal"]) not in finished]  # fmt: skip
         # (else killed between the record and the pending file's update)
-        # A batch run's batch that had not returned: some training of it still going.
-        batch_open = not self.continues and any(e.get("over") is None for e in entries)
+        # A batch run's batch that had not returned (its trainings may all have ended by
+        # their reports, one stopped and one at its last step, with batch still running).
+        batch_open = not self.continues and not any(e.get("returned") for e in entries)
         for entry in entries:
             design = int(entry["proposal"])
             if design in restored:
@@ -601,6 +605,9 @@ class StepRun:
             why = failure_text(raised)
             failed.update({o.design: failed.get(o.design, why) for o in opened})
             returned = [None] * count
+        for o in opened:  # killed while journalling, the resume knows the batch returned
+            o.training.returned = True
+        self.save_progress()
         records = []
         for o, value in zip(opened, returned, strict=True):
             if o.design in failed:
