@@ -61,7 +61,7 @@ from bojax.bo.evaluation import (
     refused,
     short_repr,
 )
-from bojax.bo.isolation import answer_limit, evaluate_isolated
+from bojax.bo.isolation import answer_limit, evaluate_isolated, overdue, until_overdue
 from bojax.bo.journal import Journal, objective_name, run_header
 from bojax.bo.loop import BOState, ask_batch, fit_models, init, model_based
 from bojax.bo.loop import tell as tell_state
@@ -509,35 +509,23 @@ class _Run:
 
     def _until_overdue(self) -> float | None:
         """Seconds until the first running evaluation is overdue; None without a limit."""
-        if self.answer_limit is None or not self.running:
-            return None
-        first = min(self.submitted[future] for future in self.running)
-        left = max(0.0, first + self.answer_limit - time.perf_counter())
+        left = until_overdue(self.running, self.submitted, self.answer_limit)
         # A lock's wait refuses a timeout past the platform's time_t (timeout=1e300):
         # wait a day at most, then look again.
-        return min(left, MAX_WAIT)
+        return None if left is None else min(left, MAX_WAIT)
 
     def _give_up_overdue(self, state: BOState) -> BOState:
         """Treat evaluations the executor has not answered within ``answer_limit`` as lost
         (a hung worker, a task its scheduler dropped): resubmit or record them. One that
         has just answered is left to the next wait."""
-        if self.answer_limit is None:
-            return state
-        now = time.perf_counter()
-        overdue = [
-            f
-            for f in self.running
-            if now - self.submitted[f] >= self.answer_limit and not f.done()  # (else next wait's)
-        ]
-        for future in sorted(overdue, key=lambda f: self.running[f].proposal):
+        late, silent = overdue(
+            self.running, self.submitted, self.answer_limit, self.settings.timeout, "evaluation"
+        )
+        for future in sorted(late, key=lambda f: self.running[f].proposal):
             flight = self.running.pop(future)
             self.submitted.pop(future)
             self.began.pop(future, None)
             future.cancel()
-            silent = TimeoutError(
-                f"the executor gave no answer {self.answer_limit:g} s after the evaluation "
-                f"was handed to it (timeout={self.settings.timeout:g} s)"
-            )
             error = self._retry(flight, silent)
             if error is not None:
                 state = self._conclude(state, flight, math.nan, error)

@@ -101,6 +101,31 @@ def answer_limit(timeout: float | None) -> float | None:
     return STARTUP_SECONDS + timeout + max(NO_ANSWER_GRACE, timeout)
 
 
+def until_overdue(running, submitted: dict, limit: float | None) -> float | None:
+    """Seconds until the first of the ``running`` futures (``submitted[f]``: its
+    ``perf_counter`` at submission) passes ``limit``, at least 0; None without a limit or
+    a running one."""
+    if limit is None or not running:
+        return None
+    first = min(submitted[future] for future in running)
+    return max(0.0, first + limit - time.perf_counter())
+
+
+def overdue(running, submitted: dict, limit: float | None, timeout, what: str):
+    """``(futures, error)``: the ``running`` futures past ``limit`` since submission, in
+    submission order, and the TimeoutError that says so for a ``what`` ("evaluation",
+    "segment"). One that has just answered is left to the next wait."""
+    if limit is None:
+        return [], None
+    now = time.perf_counter()
+    late = [f for f in running if now - submitted[f] >= limit and not f.done()]
+    error = TimeoutError(
+        f"the executor gave no answer {limit:g} s after the {what} was handed to it "
+        f"(timeout={timeout:g} s)"
+    )
+    return sorted(late, key=submitted.__getitem__), error
+
+
 @functools.cache
 def _owner() -> str | None:
     """A tag of this host and PID namespace, or None where it cannot be known (no

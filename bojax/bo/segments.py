@@ -42,7 +42,7 @@ from bojax.bo.evaluation import (
     pickled,
     refused,
 )
-from bojax.bo.isolation import answer_limit, run_isolated
+from bojax.bo.isolation import answer_limit, overdue, run_isolated, until_overdue
 from bojax.bo.stepwise import (
     Checkpoint,
     Opened,
@@ -302,31 +302,22 @@ class _Pooled:
     def _until_overdue(self) -> float:
         """Seconds to wait for a segment: until the first one is overdue, at most
         ``MAX_WAIT``."""
-        if self.answer_limit is None or not self.running:
-            return MAX_WAIT
-        first = min(self.submitted[future] for future in self.running)
-        return min(MAX_WAIT, max(0.0, first + self.answer_limit - time.perf_counter()))
+        left = until_overdue(self.running, self.submitted, self.answer_limit)
+        return MAX_WAIT if left is None else min(MAX_WAIT, left)
 
     def _give_up_overdue(self) -> list[dict[str, Any]]:
         """Segments the executor has not answered within ``answer_limit``, taken back as
         lost (retried, then their design failed); the records that ends. One that has
         just answered is left to the next wait."""
-        if self.answer_limit is None:
-            return []
-        now, records = time.perf_counter(), []
-        overdue = [
-            f for f in self.running if now - self.submitted[f] >= self.answer_limit and not f.done()
-        ]
-        for future in sorted(overdue, key=self.submitted.__getitem__):
+        late, silent = overdue(
+            self.running, self.submitted, self.answer_limit, self.settings.timeout, "segment"
+        )
+        records = []
+        for future in late:
             future.cancel()
             self.submitted.pop(future)
             lost = cf.Future()
-            lost.set_exception(
-                TimeoutError(
-                    f"the executor gave no answer {self.answer_limit:g} s after the segment "
-                    f"was handed to it (timeout={self.settings.timeout:g} s)"
-                )
-            )
+            lost.set_exception(silent)
             self.running[lost] = self.running.pop(future)
             record = self._finish(lost)
             if record is not None:
