@@ -10,6 +10,8 @@ objects instead.
 
 from __future__ import annotations
 
+import os
+import sys
 import unicodedata
 
 from rich.console import Console
@@ -32,9 +34,17 @@ def plain(value: object) -> str:
     return "".join(out)
 
 
+PIPED_WIDTH = 1000  # columns when printing to a file or pipe and COLUMNS is unset
+
+
 def console() -> Console:
-    """A console that prints strings as they are: no markup, no highlighting."""
-    return Console(markup=False, highlight=False)
+    """A console that prints strings as they are: no markup, no highlighting.
+
+    Printed to a file or a pipe, Rich would assume 80 columns and cut a wide table's cells
+    (``bojax show run > run.txt`` lost its point column); there it lays lines out on
+    ``PIPED_WIDTH`` columns unless ``COLUMNS`` says otherwise."""
+    piped = not sys.stdout.isatty() and "COLUMNS" not in os.environ
+    return Console(markup=False, highlight=False, width=PIPED_WIDTH if piped else None)
 
 
 def styled(text: object, style: str) -> Text:

@@ -76,6 +76,18 @@ def test_show_lists_a_step_wise_training_in_flight_with_how_far_it_got(tmp_path)
     assert "in flight, proposal 0 (lr=" in result.output and ": step 2, value 1.25" in result.output
 
 
+def test_show_into_a_pipe_keeps_every_column_whole(tmp_path):
+    """Rich lays a pipe out on 80 columns and cut the table's cells ("initi…")."""
+    folder = live_run(tmp_path / "run")
+    result = runner.invoke(app, ["show", str(folder)], env={"COLUMNS": None})
+    assert result.exit_code == 0, result.output
+    header = next(line for line in result.output.splitlines() if "phase" in line)
+    assert "best so far" in header and "acquisition" in header, header
+    assert "…" not in result.output
+    narrow = runner.invoke(app, ["show", str(folder)], env={"COLUMNS": "60"})
+    assert "…" in narrow.output  # a width the user sets is kept
+
+
 def test_best_so_far_follows_the_goal_and_skips_failures(tmp_path):
     run = load_run(live_run(tmp_path / "min"))
     assert run.best_so_far() == [3.0, 1.0, 1.0, 1.0, 0.5]
