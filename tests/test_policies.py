@@ -195,7 +195,10 @@ def test_bad_policy_settings_are_typed_errors(kwargs, error):
     ("kwargs", "match"),
     [
         ({"tau": 0.5}, "policy='acquisition' has none"),
-        ({"scaling": "prose"}, "policy='acquisition' has none"),
+        ({"scaling": "prose"}, "policy='acquisition' does not read it"),
+        ({"policy": "hybrid", "scaling": "prose"}, "policy='hybrid' does not read it"),
+        ({"stop_tolerance": 1e-3, "stop_sd": 0.1}, "stops on stop_tolerance alone"),
+        ({"stop_tolerance": 1e-3, "stop_noise": 1.0}, "stops on stop_tolerance alone"),
         ({"policy": "hybrid", "stop_sd": 0.1}, "set stop_tolerance too"),
         ({"stop_noise": 1.0}, "set stop_tolerance too"),
     ],
@@ -205,7 +208,7 @@ def test_settings_that_would_do_nothing_are_refused(kwargs, match):
     with pytest.raises(SettingsError, match=match):
         bojax.Settings(**kwargs)
     bojax.Settings(policy="variable-threshold", tau=0.5, scaling="prose")  # where they act
-    bojax.Settings(stop_tolerance=1e-3, stop_sd=0.1, stop_noise=1.0)
+    bojax.Settings(policy="hybrid", stop_tolerance=1e-3, stop_sd=0.1, stop_noise=1.0)
 
 
 def test_a_run_journalled_with_a_setting_refused_since_resumes_and_replots(tmp_path):

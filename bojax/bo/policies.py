@@ -96,7 +96,8 @@ Policy = Callable[[Proposals, float, str], float]
 class PolicyRecord:
     """A policy and what the loop needs to know about it: ``exploit_probability(proposals,
     tau, scaling) -> p``, its threshold's default and upper bound, whether it ever
-    evaluates the uncertain point (``explores``; the loop then proposes it), the score
+    evaluates the uncertain point (``explores``; the loop then proposes it), whether it
+    reads ``scaling`` (``reads_scaling``; a setting it ignores is refused), the score
     that finds that point (``explore_with``, the posterior sd) and the improvement
     measure the loop reads there (``improvement_with``, PI: the report's ``nu``)."""
 
@@ -105,6 +106,7 @@ class PolicyRecord:
     default_tau: float = 1.0
     max_tau: float = math.inf
     explores: bool = True
+    reads_scaling: bool = True  # its exploit_probability reads ``scaling`` (else inert)
     # How the uncertain point is found, and the improvement measure read there (nu).
     explore_with: AcquisitionRecord = MAX_VARIANCE
     improvement_with: AcquisitionRecord = PI
@@ -117,7 +119,7 @@ def _check_record(record) -> None:
 
 POLICIES: Registry[PolicyRecord] = Registry("policy", _check_record, plural="policies")
 POLICIES.register(PolicyRecord("acquisition", acquisition_only, explores=False))
-POLICIES.register(PolicyRecord("hybrid", hybrid, default_tau=0.8, max_tau=1.0))
+POLICIES.register(PolicyRecord("hybrid", hybrid, default_tau=0.8, max_tau=1.0, reads_scaling=False))
 POLICIES.register(PolicyRecord("variable-threshold", variable_threshold))
 
 

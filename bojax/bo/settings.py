@@ -548,8 +548,8 @@ Settings.__doc__ += "\n\n" + "\n".join(
 def inert_settings(settings: dict[str, Any]) -> dict[str, str]:
     """Those of ``settings`` (a :class:`Settings`' fields, or a journal's) that would do
     nothing, each with why: ``stop_tolerance`` in a step-wise run (``max_step``), then
-    ``stop_sd``/``stop_noise`` without a stopping rule, ``tau``/``scaling`` without an
-    exploring policy."""
+    ``stop_sd``/``stop_noise`` without a stopping rule or an exploring policy, ``tau``
+    without an exploring policy, ``scaling`` without a policy that reads it."""
     from bojax.bo import policies
     from bojax.errors import UnknownNameError
 
@@ -568,15 +568,28 @@ def inert_settings(settings: dict[str, Any]) -> dict[str, str]:
                 )
     policy = settings.get("policy", "acquisition")
     try:
-        explores = policies.explores(policy)
+        record = policies.POLICIES.get(policy)
+        explores, reads_scaling = record.explores, record.explores and record.reads_scaling
     except UnknownNameError:  # a plugin's policy, not loaded: its settings stand
-        explores = True
-    for name, default in (("tau", None), ("scaling", "pseudocode")):
-        if not explores and settings.get(name, default) != default:
-            inert[name] = (
-                f"tau and scaling set an exploring policy's threshold (hybrid, "
-                f"variable-threshold); policy={policy!r} has none"
-            )
+        explores = reads_scaling = True
+    if not explores and settings.get("stop_tolerance") is not None:
+        for name in ("stop_sd", "stop_noise"):
+            if settings.get(name) is not None:
+                inert[name] = (
+                    f"stop_sd and stop_noise bound an exploring policy's largest posterior "
+                    f"sd (hybrid, variable-threshold); policy={policy!r} stops on "
+                    f"stop_tolerance alone"
+                )
+    if not explores and settings.get("tau") is not None:
+        inert["tau"] = (
+            f"tau sets an exploring policy's threshold (hybrid, variable-threshold); "
+            f"policy={policy!r} has none"
+        )
+    if not reads_scaling and settings.get("scaling", "pseudocode") != "pseudocode":
+        inert["scaling"] = (
+            f"scaling chooses how the variable threshold reads its improvement "
+            f"(policy='variable-threshold'); policy={policy!r} does not read it"
+        )
     return inert
 
 

@@ -102,8 +102,9 @@ def _settings(
         policy=policy,
         scaling=scaling,
         stop_tolerance=cfg.stop_tolerance,
-        stop_sd=cfg.stop_sd,
-        stop_noise=stop_noise,
+        # EI stops on stop_tolerance alone: the sd bounds are the exploring policies'
+        stop_sd=cfg.stop_sd if policy != "acquisition" else None,
+        stop_noise=stop_noise if policy != "acquisition" else None,
     )
 
 
