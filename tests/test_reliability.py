@@ -112,6 +112,33 @@ def test_a_hanging_evaluation_is_killed_at_its_timeout_with_what_it_started(tmp_
     assert not _alive(grandchild)  # killed with its whole session
 
 
+def _hang_for_an_hour():
+    time.sleep(3600)
+
+
+def test_an_evaluation_whose_driver_died_while_it_started_ends_itself(tmp_path):
+    """The child learns its driver's pid from the driver: a driver killed during the
+    child's seconds of imports left it re-parented to init and running (review)."""
+    import cloudpickle
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # the driver, killed before the child's first line
+    folder = tmp_path / "task"
+    folder.mkdir()
+    (folder / "task.pkl").write_bytes(cloudpickle.dumps((_hang_for_an_hour, ())))
+    child = subprocess.Popen(
+        [sys.executable, "-m", "bojax.bo.isolation", str(folder / "task.pkl"),
+         str(folder / "outcome.pkl"), str(gone.pid)],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert child.wait(timeout=60) != 0
+    finally:
+        child.kill()
+    assert not folder.exists()
+
+
 def test_task_folders_of_killed_processes_are_removed_and_live_ones_kept(tmp_path, monkeypatch):
     from bojax.bo.isolation import _owner
 

@@ -184,7 +184,7 @@ def run_isolated(task: Any, args: tuple, timeout: float | None = None) -> tuple[
         # The child sees the modules the parent sees (a script's folder, plugins).
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         process = subprocess.Popen(
-            [sys.executable, "-m", "bojax.bo.isolation", str(sent), str(outcome)],
+            [sys.executable, "-m", "bojax.bo.isolation", str(sent), str(outcome), str(os.getpid())],
             env=env,
             start_new_session=True,
         )
@@ -218,13 +218,13 @@ def _wait_for_start(process: subprocess.Popen, started: Path) -> bool:
     return True
 
 
-def _exit_with_parent(folder: Path, interval: float = 0.5) -> None:
-    """End this process once the process that started it is gone (a SIGKILLed driver or
-    Dask worker): its timeout died with it, and a hung training must not hold a GPU on.
-    The task's folder goes too: the parent that would have removed it is gone."""
+def _exit_with_parent(folder: Path, parent: int, interval: float = 0.5) -> None:
+    """End this process once ``parent``, the process that started it, is gone (a
+    SIGKILLed driver or Dask worker): its timeout died with it, and a hung training must
+    not hold a GPU on. The task's folder goes too: the parent that would have removed it
+    is gone. ``parent`` comes from the parent itself: read here, after the seconds of
+    importing bojax, it would be init's pid for a parent killed meanwhile (review)."""
     import threading
-
-    parent = os.getppid()
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -238,11 +238,11 @@ def _exit_with_parent(folder: Path, interval: float = 0.5) -> None:
     threading.Thread(target=watch, name="bojax-parent-watch", daemon=True).start()
 
 
-def _child(sent: str, outcome: str) -> None:
+def _child(sent: str, outcome: str, parent: int) -> None:
     """The child's side: load the task, run it, write ``(done, result)`` atomically."""
     import cloudpickle
 
-    _exit_with_parent(Path(sent).parent)
+    _exit_with_parent(Path(sent).parent, parent)
     try:
         task, args = cloudpickle.loads(Path(sent).read_bytes())
     except Exception as error:
@@ -265,4 +265,4 @@ def _child(sent: str, outcome: str) -> None:
 
 
 if __name__ == "__main__":
-    _child(sys.argv[1], sys.argv[2])
+    _child(sys.argv[1], sys.argv[2], int(sys.argv[3]))
