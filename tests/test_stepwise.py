@@ -2370,7 +2370,12 @@ def test_a_kill_between_the_curve_and_its_checkpoint_repeats_one_step(tmp_path):
 @pytest.mark.slow  # 10 s each: three runs, one killed in a subprocess
 @pytest.mark.parametrize(
     "kill, pending_over",
-    [("report", [None, "scheduler"]), ("ended", ["last", "scheduler"]), ("append", ["scheduler"])],
+    [
+        ("report", [None, "scheduler"]),
+        ("ended", ["last", "scheduler"]),
+        ("first-append", ["last", "scheduler"]),
+        ("append", ["scheduler"]),
+    ],
 )
 def test_a_batch_killed_after_one_of_its_designs_was_stopped_resumes_to_the_same_run(
     tmp_path, kill, pending_over
@@ -2380,7 +2385,8 @@ def test_a_batch_killed_after_one_of_its_designs_was_stopped_resumes_to_the_same
     design, so every later record differed (review). A batch's trainings start again from
     step 1, so the stopped one trains again beside design 0, also when design 0 had
     ended too (its last step) but the batch had not returned; killed after the batch
-    returned, between its records, the stopped one is journalled at once."""
+    returned, between its records, the rest are journalled as the batch returned them,
+    in its order (review: trained again, the complete one came after the stopped one)."""
     import subprocess
     import sys
     import textwrap
@@ -2391,11 +2397,11 @@ def test_a_batch_killed_after_one_of_its_designs_was_stopped_resumes_to_the_same
         from bojax.bo.journal import Journal
         from bojax.bo.stepwise import StopTraining
         calls = [0]
-        if sys.argv[1] == "append":  # dies before the batch's second record
+        if sys.argv[1].endswith("append"):  # dies before the batch's first or second record
             append, appended = Journal.append, [0]
             def dying(self, record):
                 appended[0] += 1
-                if appended[0] == 2:
+                if appended[0] == (1 if sys.argv[1] == "first-append" else 2):
                     os.kill(os.getpid(), signal.SIGKILL)
                 return append(self, record)
             Journal.append = dying
@@ -2573,3 +2579,60 @@ def test_a_freeze_thaw_run_stopped_between_checkpoints_resumes_as_if_never_stopp
         [r["diagnostics"].get("charged") for r in h] for h in (resumed.history, whole.history)
     ]
     assert charged[0] == charged[1]
+
+
+def _batch_to_nine(points, reports):
+    live = list(range(len(points)))
+    for step in range(1, 10):
+        for i in list(live):
+            try:
+                reports[i](step, points[i]["x"] + 1.0 / step, last=step == 9)
+            except StopTraining:
+                live.remove(i)
+    return [p["x"] for p in points]
+
+
+def _train_to_nine(point, report):
+    return _batch_to_nine([point], [report])[0]
+
+
+_train_to_nine.batch = _batch_to_nine
+
+
+def test_a_returned_batch_killed_before_its_records_resumes_as_it_returned(tmp_path, monkeypatch):
+    """pending.json keeps each design's record once its batch returned: killed before the
+    batch's records, the resume journals them in its order (review: the complete design
+    trained again, after the stopped one, and the run parted from the uninterrupted one);
+    a hand-edited record is refused."""
+    space = bojax.Space([Real("x", 0.0, 1.0)])
+    run = dict(q=2, max_step=9, early_stopping="asha", initial=2, iterations=3,
+               proposer="random", progress=False, seed=1)  # fmt: skip
+    whole = bojax.minimize(_train_to_nine, space, **run)
+
+    def killed(self, record):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Journal, "append", killed)
+        with pytest.raises(KeyboardInterrupt):
+            bojax.minimize(_train_to_nine, space, out=tmp_path, **run)
+    path = tmp_path / "pending.json"
+    good = json.loads(path.read_text())
+    assert [(e.get("over"), e["returned"]["status"]) for e in good] == [
+        ("last", "ok"), ("scheduler", "stopped")
+    ]  # fmt: skip
+    for edit in [
+        lambda r: r.update(status="done"),
+        lambda r: r.update(y=0.5) if r["status"] == "stopped" else r.update(y="0.5"),
+        lambda r: r.update(error="E"),
+        lambda r: r.pop("error"),
+    ]:
+        entries = json.loads(json.dumps(good))
+        for entry in entries:
+            edit(entry["returned"])
+        path.write_text(json.dumps(entries))
+        with pytest.raises(JournalError, match="returned batch must hold"):
+            bojax.minimize(_train_to_nine, space, out=tmp_path, resume=True, **run)
+    path.write_text(json.dumps(good))
+    resumed = bojax.minimize(_train_to_nine, space, out=tmp_path, resume=True, **run)
+    assert same_records(resumed.history, whole.history) and resumed.steps == whole.steps

@@ -200,7 +200,9 @@ class _Training:
     error: str | None = None  # why it failed (over == "failed")
     closed: bool = False  # journalled: a late report (a stashed report, a thread) is refused
     refused: str | None = None  # a report refused (its step or value): the training fails
-    returned: bool = False  # its batch call returned (a batch run's resume reads it)
+    # its batch call returned: (status, y, error) of its record, which a batch run
+    # killed while journalling the batch's records journals on resume
+    returned: tuple[str, float | None, str | None] | None = None
 
     @property
     def recorded(self) -> int:
@@ -319,7 +321,10 @@ class StepRun:
             self.spent += record["diagnostics"].get("charged", curve[-1][0] if curve else 0)
         self.restored = self._restored()
         for design in sorted(self.restored):  # ended, not journalled: journalled now
-            if self.restored[design].training.over is not None:
+            training = self.restored[design].training
+            if training.returned is not None:  # in its batch's order, as it returned
+                self.end(self.restored.pop(design), *training.returned)
+            elif training.over is not None:
                 self.end_ended(self.restored.pop(design))
 
     # -- trainings in flight: journalled as they report, restored on resume ------------
@@ -337,13 +342,15 @@ class StepRun:
                 "proposal": design, "u": np.asarray(o.u).tolist(), "x": o.point,
                 "info": o.info, "curve": training.curve, "charged": training.charged,
             }  # fmt: skip
-            if training.over is not None:  # with its seconds, for its record
+            if training.over is not None:
                 entry["over"] = training.over
-                entry["seconds"] = time.perf_counter() - o.started
+            if training.over is not None or training.returned is not None:
+                entry["seconds"] = time.perf_counter() - o.started  # for its record
             if training.error is not None:
                 entry["error"] = training.error
-            if training.returned:
-                entry["returned"] = True
+            if training.returned is not None:
+                status, y, error = training.returned
+                entry["returned"] = {"status": status, "y": y, "error": error}
             entries.append(entry)
         self.journal.save_pending(entries)
         self._saved_at = time.monotonic()
@@ -402,14 +409,22 @@ class StepRun:
                     "list of [step, value] pairs, steps rising within max_step, and its "
                     "'charged' a whole number"
                 )
+            # Its batch had returned (a batch run killed while journalling the batch's
+            # records): journalled by the caller with the record the batch gave it, in
+            # the batch's order. Trained again, a complete one came after a stopped one
+            # journalled at once, and the run parted from the uninterrupted one (review).
+            if isinstance(entry.get("returned"), dict) and self.train is not None:
+                self._returned(entry, training)
+                started = time.perf_counter() - float(entry["seconds"])
+                restored[design] = opened._replace(started=started)
+                continue
             # It had ended: journalled as it ended (by the caller). A training that ended
             # by itself (last=True, max_step) under minimize trains again: its record's
             # value is what train returns, not its last report. A batch run's trainings
             # start again from step 1, so while its batch had not returned an ended one
             # trains again beside the others: journalled at once, it came before them
             # and a new design joined them, and the resumed run parted from the
-            # uninterrupted one (review). Killed while the returned batch was being
-            # journalled, the ones left are journalled as they ended.
+            # uninterrupted one (review).
             if entry.get("over") is not None and (
                 self.train is None
                 or (not batch_open and entry["over"] not in (*COMPLETE, "failed"))
@@ -453,10 +468,41 @@ class StepRun:
                 "not below its last step, 'seconds' a finite number >= 0 and, for "
                 "'failed' only, a text 'error'"
             )
+        training.over, training.error = over, error
+        self._replay(training, curve, charged)
+
+    def _returned(self, entry: dict[str, Any], training: _Training) -> None:
+        """Restore a pending ``entry`` of a batch that had returned into ``training``: its
+        curve, steps charged, milestone decisions and the record the batch gave it."""
+        returned, curve = entry["returned"], entry.get("curve", [])
+        status, y, error = (returned.get(k) for k in ("status", "y", "error"))
+        charged = entry.get("charged")
+        if not (
+            set(returned) == {"status", "y", "error"} and curve_ok(curve, self.max_step)
+            and is_count(charged) and _seconds_ok(entry.get("seconds"))
+            and (status == "failed" or (curve and charged >= curve[-1][0]))
+            and ((y is None or finite(y)) if status == "ok" else y is None)
+            and (isinstance(error, str) if status == "failed" else error is None)
+            and status in ("ok", "stopped", "failed")
+        ):  # fmt: skip
+            raise JournalError(
+                f"{self.journal.pending_path}: design {training.design}'s entry of a "
+                "returned batch must hold 'returned' {'status': ok|stopped|failed, 'y': "
+                "null or, for ok, a finite number, 'error': a text for failed (else "
+                "null)}, a 'curve' of [step, value] pairs (steps rising within max_step; "
+                "empty only for failed), a whole number 'charged' not below its last step "
+                "and 'seconds' a finite number >= 0"
+            )
+        if entry.get("over") is not None:
+            training.over = entry["over"]
+        training.returned = (status, None if y is None else float(y), error)
+        self._replay(training, curve, charged)
+
+    def _replay(self, training: _Training, curve: list, charged: int) -> None:
+        """A restored training's curve, steps charged and milestone decisions."""
         training.curve.extend([int(step), float(value)] for step, value in curve)
         training.charged = int(charged)
         training.reported = training.recorded
-        training.over, training.error = over, error
         self.spent += training.charged
         for step, value in training.curve:
             self.decide(training, step, value)
@@ -605,19 +651,15 @@ class StepRun:
             why = failure_text(raised)
             failed.update({o.design: failed.get(o.design, why) for o in opened})
             returned = [None] * count
-        for o in opened:  # killed while journalling, the resume knows the batch returned
-            o.training.returned = True
-        self.save_progress()
-        records = []
         for o, value in zip(opened, returned, strict=True):
             if o.design in failed:
-                status, y, error = "failed", None, failed[o.design]
+                o.training.returned = ("failed", None, failed[o.design])
             elif o.training.over not in (None, *COMPLETE):
-                status, y, error = "stopped", None, None
+                o.training.returned = ("stopped", None, None)
             else:
-                status, y, error = outcome(value, o.training.curve)
-            records.append(self.end(o, status, y, error))
-        return records
+                o.training.returned = outcome(value, o.training.curve)
+        self.save_progress()  # killed while journalling them, the resume journals the rest
+        return [self.end(o, *o.training.returned) for o in opened]
 
     def begin(self, design: int, training=None) -> Opened:
         """Design ``design``'s proposal and its training's scheduler state (``training``:
