@@ -265,6 +265,12 @@ class AcquisitionRecord:
     def __call__(self, mean, var, best, **options):
         return self.fn(mean, var, best, **options)
 
+    @property
+    def on_log_scale(self) -> bool:
+        """Whether its score is a log (it adds ``log P(success)``): a stopping rule on the
+        acquisition then compares ``exp(score)``, log EI's EI."""
+        return self.weighting is plus_log_success
+
 
 def _check_record(record) -> None:
     if not isinstance(record, AcquisitionRecord):

@@ -784,13 +784,18 @@ def _apply_policy(
         )
         pi_score = _score_function(surrogate, policy.improvement_with, None, classifier)
         pi = float(pi_score(jnp.asarray(explore[None]), args)[0])
+    # The stopping rule reads the acquisition on its own scale: EI, not log EI (whose
+    # values below a tolerance of 1e-3 meant EI below 1.001, and runs stopped at once).
+    tolerance = settings.stop_tolerance
+    if tolerance is not None and get_acquisition(settings.acquisition).on_log_scale:
+        tolerance = math.log(tolerance)
     decision = policies.decide(
         draw_key,
         settings.policy,
         policies.Proposals(u, value, explore, sd, pi, _noise_sd(surrogate, args[0])),
         tau=settings.tau,
         scaling=settings.scaling,
-        stop_tolerance=settings.stop_tolerance,
+        stop_tolerance=tolerance,
         stop_sd=settings.stop_sd,
         stop_noise=settings.stop_noise,
     )

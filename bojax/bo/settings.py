@@ -197,7 +197,7 @@ class Settings:
     )
     stop_tolerance: float | None = setting(
         None,
-        "stop once the best acquisition value is below this",
+        "stop once the best acquisition value is below this (log EI: once EI is)",
         number(0.0, open_low=True, optional=True),
         omit_at_default=True,
     )
