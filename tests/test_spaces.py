@@ -204,6 +204,7 @@ def test_unit_coordinates_outside_the_cube_are_refused(bad):
         (lambda: Real("x", 1.0, 1.0), "low < high"),
         (lambda: Real("x", 0.0, float("inf")), "finite"),
         (lambda: Real("x", 0.0, 1.0, log=True), "low > 0"),
+        (lambda: Real("x", 1e-12, np.nextafter(1e-12, 1) * (1 + 4e-16), log=True), "too narrow"),
         (lambda: Integer("x", 0, 10, log=True), "low >= 1"),
         (lambda: Integer("x", 0.5, 3), "whole"),
         (lambda: Real("", 0.0, 1.0), "non-empty"),

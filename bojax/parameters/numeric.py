@@ -77,6 +77,12 @@ class Real(_Interval):
         super().__post_init__()
         if self.log and self.low <= 0:
             raise SpaceDefinitionError(f"{self.name!r}: a log-scaled real needs low > 0")
+        if self.log and not math.log(self.high) > math.log(self.low):
+            # a few ulps apart: every unit coordinate is log(low), and encode divides 0 by 0
+            raise SpaceDefinitionError(
+                f"{self.name!r}: [{self.low}, {self.high}] is too narrow for a log scale "
+                "(the logs of its ends are one float); use log=False"
+            )
 
     def check(self, value: Any) -> float:
         value = as_real_scalar(self.name, value)
