@@ -290,3 +290,24 @@ def test_the_best_record_breaks_ties_in_the_first_objective_by_the_next():
     records = [{"status": "ok", "y": y, "iteration": i} for i, y in enumerate(ys)]
     assert pareto.best_record(metrics, records)["iteration"] == 2
     assert pareto.best_record(metrics, [{"status": "failed", "y": None}]) is None
+
+
+@pytest.mark.parametrize(
+    "lower, upper, mean, sd",
+    [(0.0, 1e-6, 1e6, 1e6), (0.0, 1e-17, 0.0, 1.0), (0.3, 0.3 + 1e-9, 0.0, 1.0),
+     (-40.0, -40.0 + 1e-9, 0.0, 1.0), (-5.0, -5.0 + 1e-5, 0.0, 1.0), (0.0, 1e-4, 0.3, 1.0),
+     (0.0, 2e-3, 0.0, 1.0), (-2.0, -1.999, 0.0, 1.0)],
+)  # fmt: skip
+def test_a_box_side_narrow_against_sigma_keeps_its_digits(lower, upper, mean, sd):
+    """``(u - max(Y, l))^+ = int_l^u 1[Y <= t] dt``, so the side is ``int_l^u Phi((t - mu) /
+    sigma) dt``, integrated here in logs; the difference of two logs of ``h`` lost 4 to 17
+    digits on such boxes (review: 4.6e-4 relative off at width 1e-12 sigma)."""
+    middle = stats.norm.logcdf(0.5 * (lower + upper), mean, sd)
+    scaled, _ = integrate.quad(
+        lambda t: np.exp(stats.norm.logcdf(t, mean, sd) - middle), lower, upper,
+        epsabs=0, epsrel=1e-13,
+    )  # fmt: skip
+    got = log_box_side(
+        jnp.asarray(lower), jnp.asarray(upper), jnp.asarray(mean), jnp.asarray(sd**2)
+    )
+    assert float(got) == pytest.approx(np.log(scaled) + middle, rel=1e-10, abs=1e-12)
