@@ -181,16 +181,20 @@ def log_box_side(lower, upper, mean, var):
     difference of the two logs; there ``h(b_u) - h(b_l) = int Phi`` by the midpoint
     rule with its second-order term, ``delta Phi(m) (1 - delta^2 m phi(m) / (24
     Phi(m)))`` at the midpoint ``m``, whose next term is ``O(delta^4 m^4)``."""
+    # Each branch is computed on inputs safe for it (an unused branch's inf or NaN
+    # would reach the gradient through jnp.where): -inf lowers as upper - 1.
     z_upper, std = _z_and_std(mean, var, upper)
     finite = jnp.isfinite(lower)
-    z_lower, _ = _z_and_std(mean, var, jnp.where(finite, lower, upper - 1.0))
-    log_upper = log_h(z_upper)
-    log_width = jnp.where(finite, _log1mexp(log_h(z_lower) - log_upper), 0.0)
-    wide = jnp.log(std) + log_upper + log_width
-    delta = jnp.where(finite, (upper - lower) / std, 1.0)  # not z_u - z_l: it cancels too
+    lower = jnp.where(finite, lower, upper - 1.0)
+    z_lower, _ = _z_and_std(mean, var, lower)
+    delta = (upper - lower) / std  # not z_u - z_l: that difference cancels too
     mid = z_lower + 0.5 * delta
     narrow = finite & (delta > 0) & (delta * (1.0 + jnp.abs(mid)) < _NARROW)
-    delta, mid = jnp.where(narrow, delta, _NARROW), jnp.where(narrow, mid, 0.0)  # (grads)
+    log_upper = log_h(z_upper)
+    z_lower = jnp.where(narrow, z_upper - 1.0, z_lower)
+    log_width = jnp.where(finite, _log1mexp(log_h(z_lower) - log_upper), 0.0)
+    wide = jnp.log(std) + log_upper + log_width
+    delta, mid = jnp.where(narrow, delta, _NARROW), jnp.where(narrow, mid, 0.0)
     log_cdf = log_ndtr(mid)
     ratio = jnp.exp(-0.5 * mid**2 - _LOG_SQRT_2PI - log_cdf)  # phi(m) / Phi(m)
     midpoint = jnp.log(std * delta) + log_cdf + jnp.log1p(-(delta**2) * mid * ratio / 24.0)
