@@ -200,7 +200,8 @@ def test_bad_policy_settings_are_typed_errors(kwargs, error):
         ({"stop_tolerance": 1e-3, "stop_sd": 0.1}, "stops on stop_tolerance alone"),
         ({"stop_tolerance": 1e-3, "stop_noise": 1.0}, "stops on stop_tolerance alone"),
         ({"policy": "hybrid", "stop_sd": 0.1}, "set stop_tolerance too"),
-        ({"stop_noise": 1.0}, "set stop_tolerance too"),
+        ({"policy": "hybrid", "stop_noise": 1.0}, "set stop_tolerance too"),
+        ({"stop_noise": 1.0}, "stops on stop_tolerance alone"),
     ],
 )
 def test_settings_that_would_do_nothing_are_refused(kwargs, match):

@@ -118,7 +118,9 @@ def _check_record(record) -> None:
 
 
 POLICIES: Registry[PolicyRecord] = Registry("policy", _check_record, plural="policies")
-POLICIES.register(PolicyRecord("acquisition", acquisition_only, explores=False))
+POLICIES.register(
+    PolicyRecord("acquisition", acquisition_only, explores=False, reads_scaling=False)
+)
 POLICIES.register(PolicyRecord("hybrid", hybrid, default_tau=0.8, max_tau=1.0, reads_scaling=False))
 POLICIES.register(PolicyRecord("variable-threshold", variable_threshold))
 

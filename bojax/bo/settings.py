@@ -559,27 +559,27 @@ def inert_settings(settings: dict[str, Any]) -> dict[str, str]:
             "a step-wise run ends when its step budget is spent; stop_tolerance (the "
             "policy's stopping rule) is for plain objectives"
         )
-    if settings.get("stop_tolerance") is None or "stop_tolerance" in inert:
-        for name in ("stop_sd", "stop_noise"):
-            if settings.get(name) is not None:
-                inert[name] = (
-                    "stop_sd and stop_noise refine the stopping rule that stop_tolerance "
-                    "sets; set stop_tolerance too"
-                )
     policy = settings.get("policy", "acquisition")
     try:
         record = policies.POLICIES.get(policy)
-        explores, reads_scaling = record.explores, record.explores and record.reads_scaling
+        explores, reads_scaling = record.explores, record.reads_scaling
     except UnknownNameError:  # a plugin's policy, not loaded: its settings stand
         explores = reads_scaling = True
-    if not explores and settings.get("stop_tolerance") is not None:
-        for name in ("stop_sd", "stop_noise"):
-            if settings.get(name) is not None:
-                inert[name] = (
-                    f"stop_sd and stop_noise bound an exploring policy's largest posterior "
-                    f"sd (hybrid, variable-threshold); policy={policy!r} stops on "
-                    f"stop_tolerance alone"
-                )
+    no_rule = settings.get("stop_tolerance") is None or "stop_tolerance" in inert
+    for name in ("stop_sd", "stop_noise"):
+        if settings.get(name) is None:
+            continue
+        if not explores:  # whether stop_tolerance is set or not: it would not help
+            inert[name] = (
+                f"stop_sd and stop_noise bound an exploring policy's largest posterior sd "
+                f"(hybrid, variable-threshold); policy={policy!r} stops on stop_tolerance "
+                "alone"
+            )
+        elif no_rule:
+            inert[name] = (
+                "stop_sd and stop_noise refine the stopping rule that stop_tolerance sets; "
+                "set stop_tolerance too"
+            )
     if not explores and settings.get("tau") is not None:
         inert["tau"] = (
             f"tau sets an exploring policy's threshold (hybrid, variable-threshold); "

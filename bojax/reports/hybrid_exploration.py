@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from bojax.bo import policies
 from bojax.bo.loop import Settings, ask, init, predict, tell
 from bojax.objectives.forest import ForestObjective, credit_data, tree_space
 from bojax.objectives.problems import sinc
@@ -103,8 +104,8 @@ def _settings(
         scaling=scaling,
         stop_tolerance=cfg.stop_tolerance,
         # EI stops on stop_tolerance alone: the sd bounds are the exploring policies'
-        stop_sd=cfg.stop_sd if policy != "acquisition" else None,
-        stop_noise=stop_noise if policy != "acquisition" else None,
+        stop_sd=cfg.stop_sd if policies.explores(policy) else None,
+        stop_noise=stop_noise if policies.explores(policy) else None,
     )
 
 
