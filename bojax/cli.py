@@ -57,7 +57,7 @@ def demo(
     from bojax.errors import BojaxError
     from bojax.reports import ensemble_design
 
-    console = Console()
+    console = terminal.console(markup=True)
     overrides = {
         name: value
         for name, value in [
@@ -561,7 +561,7 @@ def list_registered(
     from bojax.errors import BojaxError
     from bojax.registry import registries
 
-    console = Console()
+    console = terminal.console(markup=True)
     try:
         _load_plugins(plugin)
     except BojaxError as error:
@@ -592,7 +592,7 @@ def problems() -> None:
         where = ", ".join(f"{k}={v:.4g}" for k, v in p.optimiser.items())
         goal = "max" if p.maximize else "min"
         table.add_row(p.name, str(p.space.dim), goal, f"{p.optimum:.6g}", where, p.description)
-    Console().print(table)
+    terminal.console().print(table)
 
 
 @app.command()

@@ -37,14 +37,15 @@ def plain(value: object) -> str:
 PIPED_WIDTH = 1000  # columns when printing to a file or pipe and COLUMNS is unset
 
 
-def console() -> Console:
-    """A console that prints strings as they are: no markup, no highlighting.
+def console(markup: bool = False) -> Console:
+    """A console that prints strings as they are: no markup (unless ``markup``, for
+    bojax's own text), no highlighting.
 
     Printed to a file or a pipe, Rich would assume 80 columns and cut a wide table's cells
     (``bojax show run > run.txt`` lost its point column); there it lays lines out on
     ``PIPED_WIDTH`` columns unless ``COLUMNS`` says otherwise."""
     piped = not sys.stdout.isatty() and "COLUMNS" not in os.environ
-    return Console(markup=False, highlight=False, width=PIPED_WIDTH if piped else None)
+    return Console(markup=markup, highlight=False, width=PIPED_WIDTH if piped else None)
 
 
 def styled(text: object, style: str) -> Text:
