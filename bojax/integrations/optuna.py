@@ -308,15 +308,25 @@ class BojaxSampler(BaseSampler):
         from bojax.bo.loop import ask_batch, init, model_based, tell
 
         space = _space(search_space)
+        # One snapshot of the trials for the data and the pending points: read twice, a
+        # trial that finished in between was neither, and its point was proposed again
+        # (review: n_jobs=2 on sqlite). A proposal is forgotten once its trial shows as
+        # finished here, not when it ends: until then the snapshot may show it running.
+        trials = study.get_trials(deepcopy=False)
+        for t in trials:
+            if t.state.is_finished():
+                self._proposed.pop((study.study_name, t.number), None)
         # (A pruned trial here reported nothing: a configuration skipped, a failure.)
         states = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
-        finished = study.get_trials(deepcopy=False, states=states)
+        finished = [t for t in trials if t.state in states]
         observed = [(t, u) for t in finished if (u := self._unit(study, space, t)) is not None]
         settings, outcome = self._study_settings(study, [t for t, _ in observed])
-        stepwise = _stepwise(study, settings)
+        stepwise = _stepwise(trials, settings)
         if stepwise:  # trials report intermediate values: BOHB's rule
             least = max(self._settings.initial, space.dim + 2)
-            observed, outcome, since, excluded = _at_highest_step(study, space, least, self._unit)
+            observed, outcome, since, excluded = _at_highest_step(
+                study, trials, space, least, self._unit
+            )
         if observed is None or len(observed) < self._settings.initial:
             return {}
         state = init(space, settings)
@@ -331,8 +341,8 @@ class BojaxSampler(BaseSampler):
             return {}
         seen = {t.number for t, _ in observed}  # a running trial may be data already
         running = []
-        for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            if t.number == trial.number or t.number in seen:
+        for t in trials:
+            if t.state != TrialState.RUNNING or t.number == trial.number or t.number in seen:
                 continue
             if all(n in t.params for n in space.names):
                 if (u := self._unit(study, space, t)) is not None:
@@ -457,7 +467,8 @@ class BojaxSampler(BaseSampler):
         state: TrialState,
         values: list[float] | None,
     ) -> None:
-        proposed = self._proposed.pop((study.study_name, trial.number), None)
+        # (kept in _proposed until a proposal sees the trial finished, above)
+        proposed = self._proposed.get((study.study_name, trial.number))
         if proposed is not None and state != TrialState.COMPLETE:
             self._finished[(study.study_name, trial.number)] = proposed
         if self._constraints_func is not None:  # stored where Optuna's samplers store them
@@ -467,7 +478,7 @@ class BojaxSampler(BaseSampler):
         self._independent.after_trial(study, trial, state, values)
 
 
-def _stepwise(study: Study, settings) -> bool:
+def _stepwise(trials: list[FrozenTrial], settings) -> bool:
     """Whether a single-objective study has pruned trials that reported intermediate
     values: the sampler then models the values at one step, as BOHB does. Until one is
     pruned, every finished trial has its returned value, which is what the study
@@ -475,12 +486,11 @@ def _stepwise(study: Study, settings) -> bool:
     modelling the reports then optimised the wrong thing, review)."""
     if settings.metrics is not None:
         return False
-    pruned = study.get_trials(deepcopy=False, states=(TrialState.PRUNED,))
-    return any(t.intermediate_values for t in pruned)
+    return any(t.intermediate_values for t in trials if t.state == TrialState.PRUNED)
 
 
-def _at_highest_step(study: Study, space: Space, least: int, unit):
-    """``(observed, outcome, since, excluded)`` at the highest step that ``least``
+def _at_highest_step(study: Study, trials: list[FrozenTrial], space: Space, least: int, unit):
+    """``(observed, outcome, since, excluded)`` of ``trials`` at the highest step that ``least``
     trials reached: each trial's first intermediate value at or past that step, running
     trials' too (a completed trial without intermediate values counts its value as
     reached at every step), failed trials as failures, and so are trials that reported
@@ -493,7 +503,7 @@ def _at_highest_step(study: Study, space: Space, least: int, unit):
     order (past ``exact_limit`` the trust region counts misses in that order) and None
     while no step has enough trials."""
     states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING)
-    trials = sorted(study.get_trials(deepcopy=False, states=states), key=lambda t: t.number)
+    trials = sorted((t for t in trials if t.state in states), key=lambda t: t.number)
     reported = sorted({step for t in trials for step in t.intermediate_values})
     chosen, values = None, {}
     for step in reversed(reported):
