@@ -1532,3 +1532,28 @@ def test_show_prints_no_nan_best_before_the_first_success(tmp_path):
     (folder / "journal.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     result = CliRunner().invoke(app, ["show", str(folder)], env={"COLUMNS": "200"})
     assert result.exit_code == 0 and not re.search(r"\bnan\b", result.output), result.output
+
+
+def test_evaluations_an_executor_shut_down_did_not_take_are_kept_for_a_resume(tmp_path):
+    """A pool shut down (a Dask client closed, its scheduler gone) mid-run: its queued
+    evaluation was retried into the closed pool and journalled failed for good (review);
+    it is kept in pending.json instead, and a resume with a new pool evaluates it."""
+    space = Space([Real("x", 0.0, 1.0)])
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    started = threading.Event()
+
+    def objective(p):
+        if not started.is_set():  # the first: shuts the pool, its queued sibling cancelled
+            started.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+        return (p["x"] - 0.3) ** 2
+
+    run = dict(initial=4, iterations=0, q=2, surrogate="gp-map", progress=False, out=tmp_path)
+    result = bojax.minimize(objective, space, executor=pool, **run)
+    assert "refused new work" in result.stopped and "kept in pending.json" in result.stopped
+    assert all(r["status"] == "ok" for r in result.history) and len(result.history) == 1
+    assert len(json.loads((tmp_path / "pending.json").read_text())) == 1
+    with concurrent.futures.ThreadPoolExecutor(1) as again:
+        resumed = bojax.minimize(objective, space, executor=again, resume=True, **run)
+    assert [r["status"] for r in resumed.history] == ["ok"] * 4
+    assert sorted(r["proposal"] for r in resumed.history) == [0, 1, 2, 3]

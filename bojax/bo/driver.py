@@ -442,6 +442,7 @@ class _Run:
         # (an isolated evaluation's timeout starts once its process has started)
         self.answer_limit = answer_limit(settings.timeout)
         self.queued: list[Flight] = []  # to issue again before asking for new points
+        self.refusing = False  # the executor takes no more work: the queued wait for a resume
         self.starting: list[Flight] = []  # handed to the executor, not yet running
         self.bar: _Progress | None = None
         proposals = [r.get("proposal", r["iteration"]) for r in history]
@@ -468,7 +469,7 @@ class _Run:
             while True:
                 room = min(self.q - len(self.running), total - len(state.y) - len(self.running))
                 concluded = False
-                if room > 0 and self.queued:
+                if room > 0 and self.queued and not self.refusing:
                     for _ in range(min(room, len(self.queued))):
                         flight = self.queued.pop(0)._replace(issued=time.perf_counter())
                         if flight.attempts > self.retries:  # it was running when we died
@@ -478,7 +479,7 @@ class _Run:
                             )
                         else:
                             future = self._submit(flight)
-                            if isinstance(self.pool, Inline):  # evaluated: journal it now
+                            if future is not None and isinstance(self.pool, Inline):
                                 state, concluded = self._finish(state, future), True
                 elif (
                     room > 0
@@ -489,8 +490,8 @@ class _Run:
                 elif room > 0 and self.stopped is None:
                     state = self._issue(state, room)
                 if not self.running:
-                    if concluded or (room > 0 and self.queued):  # there may be more to issue
-                        continue
+                    if concluded or (room > 0 and self.queued and not self.refusing):
+                        continue  # there may be more to issue
                     break
                 done, _ = cf.wait(
                     self.running, timeout=self._until_overdue(), return_when=cf.FIRST_COMPLETED
@@ -505,6 +506,11 @@ class _Run:
                 done = future = None
         if self.stopped is TIMED_OUT:
             self.stopped = self.deadline.why(f"{len(state.y)} evaluations of {total}")
+        if self.refusing and self.queued:
+            self.stopped += (
+                f"; {len(self.queued)} evaluation(s) it did not take are kept in pending.json "
+                "for a resume"
+            )
         return state
 
     def _until_overdue(self) -> float | None:
@@ -585,9 +591,19 @@ class _Run:
         tick = time.perf_counter()
         try:
             future = self.pool.submit(*task, flight.attempts)  # inline: evaluates right here
-        except Exception as error:  # a broken pool (a process died) or one shut down
+        except cf.BrokenExecutor as error:  # a process died: perhaps this design's doing
             future, why = refused(error)  # lost: retried, then journalled failed
             self.stopped = self.stopped or why
+        except Exception as error:  # shut down, a Dask client closed: none of its doing
+            # Never started, so no attempt: kept in pending.json for a resume, where it
+            # was journalled failed, its retries spent on a pool that took nothing (review).
+            self.stopped = self.stopped or refused(error)[1]
+            self.refusing = True
+            self.queued = sorted([*self.queued, flight._replace(attempts=flight.attempts - 1)],
+                                 key=lambda f: f.proposal)  # fmt: skip
+            self.starting = []
+            self._save_pending()
+            return None
         self.running[future], self.submitted[future] = flight, time.perf_counter()
         self.began[future] = tick
         self.starting = []
