@@ -1557,3 +1557,22 @@ def test_evaluations_an_executor_shut_down_did_not_take_are_kept_for_a_resume(tm
         resumed = bojax.minimize(objective, space, executor=again, resume=True, **run)
     assert [r["status"] for r in resumed.history] == ["ok"] * 4
     assert sorted(r["proposal"] for r in resumed.history) == [0, 1, 2, 3]
+
+
+class _HoldsALock:
+    def __init__(self):
+        self.lock = threading.Lock()
+
+    def __call__(self, p):
+        return p["x"]
+
+
+def test_an_objective_a_process_pool_cannot_receive_is_refused_before_any_evaluation(tmp_path):
+    """Each design was sent, lost twice and journalled failed, the whole budget so (review)."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+        with pytest.raises(ObjectiveError, match=r"cannot be sent to the process pool.*lock"):
+            bojax.minimize(_HoldsALock(), SPACE, **FAST, executor=pool, out=tmp_path / "run")
+    assert not (tmp_path / "run" / "journal.jsonl").exists()

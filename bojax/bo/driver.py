@@ -58,6 +58,7 @@ from bojax.bo.evaluation import (
     concurrency,
     evaluate,
     evaluate_batch,
+    pickled,
     refused,
     short_repr,
 )
@@ -357,6 +358,9 @@ def minimize(
             "parameter"
         )
     pool = as_executor(executor)
+    if isinstance(pool, cf.ProcessPoolExecutor) and (why := pickled(objective)[1]) is not None:
+        # (else each design was lost twice and journalled failed, the budget spent so)
+        raise ObjectiveError(f"the objective cannot be sent to the process pool: {why}")
     q = (1 if executor is None else concurrency(pool)) if settings.q is None else settings.q
     journal = Journal(out) if out is not None else None
     with contextlib.nullcontext() if journal is None else journal.lock():
