@@ -687,6 +687,52 @@ def test_a_dropped_task_is_given_up_while_others_keep_finishing(monkeypatch, ste
     assert len(result.history) == 30
 
 
+@pytest.mark.parametrize("stepwise", [False, True])
+def test_work_queued_behind_the_executors_workers_is_not_given_up_for_waiting(
+    monkeypatch, stepwise
+):
+    """With q above the workers, the answer limit counted from submission, so work that
+    waited its turn in the executor's queue was given up as lost and run again (review).
+    One worker, eight at once, 0.25 s each: the last waits 1.75 s, past the 1 s limit."""
+    monkeypatch.setattr(isolation, "NO_ANSWER_GRACE", 0.05)
+    monkeypatch.setattr(isolation, "STARTUP_SECONDS", 0.0)
+    submitted = []
+
+    class OneWorker(concurrent.futures.ThreadPoolExecutor):
+        def __init__(self):
+            super().__init__(max_workers=1)
+
+        def submit(self, fn, *args):  # run here, unisolated
+            submitted.append(args)
+            if stepwise:
+                from bojax.bo.segments import run_segment
+
+                return super().submit(run_segment, *args[1:])
+            return super().submit(evaluate, *args[:2])
+
+    def value(point):
+        time.sleep(0.25)
+        return (point["x"] - 0.7) ** 2
+
+    def train(point, report):
+        y = value(point)
+        report(1, y)
+        return y
+
+    run = dict(q=8, timeout=0.5, initial=8, iterations=0, **FAST)
+    with OneWorker() as executor:
+        if stepwise:
+            result = bojax.minimize(
+                train, SPACE, executor=executor, max_step=1, early_stopping="none", **run
+            )
+        else:
+            result = bojax.minimize(value, SPACE, executor=executor, **run)
+    assert [r["status"] for r in result.history] == ["ok"] * 8
+    assert len(submitted) == 8  # none given up and handed over again
+    if not stepwise:  # and what cost_aware learns is the evaluation, not its wait
+        assert max(r["evaluation_seconds"] for r in result.history) < 0.75
+
+
 def test_a_segment_that_answers_as_its_limit_passes_is_taken_not_given_up(monkeypatch):
     """The overdue check cancelled a future that had just completed, and the segment's
     steps were trained again (review)."""
@@ -702,11 +748,13 @@ def test_a_segment_that_answers_as_its_limit_passes_is_taken_not_given_up(monkey
             self.running.pop(future)
             return {"outcome": future.exception() or future.result()}
 
-    pooled = Pooled(None, 1, types.SimpleNamespace(retries=1, timeout=0.01, isolated=True))
+    settings = types.SimpleNamespace(retries=1, timeout=0.01, isolated=True)
+    pooled = Pooled(types.SimpleNamespace(_max_workers=2), 2, settings)
     late, dropped = concurrent.futures.Future(), concurrent.futures.Future()
     for future in (late, dropped):
         pooled.running[future] = 0
-        pooled.submitted[future] = time.perf_counter() - 1.0
+        pooled.clock.submitted(future)
+        pooled.clock.started[future] -= 1.0  # both a second into their limit of 0.01 s
     late.set_result("nine steps")
     records = pooled._give_up_overdue()
     assert list(pooled.running) == [late]  # left to the next wait

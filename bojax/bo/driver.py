@@ -31,8 +31,8 @@ forever. The objective's own errors are recorded at once, never retried. With
 (:mod:`bojax.bo.isolation`), so a hang or a crash fails only that evaluation. A run
 holds its folder's lock (:meth:`~bojax.bo.journal.Journal.lock`) while it runs. With a
 ``timeout`` the driver never waits forever either: an evaluation the executor has not
-answered within :func:`bojax.bo.isolation.answer_limit` of its submission counts as
-lost.
+answered within :func:`bojax.bo.isolation.answer_limit` of when it could start (once
+enough earlier ones came back, beyond the executor's workers) counts as lost.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ from bojax.bo.evaluation import (
     refused,
     short_repr,
 )
-from bojax.bo.isolation import answer_limit, evaluate_isolated, overdue, until_overdue
+from bojax.bo.isolation import AnswerClock, answer_limit, evaluate_isolated
 from bojax.bo.journal import Journal, objective_name, run_header
 from bojax.bo.loop import BOState, ask_batch, fit_models, init, model_based
 from bojax.bo.loop import tell as tell_state
@@ -439,12 +439,11 @@ class _Run:
         self.started = time.perf_counter()
         self.deadline = Deadline(settings.time_budget, self.started)
         self.running: dict[cf.Future, Flight] = {}
-        self.submitted: dict[cf.Future, float] = {}  # perf_counter at each submission
-        self.began: dict[cf.Future, float] = {}  # perf_counter as each was handed over
-        # With a timeout, an executor that has not answered well after it is lost: the
-        # evaluation's own process enforces the timeout, this only catches a silent worker.
-        # (an isolated evaluation's timeout starts once its process has started)
-        self.answer_limit = answer_limit(settings.timeout)
+        # With a timeout, an executor that has not answered well after an evaluation could
+        # start has lost it: the evaluation's own process enforces the timeout, this only
+        # catches a silent worker.
+        workers = None if isinstance(pool, Inline) else concurrency(pool)
+        self.clock = AnswerClock(answer_limit(settings.timeout), workers)
         self.queued: list[Flight] = []  # to issue again before asking for new points
         self.refusing = False  # the executor takes no more work: the queued wait for a resume
         self.starting: list[Flight] = []  # handed to the executor, not yet running
@@ -519,22 +518,19 @@ class _Run:
 
     def _until_overdue(self) -> float | None:
         """Seconds until the first running evaluation is overdue; None without a limit."""
-        left = until_overdue(self.running, self.submitted, self.answer_limit)
+        left = self.clock.seconds_left()
         # A lock's wait refuses a timeout past the platform's time_t (timeout=1e300):
         # wait a day at most, then look again.
         return None if left is None else min(left, MAX_WAIT)
 
     def _give_up_overdue(self, state: BOState) -> BOState:
-        """Treat evaluations the executor has not answered within ``answer_limit`` as lost
-        (a hung worker, a task its scheduler dropped): resubmit or record them. One that
-        has just answered is left to the next wait."""
-        late, silent = overdue(
-            self.running, self.submitted, self.answer_limit, self.settings.timeout, "evaluation"
-        )
+        """Treat evaluations the executor has not answered within ``answer_limit`` of when
+        they could start as lost (a hung worker, a task its scheduler dropped): resubmit or
+        record them. One that has just answered is left to the next wait."""
+        late, silent = self.clock.overdue(self.settings.timeout, "evaluation")
         for future in sorted(late, key=lambda f: self.running[f].proposal):
             flight = self.running.pop(future)
-            self.submitted.pop(future)
-            self.began.pop(future, None)
+            self.clock.answered(future)
             future.cancel()
             error = self._retry(flight, silent)
             if error is not None:
@@ -608,8 +604,8 @@ class _Run:
             self.starting = []
             self._save_pending()
             return None
-        self.running[future], self.submitted[future] = flight, time.perf_counter()
-        self.began[future] = tick
+        self.running[future] = flight
+        self.clock.submitted(future, at=tick)
         self.starting = []
         return future
 
@@ -625,8 +621,8 @@ class _Run:
         for flight, outcome in zip(flights, results, strict=True):
             future: cf.Future = cf.Future()
             future.set_result(outcome)
-            self.running[future], self.submitted[future] = flight, time.perf_counter()
-            self.began[future] = self.submitted[future] - share
+            self.running[future] = flight
+            self.clock.submitted(future, at=time.perf_counter() - share)
 
     def _finish(self, state: BOState, future: cf.Future) -> BOState:
         try:
@@ -636,8 +632,9 @@ class _Run:
         # (A KeyboardInterrupt raised in the evaluation ends the run here, its flight still
         # listed as running, so forgive_interrupted keeps it pending for the resume.)
         flight = self.running.pop(future)
-        self.submitted.pop(future)
-        evaluated = time.perf_counter() - self.began.pop(future)
+        began = self.clock.start(future)  # (time in the executor's queue is not its cost)
+        self.clock.answered(future)
+        evaluated = time.perf_counter() - began
         if lost is None:
             y, error = outcome
         else:
@@ -664,8 +661,9 @@ class _Run:
         self, state: BOState, flight: Flight, y: float, error: str | None, evaluated=None
     ) -> BOState:
         """Tell the loop, journal the record and take it off the pending list.
-        ``evaluated``: the seconds from handing the evaluation over to seeing its result
-        (what a ``cost_aware`` run's cost model learns; None for a lost one)."""
+        ``evaluated``: the seconds from when the evaluation could start (handed over, or
+        once a worker was free for it) to seeing its result (what a ``cost_aware`` run's
+        cost model learns; None for a lost one)."""
         n = len(state.y)
         seconds = time.perf_counter() - flight.issued
         if self.settings.cost_aware:

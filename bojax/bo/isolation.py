@@ -101,29 +101,67 @@ def answer_limit(timeout: float | None) -> float | None:
     return STARTUP_SECONDS + timeout + max(NO_ANSWER_GRACE, timeout)
 
 
-def until_overdue(running, submitted: dict, limit: float | None) -> float | None:
-    """Seconds until the first of the ``running`` futures (``submitted[f]``: its
-    ``perf_counter`` at submission) passes ``limit``, at least 0; None without a limit or
-    a running one."""
-    if limit is None or not running:
-        return None
-    first = min(submitted[future] for future in running)
-    return max(0.0, first + limit - time.perf_counter())
+class AnswerClock:
+    """When work handed to an executor that runs ``workers`` tasks at once is overdue:
+    ``limit`` seconds (:func:`answer_limit`) after it could start.
 
+    An executor runs its tasks first in, first out; those beyond its workers wait in its
+    queue, and a task's clock starts once enough earlier ones have come back (or been
+    given up), not at its submission: with ``q`` above the workers, an evaluation queued
+    behind slow ones was given up as lost before it began (review). Where an executor
+    runs more at once than it says, clocks start late, so the check only gets more
+    lenient; one that runs fewer gives up as early as a clock from submission would.
+    ``workers=None``: no queue (the work ran as it was handed over, inline)."""
 
-def overdue(running, submitted: dict, limit: float | None, timeout, what: str):
-    """``(futures, error)``: the ``running`` futures past ``limit`` since submission, in
-    submission order, and the TimeoutError that says so for a ``what`` ("evaluation",
-    "segment"). One that has just answered is left to the next wait."""
-    if limit is None:
-        return [], None
-    now = time.perf_counter()
-    late = [f for f in running if now - submitted[f] >= limit and not f.done()]
-    error = TimeoutError(
-        f"the executor gave no answer {limit:g} s after the {what} was handed to it "
-        f"(timeout={timeout:g} s)"
-    )
-    return sorted(late, key=submitted.__getitem__), error
+    def __init__(self, limit: float | None, workers: int | None):
+        self.limit = limit
+        self.workers = math.inf if workers is None else max(1, int(workers))
+        self.queued: dict[Any, float] = {}  # in submission order: perf_counter then
+        self.started: dict[Any, float] = {}  # perf_counter once it could start
+
+    def submitted(self, future: Any, at: float | None = None) -> None:
+        """``future`` handed over at ``at`` (a ``perf_counter``; default now)."""
+        self.queued[future] = time.perf_counter() if at is None else at
+        self._start(since=-math.inf)  # a free worker takes it as it is handed over
+
+    def answered(self, future: Any) -> None:
+        """Forget ``future`` (back, or given up); its worker takes the next in the queue."""
+        self.queued.pop(future, None)
+        if self.started.pop(future, None) is not None:
+            self._start(since=time.perf_counter())
+
+    def start(self, future: Any) -> float:
+        """The ``perf_counter`` at which ``future`` could start: as it was handed over, or
+        once a worker was free for it (for one still queued, done because the executor
+        runs more than it says: as it was handed over)."""
+        return self.started[future] if future in self.started else self.queued[future]
+
+    def _start(self, since: float) -> None:
+        """Start the queue's first while workers are free, not before ``since``."""
+        while self.queued and len(self.started) < self.workers:
+            future = next(iter(self.queued))
+            self.started[future] = max(self.queued.pop(future), since)
+
+    def seconds_left(self) -> float | None:
+        """Seconds until the first started task is overdue, at least 0; None without a
+        limit or a started task."""
+        if self.limit is None or not self.started:
+            return None
+        return max(0.0, min(self.started.values()) + self.limit - time.perf_counter())
+
+    def overdue(self, timeout: float | None, what: str) -> tuple[list, TimeoutError | None]:
+        """``(futures, error)``: the started futures past the limit, in submission order,
+        and the TimeoutError that says so for a ``what`` ("evaluation", "segment"). One
+        that has just answered is left to the next wait."""
+        if self.limit is None:
+            return [], None
+        now = time.perf_counter()
+        late = [f for f, t in self.started.items() if now - t >= self.limit and not f.done()]
+        error = TimeoutError(
+            f"the executor gave no answer {self.limit:g} s after the {what} could start "
+            f"(timeout={timeout:g} s)"
+        )
+        return late, error
 
 
 @functools.cache

@@ -42,7 +42,7 @@ from bojax.bo.evaluation import (
     pickled,
     refused,
 )
-from bojax.bo.isolation import answer_limit, overdue, run_isolated, until_overdue
+from bojax.bo.isolation import AnswerClock, answer_limit, run_isolated
 from bojax.bo.stepwise import (
     Checkpoint,
     Opened,
@@ -247,10 +247,11 @@ class _Pooled:
         self.running: dict[cf.Future, Any] = {}
         self.reserved = 0  # steps the segments in flight may charge
         self.retries = settings.retries
-        # With a timeout, a segment the executor has not answered within this is lost
-        # (a hung worker, a dropped task), as the plain driver's evaluations are.
-        self.answer_limit = answer_limit(settings.timeout)
-        self.submitted: dict[cf.Future, float] = {}  # perf_counter at each submission
+        # With a timeout, a segment the executor has not answered within this of when it
+        # could start is lost (a hung worker, a dropped task), as the plain driver's
+        # evaluations are.
+        workers = None if isinstance(pool, Inline) else concurrency(pool)
+        self.clock = AnswerClock(answer_limit(settings.timeout), workers)
 
     def loop(self, bar) -> None:
         """Run until the budget is spent and every segment is back."""
@@ -263,7 +264,7 @@ class _Pooled:
                     self.running, timeout=self._until_overdue(), return_when="FIRST_COMPLETED"
                 )
                 for future in done:
-                    self.submitted.pop(future, None)
+                    self.clock.answered(future)
                     record = self._finish(future)
                     if record is not None:
                         bar.update(record)
@@ -296,26 +297,24 @@ class _Pooled:
             future, why = refused(error)  # lost: retried, then journalled failed
             if self.limits is not None:
                 self.limits.refused = self.limits.refused or why
-        self.submitted[future] = time.perf_counter()
+        self.clock.submitted(future)
         return future
 
     def _until_overdue(self) -> float:
         """Seconds to wait for a segment: until the first one is overdue, at most
         ``MAX_WAIT``."""
-        left = until_overdue(self.running, self.submitted, self.answer_limit)
+        left = self.clock.seconds_left()
         return MAX_WAIT if left is None else min(MAX_WAIT, left)
 
     def _give_up_overdue(self) -> list[dict[str, Any]]:
         """Segments the executor has not answered within ``answer_limit``, taken back as
         lost (retried, then their design failed); the records that ends. One that has
         just answered is left to the next wait."""
-        late, silent = overdue(
-            self.running, self.submitted, self.answer_limit, self.settings.timeout, "segment"
-        )
+        late, silent = self.clock.overdue(self.settings.timeout, "segment")
         records = []
         for future in late:
             future.cancel()
-            self.submitted.pop(future)
+            self.clock.answered(future)
             lost = cf.Future()
             lost.set_exception(silent)
             self.running[lost] = self.running.pop(future)
