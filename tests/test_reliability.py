@@ -754,12 +754,14 @@ def test_a_segment_that_answers_as_its_limit_passes_is_taken_not_given_up(monkey
     for future in (late, dropped):
         pooled.running[future] = 0
         pooled.clock.submitted(future)
-        pooled.clock.started[future] -= 1.0  # both a second into their limit of 0.01 s
+        pooled.clock.began[future] -= 1.0  # both a second into their limit of 0.01 s
     late.set_result("nine steps")
     records = pooled._give_up_overdue()
     assert list(pooled.running) == [late]  # left to the next wait
     assert [type(r["outcome"]) for r in records] == [TimeoutError]
-    assert pooled._until_overdue() == 0.0
+    from bojax.bo.evaluation import first_done
+
+    assert first_done(pooled.running, pooled._until_overdue()) == {late}  # taken at once
 
 
 def test_a_step_wise_run_on_a_pool_that_refuses_work_fails_its_design_with_the_reason():
@@ -775,6 +777,54 @@ def test_a_step_wise_run_on_a_pool_that_refuses_work_fails_its_design_with_the_r
     with pytest.raises(ObjectiveError, match=r"lost after 1 attempt.*cannot schedule new"):
         bojax.minimize(train, SPACE, executor=pool, max_step=3, early_stopping="asha",
                        initial=2, iterations=1, **FAST)  # fmt: skip
+
+
+@pytest.mark.parametrize("stepwise", [False, True])
+def test_an_executor_that_cancels_its_queued_work_neither_hangs_the_run_nor_fails_a_design(
+    tmp_path, stepwise
+):
+    """A pool shut down with cancel_futures=True never woke the driver's wait: the run hung.
+    A cancelled evaluation (a Dask client closing does the same) was also journalled failed
+    with retries=0, though no fault of its design; it waits in pending.json for a resume."""
+    import json
+
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    calls = []
+
+    def value(point):
+        calls.append(point)
+        if len(calls) == 1:
+            time.sleep(0.3)  # the other two wait in the pool's queue meanwhile
+            pool.shutdown(wait=False, cancel_futures=True)
+        return (point["x"] - 0.7) ** 2
+
+    def train(point, report):
+        report(1, value(point))
+        return (point["x"] - 0.7) ** 2
+
+    out, run = tmp_path / "run", dict(q=3, retries=0, initial=5, iterations=0, **FAST)
+    finished = []
+    thread = threading.Thread(
+        target=lambda: finished.append(bojax.minimize(
+            train if stepwise else value, SPACE, executor=pool, out=out,
+            **(dict(max_step=1, early_stopping="none") if stepwise else {}), **run,
+        )),
+        daemon=True,
+    )  # fmt: skip
+    thread.start()
+    thread.join(timeout=60)
+    assert finished, "the run still waits for evaluations its executor cancelled"
+    if stepwise:  # (segments' refusals count as losses, as before)
+        return
+    (result,) = finished
+    assert [r["status"] for r in result.history] == ["ok"]
+    assert "executor cancelled an evaluation" in result.stopped
+    pending = json.loads((out / "pending.json").read_text())
+    assert [f["attempts"] for f in pending] == [0, 0]
+    with concurrent.futures.ThreadPoolExecutor(1) as fresh:
+        resumed = bojax.minimize(value, SPACE, executor=fresh, out=out, resume=True, **run)
+    assert [r["status"] for r in resumed.history] == ["ok"] * 5
+    assert [r["x"] for r in resumed.history[1:3]] == [f["x"] for f in pending]
 
 
 def test_a_checkpoint_that_cannot_leave_its_process_is_dropped_and_the_steps_come_back():
@@ -1624,3 +1674,14 @@ def test_an_objective_a_process_pool_cannot_receive_is_refused_before_any_evalua
         with pytest.raises(ObjectiveError, match=r"cannot be sent to the process pool.*lock"):
             bojax.minimize(_HoldsALock(), SPACE, **FAST, executor=pool, out=tmp_path / "run")
     assert not (tmp_path / "run" / "journal.jsonl").exists()
+
+
+def test_a_closed_dask_client_counts_as_one_worker_so_its_refusal_can_say_why():
+    """Counting a closed client's workers raised AttributeError before any submission."""
+    from bojax.bo.evaluation import concurrency
+
+    class Closed:
+        def nthreads(self):
+            raise AttributeError("'NoneType' object has no attribute 'ncores'")
+
+    assert concurrency(Closed()) == 1

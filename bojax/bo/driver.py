@@ -58,9 +58,12 @@ from bojax.bo.evaluation import (
     concurrency,
     evaluate,
     evaluate_batch,
+    failure_text,
+    first_done,
     pickled,
     refused,
     short_repr,
+    workers_said,
 )
 from bojax.bo.isolation import AnswerClock, answer_limit, evaluate_isolated
 from bojax.bo.journal import Journal, objective_name, run_header
@@ -442,7 +445,8 @@ class _Run:
         # With a timeout, an executor that has not answered well after an evaluation could
         # start has lost it: the evaluation's own process enforces the timeout, this only
         # catches a silent worker.
-        workers = None if isinstance(pool, Inline) else concurrency(pool)
+        inline = isinstance(pool, Inline)
+        workers = (lambda: None) if inline else (lambda: workers_said(pool))
         self.clock = AnswerClock(answer_limit(settings.timeout), workers)
         self.queued: list[Flight] = []  # to issue again before asking for new points
         self.refusing = False  # the executor takes no more work: the queued wait for a resume
@@ -496,9 +500,7 @@ class _Run:
                     if concluded or (room > 0 and self.queued and not self.refusing):
                         continue  # there may be more to issue
                     break
-                done, _ = cf.wait(
-                    self.running, timeout=self._until_overdue(), return_when=cf.FIRST_COMPLETED
-                )
+                done = first_done(self.running, self._until_overdue())
                 for future in sorted(done, key=lambda f: self.running[f].proposal):
                     state = self._finish(state, future)
                 # (on every pass: evaluations that keep finishing elsewhere must not hide
@@ -511,7 +513,7 @@ class _Run:
             self.stopped = self.deadline.why(f"{len(state.y)} evaluations of {total}")
         if self.refusing and self.queued:
             self.stopped += (
-                f"; {len(self.queued)} evaluation(s) it did not take are kept in pending.json "
+                f"; {len(self.queued)} evaluation(s) it did not run are kept in pending.json "
                 "for a resume"
             )
         return state
@@ -597,12 +599,8 @@ class _Run:
         except Exception as error:  # shut down, a Dask client closed: none of its doing
             # Never started, so no attempt: kept in pending.json for a resume, where it
             # was journalled failed, its retries spent on a pool that took nothing (review).
-            self.stopped = self.stopped or refused(error)[1]
-            self.refusing = True
-            self.queued = sorted([*self.queued, flight._replace(attempts=flight.attempts - 1)],
-                                 key=lambda f: f.proposal)  # fmt: skip
             self.starting = []
-            self._save_pending()
+            self._not_run(flight, refused(error)[1])
             return None
         self.running[future] = flight
         self.clock.submitted(future, at=tick)
@@ -627,14 +625,23 @@ class _Run:
     def _finish(self, state: BOState, future: cf.Future) -> BOState:
         try:
             outcome, lost = future.result(), None
+        except cf.CancelledError as error:  # by the executor: shut down, its client closed
+            # None of the design's doing, and it may never have run: kept in pending.json
+            # for a resume as a refused one is (with retries=0 it was journalled failed).
+            self.clock.answered(future)
+            why = "the executor cancelled an evaluation (shut down, or its client closed)"
+            why += f": {failure_text(error)}" if str(error) else ""
+            self._not_run(self.running.pop(future), why)
+            return state
         except Exception as error:  # the executor lost it (killed worker, broken pool)
             outcome, lost = None, error
         # (A KeyboardInterrupt raised in the evaluation ends the run here, its flight still
         # listed as running, so forgive_interrupted keeps it pending for the resume.)
         flight = self.running.pop(future)
-        began = self.clock.start(future)  # (time in the executor's queue is not its cost)
+        # (from when it could start to its end: neither its wait in the executor's queue
+        # nor the driver's own work since counts as its cost)
+        evaluated = self.clock.seconds(future)
         self.clock.answered(future)
-        evaluated = time.perf_counter() - began
         if lost is None:
             y, error = outcome
         else:
@@ -680,6 +687,16 @@ class _Run:
         if error:
             self._check_failures(state, error)
         return state
+
+    def _not_run(self, flight: Flight, why: str) -> None:
+        """``flight`` (its attempt counted) the executor did not take or cancelled: its
+        attempt is given back and it waits in pending.json for a resume; nothing more is
+        handed to this executor, and the run stops saying ``why``."""
+        self.stopped = self.stopped or why
+        self.refusing = True
+        self.queued = sorted([*self.queued, flight._replace(attempts=flight.attempts - 1)],
+                             key=lambda f: f.proposal)  # fmt: skip
+        self._save_pending()
 
     def _retry(self, flight: Flight, lost: Exception) -> str | None:
         """Submit a lost evaluation again if retries are left (None), else say why it failed."""

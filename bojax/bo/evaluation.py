@@ -14,6 +14,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import math
 import numbers
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -194,12 +195,41 @@ def as_executor(executor: Any) -> Any:
     return executor
 
 
+def workers_said(executor: Any) -> int | None:
+    """How many evaluations ``executor`` says it runs at once (a Dask client: its worker
+    threads now, perhaps none yet); None where it does not say, or cannot (closed)."""
+    client = getattr(executor, "_client", executor)
+    try:
+        if hasattr(client, "nthreads"):  # Dask: one evaluation per worker thread
+            return sum(client.nthreads().values())
+        workers = getattr(executor, "_max_workers", None)
+        return None if workers is None else int(workers)
+    except Exception:  # a closed client: its submissions say so, as refusals
+        return None
+
+
 def concurrency(executor: Any) -> int:
     """How many evaluations ``executor`` runs at once, where it says; else 1."""
-    client = getattr(executor, "_client", executor)
-    if hasattr(client, "nthreads"):  # Dask: one evaluation per worker thread
-        return max(1, sum(client.nthreads().values()))
-    return max(1, int(getattr(executor, "_max_workers", 1) or 1))
+    return max(1, workers_said(executor) or 1)
+
+
+# The longest a wait for evaluations lasts before it looks at them again: an executor shut
+# down with ``cancel_futures=True`` cancels its queued work without waking a waiter.
+POLL_SECONDS = 1.0
+
+
+def first_done(futures, timeout: float | None) -> set:
+    """The ``futures`` that are done, once at least one is or after ``timeout`` seconds
+    (None: no limit). ``cf.wait`` alone never returned a future its executor cancelled
+    (``shutdown(cancel_futures=True)`` notifies no waiter) and the run hung; those are
+    looked for every ``POLL_SECONDS`` and count as done."""
+    deadline = math.inf if timeout is None else time.perf_counter() + timeout
+    while True:
+        left = max(0.0, deadline - time.perf_counter())
+        done, _ = cf.wait(futures, timeout=min(POLL_SECONDS, left), return_when=cf.FIRST_COMPLETED)
+        done |= {future for future in futures if future.cancelled()}
+        if done or time.perf_counter() >= deadline:
+            return done
 
 
 def evaluate_batch(objective: Any, points: list[dict[str, Any]]) -> list[Outcome]:

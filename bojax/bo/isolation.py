@@ -39,6 +39,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -102,52 +103,98 @@ def answer_limit(timeout: float | None) -> float | None:
 
 
 class AnswerClock:
-    """When work handed to an executor that runs ``workers`` tasks at once is overdue:
-    ``limit`` seconds (:func:`answer_limit`) after it could start.
+    """When work handed to an executor that runs ``workers()`` tasks at once could start,
+    when it ended, and so when its answer is overdue: ``limit`` seconds
+    (:func:`answer_limit`) after it could start.
 
     An executor runs its tasks first in, first out; those beyond its workers wait in its
-    queue, and a task's clock starts once enough earlier ones have come back (or been
-    given up), not at its submission: with ``q`` above the workers, an evaluation queued
-    behind slow ones was given up as lost before it began (review). Where an executor
-    runs more at once than it says, clocks start late, so the check only gets more
-    lenient; one that runs fewer gives up as early as a clock from submission would.
-    ``workers=None``: no queue (the work ran as it was handed over, inline)."""
+    queue, and a task's clock starts when an earlier one ends (or is given up), not at its
+    submission: with ``q`` above the workers, an evaluation queued behind slow ones was
+    given up as lost before it began (review). Ends are taken from the futures' done
+    callbacks, so a driver busy fitting its model neither delays a start nor lengthens a
+    measured evaluation. ``workers()`` is read again at most every ``RECOUNT`` seconds (a
+    Dask cluster grows); where it is None (an executor that does not say, or inline
+    work) nothing is queued: each clock starts as the work is handed over."""
 
-    def __init__(self, limit: float | None, workers: int | None):
-        self.limit = limit
-        self.workers = math.inf if workers is None else max(1, int(workers))
-        self.queued: dict[Any, float] = {}  # in submission order: perf_counter then
-        self.started: dict[Any, float] = {}  # perf_counter once it could start
+    RECOUNT = 5.0
+
+    def __init__(self, limit: float | None, workers=lambda: None):
+        self.limit, self._workers = limit, workers
+        self._lock = threading.Lock()  # (done callbacks run on the executor's threads)
+        self._count, self._counted = None, -math.inf
+        self.handed: dict[Any, float] = {}  # every future taken, as it was handed over
+        self.queued: dict[Any, None] = {}  # waiting for a worker, in submission order
+        self.began: dict[Any, float] = {}  # once it could start
+        self.busy: set = set()  # holding a worker
+        self.ended: dict[Any, float] = {}  # once done
 
     def submitted(self, future: Any, at: float | None = None) -> None:
         """``future`` handed over at ``at`` (a ``perf_counter``; default now)."""
-        self.queued[future] = time.perf_counter() if at is None else at
-        self._start(since=-math.inf)  # a free worker takes it as it is handed over
+        self._recount()
+        with self._lock:
+            self.handed[future] = time.perf_counter() if at is None else at
+            self.queued[future] = None
+            self._start(since=-math.inf)  # a free worker takes it as it is handed over
+        future.add_done_callback(self._done)  # (at once where it is done already)
+
+    def _done(self, future: Any) -> None:
+        with self._lock:
+            if future in self.handed and future not in self.ended:
+                self.ended[future] = time.perf_counter()
+                self._free(future)
 
     def answered(self, future: Any) -> None:
-        """Forget ``future`` (back, or given up); its worker takes the next in the queue."""
-        self.queued.pop(future, None)
-        if self.started.pop(future, None) is not None:
-            self._start(since=time.perf_counter())
+        """Forget ``future``, back or given up (its worker then takes the next task)."""
+        self._recount()
+        with self._lock:
+            self._free(future)
+            for taken in (self.handed, self.queued, self.began, self.ended):
+                taken.pop(future, None)
 
     def start(self, future: Any) -> float:
         """The ``perf_counter`` at which ``future`` could start: as it was handed over, or
-        once a worker was free for it (for one still queued, done because the executor
-        runs more than it says: as it was handed over)."""
-        return self.started[future] if future in self.started else self.queued[future]
+        once a worker was free for it (as handed over for one that ended while counted
+        as queued: the executor runs more at once than it says)."""
+        with self._lock:
+            return self.began.get(future, self.handed[future])
+
+    def seconds(self, future: Any) -> float:
+        """Seconds from when ``future`` could start to its end (or now)."""
+        began = self.start(future)
+        with self._lock:
+            return self.ended.get(future, time.perf_counter()) - began
+
+    def _free(self, future: Any) -> None:
+        self.queued.pop(future, None)
+        self.busy.discard(future)
+        self._start(since=time.perf_counter())  # (its worker, or one counted anew)
+
+    def _recount(self) -> None:
+        """Ask for the workers again if ``RECOUNT`` seconds have passed; never under the
+        lock: a Dask client answers on its event loop's thread, which runs done callbacks."""
+        now = time.perf_counter()
+        if now - self._counted >= self.RECOUNT:
+            count = self._workers()
+            with self._lock:
+                self._count, self._counted = count, now
 
     def _start(self, since: float) -> None:
         """Start the queue's first while workers are free, not before ``since``."""
-        while self.queued and len(self.started) < self.workers:
+        workers = math.inf if self._count is None else self._count
+        while self.queued and len(self.busy) < workers:
             future = next(iter(self.queued))
-            self.started[future] = max(self.queued.pop(future), since)
+            del self.queued[future]
+            self.busy.add(future)
+            self.began[future] = max(self.handed[future], since)
 
     def seconds_left(self) -> float | None:
-        """Seconds until the first started task is overdue, at least 0; None without a
-        limit or a started task."""
-        if self.limit is None or not self.started:
-            return None
-        return max(0.0, min(self.started.values()) + self.limit - time.perf_counter())
+        """Seconds until the first task holding a worker is overdue, at least 0; None
+        without a limit or such a task."""
+        with self._lock:
+            if self.limit is None or not self.busy:
+                return None
+            first = min(self.began[future] for future in self.busy)
+        return max(0.0, first + self.limit - time.perf_counter())
 
     def overdue(self, timeout: float | None, what: str) -> tuple[list, TimeoutError | None]:
         """``(futures, error)``: the started futures past the limit, in submission order,
@@ -156,12 +203,13 @@ class AnswerClock:
         if self.limit is None:
             return [], None
         now = time.perf_counter()
-        late = [f for f, t in self.started.items() if now - t >= self.limit and not f.done()]
+        with self._lock:
+            late = [f for f in self.handed if f in self.busy and now - self.began[f] >= self.limit]
         error = TimeoutError(
             f"the executor gave no answer {self.limit:g} s after the {what} could start "
             f"(timeout={timeout:g} s)"
         )
-        return late, error
+        return [f for f in late if not f.done()], error
 
 
 @functools.cache

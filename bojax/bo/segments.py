@@ -39,8 +39,10 @@ from bojax.bo.evaluation import (
     as_executor,
     concurrency,
     failure_text,
+    first_done,
     pickled,
     refused,
+    workers_said,
 )
 from bojax.bo.isolation import AnswerClock, answer_limit, run_isolated
 from bojax.bo.stepwise import (
@@ -250,7 +252,8 @@ class _Pooled:
         # With a timeout, a segment the executor has not answered within this of when it
         # could start is lost (a hung worker, a dropped task), as the plain driver's
         # evaluations are.
-        workers = None if isinstance(pool, Inline) else concurrency(pool)
+        inline = isinstance(pool, Inline)
+        workers = (lambda: None) if inline else (lambda: workers_said(pool))
         self.clock = AnswerClock(answer_limit(settings.timeout), workers)
 
     def loop(self, bar) -> None:
@@ -260,9 +263,7 @@ class _Pooled:
                 self._fill()
                 if not self.running:
                     break
-                done, _ = cf.wait(
-                    self.running, timeout=self._until_overdue(), return_when="FIRST_COMPLETED"
-                )
+                done = first_done(self.running, self._until_overdue())
                 for future in done:
                     self.clock.answered(future)
                     record = self._finish(future)
