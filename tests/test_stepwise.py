@@ -7,6 +7,7 @@ import concurrent.futures as cf
 import contextlib
 import json
 import math
+import re
 import threading
 import time
 
@@ -218,8 +219,49 @@ def test_a_refused_report_fails_the_training_even_if_it_catches_the_error(
                        executor=executor, progress=False, seed=0, out=tmp_path)  # fmt: skip
     history = Journal(tmp_path).read()
     failed = [r for r in history if r["status"] == "failed"]
-    assert len(failed) >= 2 and "ok" not in {r["status"] for r in history}
-    assert all(r["error"].startswith("ValueError: ") and refused in r["error"] for r in failed)
+    assert "ok" not in {r["status"] for r in history}
+    misuse = "whole number" in refused  # the objective's code: the run stops at the first
+    assert len(failed) == 1 if misuse else len(failed) >= 2
+    kind = "ReportMisuse: " if misuse else "ValueError: "
+    assert all(r["error"].startswith(kind) and refused in r["error"] for r in failed)
+
+
+@pytest.mark.parametrize(
+    "report_as, says",
+    [
+        (lambda report, epoch, loss: report(epoch - 1, loss), "above the last one (0), got 0"),
+        (lambda report, epoch, loss: report(loss), "was given one argument"),
+        (lambda report, epoch, loss: report(epoch, {"loss": loss}), "got {'loss'"),
+    ],
+)
+def test_report_called_wrongly_by_every_training_stops_the_run_at_the_first(report_as, says):
+    """0-based epochs, a value without its step, a dict: each design trained a step, then
+    failed, until the whole step budget was spent so (review: 350 designs)."""
+    started = []
+
+    def train(point, report):
+        started.append(point)
+        for epoch in range(1, 10):
+            report_as(report, epoch, final_value(point) + 1 / epoch)
+        return final_value(point)
+
+    with pytest.raises(ObjectiveError, match="called report wrongly") as raised:
+        bojax.minimize(train, SPACE, progress=False, **ASHA)
+    assert says in str(raised.value) and "ReportMisuse: " in str(raised.value)
+    assert len(started) == 1
+
+
+def test_a_value_that_diverges_at_every_step_is_a_design_failure_not_a_misuse():
+    def train(point, report):
+        for epoch in range(1, 4):
+            report(epoch, math.nan)
+        return math.nan
+
+    with pytest.raises(ObjectiveError, match=r"every training failed \((\d+)\)") as raised:
+        bojax.minimize(train, SPACE, progress=False, max_step=3, early_stopping="none",
+                       initial=3, iterations=0, surrogate="gp-map")  # fmt: skip
+    assert int(re.search(r"failed \((\d+)\)", str(raised.value)).group(1)) > 1  # went on
+    assert "ValueError: " in str(raised.value)
 
 
 def test_failing_and_misreporting_trainings_are_recorded_and_the_run_goes_on():

@@ -56,6 +56,7 @@ import contextlib
 import functools
 import inspect
 import math
+import numbers
 import threading
 import time
 import warnings
@@ -220,6 +221,15 @@ def raise_late_report(design: int | None) -> None:
     )
 
 
+class ReportMisuse(ValueError):
+    """``report`` called in a way no design can make right (a step that is not a whole
+    number above the last, a value that is not a number, none at all): the objective's
+    code, so a run whose every training so far failed so starts no more of them."""
+
+
+_NO_VALUE = object()
+
+
 class _Reporter:
     """The ``report(step, value)`` a step-wise objective calls."""
 
@@ -227,7 +237,7 @@ class _Reporter:
         self.run, self.training = run, training
 
     def __call__(
-        self, step: Any, value: Any, checkpoint: Any = None, seconds: Any = None, last=False
+        self, step: Any, value: Any = _NO_VALUE, checkpoint=None, seconds=None, last=False
     ) -> bool:
         """Record ``value`` at ``step`` (and the training's ``checkpoint``, from which a
         resumed run continues it); whether the training goes on (False at ``max_step``).
@@ -242,6 +252,11 @@ class _Reporter:
         if training.over is not None:  # it caught the stop (a trainer thread's report)
             raise StopTraining(f"stopped ({training.over}): no report is taken after it")
         with remembered(training):
+            if value is _NO_VALUE:
+                raise ReportMisuse(
+                    f"report(step, value) was given one argument ({short_repr(step)}): "
+                    "pass the step and its value, as in report(epoch, loss)"
+                )
             step = check_step(step, training.reported)
             if step > run.max_step:
                 past_max_step(step, run.max_step, training.recorded)
@@ -1181,7 +1196,7 @@ def check_step(step: Any, last: int) -> int:
     if isinstance(step, float | np.floating) and float(step).is_integer():  # 3.0, not 3.5
         step = int(step)
     if not (is_count(step) and step > last):
-        raise ValueError(
+        raise ReportMisuse(
             f"report(step, value): step must be a whole number above the last one "
             f"({last}), got {step!r}"
         )
@@ -1203,7 +1218,10 @@ def checked_value(value: Any) -> float:
     """A reported value as a float; ValueError (the training fails) unless finite."""
     y = finite_number(value)
     if y is None:
-        raise ValueError(f"report(step, value): value must be a finite number, got {value!r}")
+        number = isinstance(unwrapped(value), numbers.Real)  # nan or inf: a divergence
+        raise (ValueError if number else ReportMisuse)(
+            f"report(step, value): value must be a finite number, got {short_repr(value)}"
+        )
     return y
 
 
@@ -1349,7 +1367,10 @@ def finished(journal: Journal | None, history: list, spent: int, seconds: float,
     best = stepwise_best(history)
     if best is None:
         last = history[-1]["error"] if history else "none ran"
-        error = ObjectiveError(f"every training failed ({len(history)}); last error: {last}")
+        error = ObjectiveError(
+            f"every training failed ({len(history)}); last error: {last}"
+            + (f"; {ended}" if ended else "")
+        )
         if journal is not None:
             journal.write_failed_summary(history, error)
         raise error
@@ -1394,6 +1415,12 @@ class Limits:
         history = self.run.history
         if self.deadline.reached(len(history) - self.first):
             return self.deadline.why(f"{self.run.spent} steps of {self.run.budget}")
+        these = history[self.first :]
+        if these and all((r["error"] or "").startswith("ReportMisuse: ") for r in these):
+            return (
+                "every training so far called report wrongly (its error says how), so no "
+                "further training is started: the objective's code, not its designs"
+            )
         if self.max_failures is not None:
             failed = sum(r["status"] == "failed" for r in history)
             if failed >= self.max_failures:
