@@ -619,7 +619,16 @@ def repair(
         console.print(plain(line))
 
 
+def _warning_line(message, category, filename, lineno, line=None) -> str:
+    """A warning as one plain line: the file, line and source line Python adds point
+    into bojax, which is no help to someone running a command."""
+    return f"{category.__name__}: {message}\n"
+
+
 def main() -> None:
+    import warnings
+
+    warnings.formatwarning = _warning_line
     app()
 
 

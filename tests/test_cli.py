@@ -93,3 +93,17 @@ def test_python_dash_m_bojax_is_the_command_line():
         [sys.executable, "-m", "bojax", "--help"], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0 and "optimize" in result.stdout
+
+
+def test_the_command_line_prints_a_warning_as_one_plain_line(tmp_path):
+    """Python's format added a path into bojax and a source line (review)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import warnings, bojax.cli as c\n"
+        "c.app = lambda: warnings.warn('the journal is old')\n"
+        "c.main()"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stderr == "UserWarning: the journal is old\n"

@@ -1685,3 +1685,19 @@ def test_a_closed_dask_client_counts_as_one_worker_so_its_refusal_can_say_why():
             raise AttributeError("'NoneType' object has no attribute 'ncores'")
 
     assert concurrency(Closed()) == 1
+
+
+@pytest.mark.parametrize(
+    "objective, says",
+    [
+        (lambda: 1.0, "objective(point): too many positional arguments"),
+        (lambda a, b, c: 1.0, "objective(point): missing a required argument: 'b'"),
+        (lambda point, callback: 1.0, "missing a required argument: 'callback'"),
+        (lambda point, report, extra: 1.0, "train(point, report): missing a required argument"),
+    ],
+)
+def test_an_objective_that_cannot_take_a_point_is_refused_before_it_runs(objective, says):
+    """Each design was evaluated and journalled failed with the same TypeError (review)."""
+    with pytest.raises(ObjectiveError, match=re.escape(says)):
+        step_wise = dict(max_step=3) if "report" in says else {}
+        bojax.minimize(objective, SPACE, initial=2, iterations=0, **step_wise, **FAST)

@@ -357,9 +357,11 @@ def minimize(
     if stepwise_only:  # (else a forgotten report parameter would silently train in full)
         raise SettingsError(
             f"{', '.join(stepwise_only)} {'is' if len(stepwise_only) == 1 else 'are'} for "
-            "step-wise objectives, train(point, report); this objective takes no report "
-            "parameter"
+            "step-wise objectives, train(point, report); this objective has no parameter "
+            "named report"
         )
+    if (why := stepwise.unbindable(objective, {})) is not None:  # (else each design fails)
+        raise ObjectiveError(f"the objective is called as objective(point): {why}")
     pool = as_executor(executor)
     if isinstance(pool, cf.ProcessPoolExecutor) and (why := pickled(objective)[1]) is not None:
         # (else each design was lost twice and journalled failed, the budget spent so)

@@ -134,6 +134,32 @@ def call_train(train: Callable, point: dict, report: Callable, **kwargs: Any) ->
     return train(point, report, **kwargs)
 
 
+def unbindable(objective: Callable, *args: Any, **kwargs: Any) -> str | None:
+    """Why ``objective(*args, **kwargs)`` cannot bind to ``objective``'s signature (a
+    parameter too many or too few), or None; None as well where there is no signature to
+    read (a builtin is tried instead)."""
+    try:
+        signature = inspect.signature(objective)
+    except (TypeError, ValueError):
+        return None
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as error:
+        return str(error)
+    return None
+
+
+def unbindable_train(train: Callable) -> str | None:
+    """Why ``train`` cannot be called as :func:`call_train` calls it, or None."""
+    try:
+        report = inspect.signature(train).parameters.get("report")
+    except (TypeError, ValueError):
+        return None
+    if report is not None and report.kind is inspect.Parameter.KEYWORD_ONLY:
+        return unbindable(train, {}, report=None)
+    return unbindable(train, {}, None)
+
+
 def batch_of(train: Callable) -> Callable | None:
     """How ``train`` trains several designs in one call: its ``batch(points, reports)``
     method, or for a bound method ``obj.train`` the object's ``train_batch``; else None."""
@@ -1293,6 +1319,8 @@ def minimize_steps(
     between milestones (:mod:`bojax.bo.segments`). Returns a :class:`bojax.bo.driver.Result`
     whose best is the best design trained to the end (the best stopped one while none
     was), with ``steps`` the steps spent."""
+    if (why := unbindable_train(train)) is not None:
+        raise ObjectiveError(f"a step-wise objective is called as train(point, report): {why}")
     batch = batch_of(train) if executor is None and (settings.q or 1) > 1 else None
     check_stepwise(settings, executor, batched=batch is not None)
     journal = Journal(out) if out is not None else None
