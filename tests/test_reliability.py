@@ -1701,3 +1701,54 @@ def test_an_objective_that_cannot_take_a_point_is_refused_before_it_runs(objecti
     with pytest.raises(ObjectiveError, match=re.escape(says)):
         step_wise = dict(max_step=3) if "report" in says else {}
         bojax.minimize(objective, SPACE, initial=2, iterations=0, **step_wise, **FAST)
+
+
+def test_a_decorator_that_hands_the_objective_an_argument_of_its_own_is_not_refused():
+    """The signature check read the wrapped function's (point, data) and refused it."""
+    import functools
+
+    def with_data(f):
+        @functools.wraps(f)
+        def wrapper(point):
+            return f(point, 0.7)
+
+        return wrapper
+
+    @with_data
+    def objective(point, target):
+        return (point["x"] - target) ** 2
+
+    assert bojax.minimize(objective, SPACE, initial=2, iterations=0, **FAST).evaluations == 2
+
+
+def test_hung_work_is_given_up_once_workers_join_a_cluster_that_had_none(monkeypatch):
+    """With no worker at the first count, nothing was ever counted as started, and the
+    driver waited a day for a task that would never answer (review)."""
+    monkeypatch.setattr(isolation, "NO_ANSWER_GRACE", 0.05)
+    monkeypatch.setattr(isolation, "STARTUP_SECONDS", 0.0)
+    monkeypatch.setattr(isolation.AnswerClock, "RECOUNT", 0.05)
+    first = []
+
+    class Joining:
+        @property
+        def _max_workers(self):  # none until half a second after the first submission
+            return 1 if first and time.perf_counter() - first[0] > 0.5 else 0
+
+        def submit(self, *args):
+            first.append(time.perf_counter())
+            return concurrent.futures.Future()  # never answers
+
+    results = []
+
+    def minimize():
+        try:
+            bojax.minimize(lambda p: p["x"], SPACE, executor=Joining(), q=1, timeout=0.05,
+                           retries=0, initial=2, iterations=0, **FAST)  # fmt: skip
+        except ObjectiveError as error:  # (every evaluation failed)
+            results.append(error)
+
+    run = threading.Thread(target=minimize, daemon=True)
+    run.start()
+    run.join(timeout=60)
+    assert results, "the driver still waits for work no worker ever took"
+    assert "gave no answer" in str(results[0])

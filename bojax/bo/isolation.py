@@ -177,6 +177,7 @@ class AnswerClock:
             count = self._workers()
             with self._lock:
                 self._count, self._counted = count, now
+                self._start(since=now)  # workers that joined take the queue's first
 
     def _start(self, since: float) -> None:
         """Start the queue's first while workers are free, not before ``since``."""
@@ -189,10 +190,14 @@ class AnswerClock:
 
     def seconds_left(self) -> float | None:
         """Seconds until the first task holding a worker is overdue, at least 0; None
-        without a limit or such a task."""
+        without a limit or any task; ``RECOUNT`` while all wait (none may run yet: a
+        cluster whose workers have not joined)."""
+        self._recount()
         with self._lock:
-            if self.limit is None or not self.busy:
+            if self.limit is None or not (self.busy or self.queued):
                 return None
+            if not self.busy:
+                return self.RECOUNT
             first = min(self.began[future] for future in self.busy)
         return max(0.0, first + self.limit - time.perf_counter())
 
@@ -202,6 +207,7 @@ class AnswerClock:
         that has just answered is left to the next wait."""
         if self.limit is None:
             return [], None
+        self._recount()
         now = time.perf_counter()
         with self._lock:
             late = [f for f in self.handed if f in self.busy and now - self.began[f] >= self.limit]

@@ -138,8 +138,8 @@ def unbindable(objective: Callable, *args: Any, **kwargs: Any) -> str | None:
     """Why ``objective(*args, **kwargs)`` cannot bind to ``objective``'s signature (a
     parameter too many or too few), or None; None as well where there is no signature to
     read (a builtin is tried instead)."""
-    try:
-        signature = inspect.signature(objective)
+    try:  # (the function called, not one a decorator wraps and hands arguments of its own)
+        signature = inspect.signature(objective, follow_wrapped=False)
     except (TypeError, ValueError):
         return None
     try:
@@ -152,7 +152,7 @@ def unbindable(objective: Callable, *args: Any, **kwargs: Any) -> str | None:
 def unbindable_train(train: Callable) -> str | None:
     """Why ``train`` cannot be called as :func:`call_train` calls it, or None."""
     try:
-        report = inspect.signature(train).parameters.get("report")
+        report = inspect.signature(train, follow_wrapped=False).parameters.get("report")
     except (TypeError, ValueError):
         return None
     if report is not None and report.kind is inspect.Parameter.KEYWORD_ONLY:
@@ -1244,7 +1244,8 @@ def checked_value(value: Any) -> float:
     """A reported value as a float; ValueError (the training fails) unless finite."""
     y = finite_number(value)
     if y is None:
-        number = isinstance(unwrapped(value), numbers.Real)  # nan or inf: a divergence
+        plain = unwrapped(value)  # nan or inf: a divergence
+        number = isinstance(plain, numbers.Real) and not isinstance(plain, bool)
         raise (ValueError if number else ReportMisuse)(
             f"report(step, value): value must be a finite number, got {short_repr(value)}"
         )
@@ -1443,8 +1444,12 @@ class Limits:
         history = self.run.history
         if self.deadline.reached(len(history) - self.first):
             return self.deadline.why(f"{self.run.spent} steps of {self.run.budget}")
-        these = history[self.first :]
-        if these and all((r["error"] or "").startswith("ReportMisuse: ") for r in these):
+        these = [r["error"] or "" for r in history[self.first :]]
+        # (a step or a missing value no design makes right: at the first; a value that is
+        # not a number may be one design's, a metric it could not measure: at the third)
+        if all(e.startswith("ReportMisuse: ") for e in these) and (
+            len(these) >= 3 or any("value must be" not in e for e in these)
+        ):
             return (
                 "every training so far called report wrongly (its error says how), so no "
                 "further training is started: the objective's code, not its designs"
