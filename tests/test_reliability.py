@@ -764,19 +764,33 @@ def test_a_segment_that_answers_as_its_limit_passes_is_taken_not_given_up(monkey
     assert first_done(pooled.running, pooled._until_overdue()) == {late}  # taken at once
 
 
-def test_a_step_wise_run_on_a_pool_that_refuses_work_fails_its_design_with_the_reason():
+@pytest.mark.parametrize("broken", [False, True])
+def test_a_step_wise_run_on_a_pool_that_refuses_work_ends_saying_why(broken):
     """The refused first segment left its design queued with no curve, and ending the run
-    stopped it at its last value: an IndexError (review)."""
+    stopped it at its last value: an IndexError (review). A pool shut down is none of the
+    design's doing: no attempt counts; a broken one may be, and its retries are spent."""
     pool = concurrent.futures.ThreadPoolExecutor(1)
     pool.shutdown()
+    if broken:
+        pool.submit = _raises(concurrent.futures.BrokenExecutor("a worker died"))
 
     def train(point, report):
         report(1, point["x"])
         return point["x"]
 
-    with pytest.raises(ObjectiveError, match=r"lost after 1 attempt.*cannot schedule new"):
+    said = r"lost after 1 attempt.*a worker died" if broken else (
+        r"before its training reported a step; the executor refused new work.*cannot schedule"
+    )  # fmt: skip
+    with pytest.raises(ObjectiveError, match=said):
         bojax.minimize(train, SPACE, executor=pool, max_step=3, early_stopping="asha",
-                       initial=2, iterations=1, **FAST)  # fmt: skip
+                       initial=2, iterations=1, retries=1, **FAST)  # fmt: skip
+
+
+def _raises(error):
+    def submit(*args, **kwargs):
+        raise error
+
+    return submit
 
 
 @pytest.mark.parametrize("stepwise", [False, True])
@@ -814,17 +828,53 @@ def test_an_executor_that_cancels_its_queued_work_neither_hangs_the_run_nor_fail
     thread.start()
     thread.join(timeout=60)
     assert finished, "the run still waits for evaluations its executor cancelled"
-    if stepwise:  # (segments' refusals count as losses, as before)
-        return
     (result,) = finished
     assert [r["status"] for r in result.history] == ["ok"]
-    assert "executor cancelled an evaluation" in result.stopped
+    assert "executor cancelled" in result.stopped and "2 " in result.stopped
+    assert "kept in pending.json for a resume" in result.stopped
     pending = json.loads((out / "pending.json").read_text())
-    assert [f["attempts"] for f in pending] == [0, 0]
+    if stepwise:  # the two designs proposed, neither started
+        kept = [p["x"] for p in pending]
+        assert len(kept) == 2 and all(not p["curve"] for p in pending)
+    else:
+        assert [f["attempts"] for f in pending] == [0, 0]
+        kept = [f["x"] for f in pending]
     with concurrent.futures.ThreadPoolExecutor(1) as fresh:
-        resumed = bojax.minimize(value, SPACE, executor=fresh, out=out, resume=True, **run)
+        resumed = bojax.minimize(
+            train if stepwise else value, SPACE, executor=fresh, out=out, resume=True,
+            **(dict(max_step=1, early_stopping="none") if stepwise else {}), **run,
+        )  # fmt: skip
     assert [r["status"] for r in resumed.history] == ["ok"] * 5
-    assert [r["x"] for r in resumed.history[1:3]] == [f["x"] for f in pending]
+    assert [r["x"] for r in resumed.history[1:3]] == kept
+
+
+@pytest.mark.slow  # (20 s: freeze-thaw's fits, then a resume)
+def test_freeze_thaw_segments_an_executor_cancels_are_not_journalled_failed(tmp_path):
+    """Freeze-thaw's cancelled segments were retried into the closed pool and journalled
+    failed; they end the run as a killed driver would, and a resume goes on."""
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    calls = []
+
+    def train(point, report):
+        calls.append(point)
+        if len(calls) == 1:
+            time.sleep(0.3)  # the other two wait in the pool's queue meanwhile
+            pool.shutdown(wait=False, cancel_futures=True)
+        for step in (1, 2):
+            report(step, (point["x"] - 0.7) ** 2 + 1 / step)
+        return (point["x"] - 0.7) ** 2 + 0.5
+
+    out = tmp_path / "run"
+    run = dict(q=3, retries=0, initial=4, iterations=2, max_step=2, **FAST)
+    result = bojax.minimize(train, SPACE, executor=pool, out=out, early_stopping="freeze-thaw",
+                            **run)  # fmt: skip
+    assert [r["status"] for r in result.history] == ["stopped"]
+    assert "executor cancelled a segment" in result.stopped
+    with concurrent.futures.ThreadPoolExecutor(1) as fresh:
+        resumed = bojax.minimize(train, SPACE, executor=fresh, out=out, resume=True,
+                                 early_stopping="freeze-thaw", **run)  # fmt: skip
+    assert resumed.stopped is None and resumed.steps == 12
+    assert "failed" not in {r["status"] for r in resumed.history}
 
 
 def test_a_checkpoint_that_cannot_leave_its_process_is_dropped_and_the_steps_come_back():
@@ -1506,7 +1556,8 @@ def test_sigint_of_the_cli_says_how_to_resume_and_the_resume_loses_nothing(tmp_p
     assert "Traceback" not in output
     (pending,) = json.loads((out / "pending.json").read_text())
     assert pending["attempts"] == 0  # stopped by the user, not by its design
-    done = subprocess.run([*command, "--resume"], capture_output=True, text=True, timeout=120)
+    resume = [*command[:5], "--out", str(out), "--resume"]  # as it says: the rest journalled
+    done = subprocess.run(resume, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     records = _jsonl(out / "journal.jsonl")
     assert [r["status"] for r in records] == ["ok"] * 4

@@ -63,9 +63,8 @@ from bojax.bo.evaluation import (
     pickled,
     refused,
     short_repr,
-    workers_said,
 )
-from bojax.bo.isolation import AnswerClock, answer_limit, evaluate_isolated
+from bojax.bo.isolation import AnswerClock, evaluate_isolated
 from bojax.bo.journal import Journal, objective_name, run_header
 from bojax.bo.loop import BOState, ask_batch, fit_models, init, model_based
 from bojax.bo.loop import tell as tell_state
@@ -411,7 +410,7 @@ def _open(
         journal.start(header)
         return state, [], []
     try:
-        journal.check(header)
+        journal.resume(header)
     except JournalError as error:
         stored = (journal.header().get("settings") or {}).get("acquisition")
         if state.settings.acquisition == "parego" and stored in ("log_ehvi", "log_nehvi"):
@@ -447,9 +446,7 @@ class _Run:
         # With a timeout, an executor that has not answered well after an evaluation could
         # start has lost it: the evaluation's own process enforces the timeout, this only
         # catches a silent worker.
-        inline = isinstance(pool, Inline)
-        workers = (lambda: None) if inline else (lambda: workers_said(pool))
-        self.clock = AnswerClock(answer_limit(settings.timeout), workers)
+        self.clock = AnswerClock.for_pool(pool, settings.timeout)
         self.queued: list[Flight] = []  # to issue again before asking for new points
         self.refusing = False  # the executor takes no more work: the queued wait for a resume
         self.starting: list[Flight] = []  # handed to the executor, not yet running

@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bojax.bo.evaluation import Objective, Outcome, evaluate, pickled
+from bojax.bo.evaluation import Inline, Objective, Outcome, evaluate, pickled, workers_said
 
 
 def _signal_name(number: int) -> str:
@@ -127,6 +127,14 @@ class AnswerClock:
         self.began: dict[Any, float] = {}  # once it could start
         self.busy: set = set()  # holding a worker
         self.ended: dict[Any, float] = {}  # once done
+
+    @classmethod
+    def for_pool(cls, pool: Any, timeout: float | None) -> AnswerClock:
+        """The clock of work handed to ``pool`` with ``timeout``: its workers as the pool
+        says them (:func:`~bojax.bo.evaluation.workers_said`), none for inline work."""
+        if isinstance(pool, Inline):
+            return cls(answer_limit(timeout))
+        return cls(answer_limit(timeout), lambda: workers_said(pool))
 
     def submitted(self, future: Any, at: float | None = None) -> None:
         """``future`` handed over at ``at`` (a ``perf_counter``; default now)."""

@@ -42,9 +42,8 @@ from bojax.bo.evaluation import (
     first_done,
     pickled,
     refused,
-    workers_said,
 )
-from bojax.bo.isolation import AnswerClock, answer_limit, run_isolated
+from bojax.bo.isolation import AnswerClock, run_isolated
 from bojax.bo.stepwise import (
     Checkpoint,
     Opened,
@@ -249,12 +248,12 @@ class _Pooled:
         self.running: dict[cf.Future, Any] = {}
         self.reserved = 0  # steps the segments in flight may charge
         self.retries = settings.retries
+        self.refusing = False  # the executor takes no more work
+        self.not_run = 0  # segments it refused or cancelled, none of their design's doing
         # With a timeout, a segment the executor has not answered within this of when it
         # could start is lost (a hung worker, a dropped task), as the plain driver's
         # evaluations are.
-        inline = isinstance(pool, Inline)
-        workers = (lambda: None) if inline else (lambda: workers_said(pool))
-        self.clock = AnswerClock(answer_limit(settings.timeout), workers)
+        self.clock = AnswerClock.for_pool(pool, settings.timeout)
 
     def loop(self, bar) -> None:
         """Run until the budget is spent and every segment is back."""
@@ -280,8 +279,16 @@ class _Pooled:
             raise
 
     def halted(self) -> bool:
-        """Whether the run's time budget or failure limit stops new segments."""
-        return self.limits is not None and self.limits.why() is not None
+        """Whether the run's time budget or failure limit, or an executor that takes no
+        more work, stops new segments."""
+        return self.refusing or (self.limits is not None and self.limits.why() is not None)
+
+    def _not_run(self, error: cf.CancelledError) -> None:
+        """A segment the executor refused or cancelled (shut down, its client closed):
+        none of its design's doing, and perhaps never run, so no attempt counts."""
+        why = "the executor cancelled a segment (shut down, or its client closed)"
+        self._refuse(why + (f": {failure_text(error)}" if str(error) else ""))
+        self.not_run += 1
 
     def _segment(self, args: tuple, attempt: int) -> cf.Future:
         try:
@@ -294,12 +301,24 @@ class _Pooled:
                 future = self.pool.submit(
                     run_segment if local else portable_segment, *args, attempt
                 )
-        except Exception as error:  # a broken pool (a process died) or one shut down
+        except cf.BrokenExecutor as error:  # a process died: perhaps this design's doing
             future, why = refused(error)  # lost: retried, then journalled failed
-            if self.limits is not None:
-                self.limits.refused = self.limits.refused or why
+            self._refuse(why)
+        except Exception as error:  # shut down, a Dask client closed: none of its doing
+            # Never started, so no attempt: handed back as a cancelled segment is (the
+            # plain driver's rule; its design was failed once its retries went to a pool
+            # that took nothing).
+            future = cf.Future()
+            future.cancel()
+            self._refuse(refused(error)[1])
         self.clock.submitted(future)
         return future
+
+    def _refuse(self, why: str) -> None:
+        """Start nothing more on this executor, saying ``why`` (the first reason holds)."""
+        if self.limits is not None:
+            self.limits.refused = self.limits.refused or why
+        self.refusing = True
 
     def _until_overdue(self) -> float:
         """Seconds to wait for a segment: until the first one is overdue, at most
@@ -367,6 +386,10 @@ class PooledSteps(_Pooled):
         super().loop(bar)
         if self.exhausted is not None:  # the trainings it had are done: the run ends
             self.limits.refused = self.limits.refused or self.exhausted
+        if self.not_run and self.run.journal is not None and self.limits is not None:
+            self.limits.refused += (
+                f"; {self.not_run} training(s) it did not run are kept in pending.json for a resume"
+            )
 
     @property
     def spent(self) -> int:
@@ -454,6 +477,11 @@ class PooledSteps(_Pooled):
         self.reserved -= entry.reserved
         try:
             segment: Segment = future.result()
+        except cf.CancelledError as error:  # kept open: the run's end saves it for a resume
+            self._not_run(error)
+            entry.attempts -= 1
+            self.ready.appendleft(design)
+            return None
         except Exception as lost:  # the executor lost it (a killed worker, a broken pool)
             entry.lost = _lost(entry.attempts, lost)
             if entry.attempts <= self.retries:
@@ -545,6 +573,11 @@ class PooledFreezeThaw(_Pooled):
         self.reserved -= reserve
         try:
             segment: Segment = future.result()
+        except cf.CancelledError as error:
+            # Nothing journalled: a resume finds the design as a killed run leaves one in
+            # flight (a paused one thaws from its last checkpoint, a new one is left out).
+            self._not_run(error)
+            return None
         except Exception as lost:  # the executor lost it (a killed worker, a broken pool)
             if attempts <= self.retries:
                 self.reserved += reserve

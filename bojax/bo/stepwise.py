@@ -1367,7 +1367,7 @@ def open_journal(
     if not (resume and journal.exists()):
         journal.start(header)
         return []
-    journal.check(header)
+    journal.resume(header)
     history = journal.read(space=space)  # (each record's curve checked there)
     designs = 0  # freeze-thaw: designs numbered so far
     for number, record in enumerate(history):
@@ -1444,12 +1444,7 @@ class Limits:
         history = self.run.history
         if self.deadline.reached(len(history) - self.first):
             return self.deadline.why(f"{self.run.spent} steps of {self.run.budget}")
-        these = [r["error"] or "" for r in history[self.first :]]
-        # (a step or a missing value no design makes right: at the first; a value that is
-        # not a number may be one design's, a metric it could not measure: at the third)
-        if all(e.startswith("ReportMisuse: ") for e in these) and (
-            len(these) >= 3 or any("value must be" not in e for e in these)
-        ):
+        if _misused(history[i]["error"] or "" for i in range(self.first, len(history))):
             return (
                 "every training so far called report wrongly (its error says how), so no "
                 "further training is started: the objective's code, not its designs"
@@ -1459,6 +1454,20 @@ class Limits:
             if failed >= self.max_failures:
                 return f"{failed} trainings failed (max_failures={self.max_failures})"
         return None
+
+
+def _misused(errors) -> bool:
+    """Whether ``errors`` (those of a call's records, in order) say that the objective
+    calls report wrongly: each one a :class:`ReportMisuse`, and either one of them a step
+    or a missing value (no design makes those right) or three of them a value that is not
+    a number (one design may lack its metric). Stops at the first other error."""
+    count, whatever_the_design = 0, False
+    for error in errors:
+        if not error.startswith("ReportMisuse: "):
+            return False
+        count += 1
+        whatever_the_design = whatever_the_design or "value must be" not in error
+    return whatever_the_design or count >= 3
 
 
 def _seconds_ok(seconds: Any) -> bool:
