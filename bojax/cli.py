@@ -131,9 +131,15 @@ def optimize(**options: Any) -> None:
     from bojax.errors import BojaxError
 
     console = terminal.console()  # prints user values and errors as they are
+    context = options.pop("context")
     run = {name: options.pop(name) for name in _RUN_OPTIONS}
     try:
         _load_plugins(run["plugin"])
+        given = {name for name in options if _given(context, name)}
+        if run["resume"] and run["out"] is not None and _journalled(options, run, given):
+            console.print(
+                plain(f"resuming {run['out']}: what this command does not set is as journalled")
+            )
         objective, search_space, goal, optimum = _objective_and_space(
             run["problem"], run["space"], options["maximize"]
         )
@@ -183,6 +189,47 @@ def optimize(**options: Any) -> None:
 
 
 _FRONT = ("pareto", "reference_point", "hypervolume")
+
+
+def _given(context: typer.Context, name: str) -> bool:
+    """Whether the command line (or the environment) set option ``name``."""
+    source = context.get_parameter_source(name)
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
+def _journalled(options: dict[str, Any], run: dict[str, Any], given: set[str]) -> bool:
+    """For ``--resume`` of a folder that holds a run: each setting this command line
+    leaves at its default becomes the journalled run's (``run.json``: its settings, and
+    the last call's ``iterations``, ``q``, ``timeout``...), as does the space of your own
+    objective without ``--space``; so ``--resume --out DIR`` alone continues a run.
+    Whether the folder held one."""
+    import dataclasses
+
+    from bojax.bo.journal import Journal
+    from bojax.bo.settings import Settings, without_inert
+    from bojax.errors import JournalError
+    from bojax.user_code import is_reference
+
+    journal = Journal(run["out"])
+    if not journal.header_path.exists():
+        return False
+    header = journal.header()
+    settings, last = header.get("settings"), header.get("options", {})
+    for key, value in (("settings", settings), ("options", last)):
+        if not isinstance(value, dict):
+            raise JournalError(f"{journal.header_path}: {key!r} is not an object: {value!r}")
+    stored = {**last, **without_inert(settings)}
+    own = is_reference(run["problem"])
+    for spec in dataclasses.fields(Settings):
+        name = spec.name
+        if name in given:
+            continue  # the journal checks that it matches (or, an option, keeps it)
+        if name in stored and (name != "maximize" or own):  # (a built-in problem's own)
+            options[name] = stored[name]
+    if own and run["space"] is None:
+        run["space"] = journal.space()
+    return True
+
 
 # The options of `optimize` that are not run settings: what to optimise, where to journal
 # and where to evaluate.
@@ -299,7 +346,10 @@ def _register_optimize() -> None:
         inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=kind, default=default)
         for name, kind, default in _RUN_PARAMETERS
     ]
-    parameters = run[:1] + _setting_parameters() + run[1:]
+    context = inspect.Parameter(
+        "context", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context
+    )  # (which options the command line gave: a resume takes the others from the run)
+    parameters = [context, *run[:1], *_setting_parameters(), *run[1:]]
     optimize.__signature__ = inspect.Signature(parameters)
     optimize.__annotations__ = {p.name: p.annotation for p in parameters}
     app.command()(optimize)
@@ -308,11 +358,12 @@ def _register_optimize() -> None:
 _register_optimize()
 
 
-def _objective_and_space(problem: str, space: Path | None, maximize: bool):
+def _objective_and_space(problem: str, space: Any, maximize: bool):
     """(objective, space, maximise?, known optimum or None) for a built-in problem or a
-    ``module:function`` reference with its space file; typed errors before any run."""
+    ``module:function`` reference with its space (a file, or a resumed run's Space);
+    typed errors before any run."""
     from bojax.errors import SettingsError
-    from bojax.spaces import load_space
+    from bojax.spaces import Space, load_space
     from bojax.user_code import is_reference, load_objective
 
     if not is_reference(problem):
@@ -327,7 +378,8 @@ def _objective_and_space(problem: str, space: Path | None, maximize: bool):
         return spec, spec.space, spec.maximize, spec.optimum
     if space is None:
         raise SettingsError(f"{problem}: your own objective needs --space FILE (TOML or JSON)")
-    search_space = load_space(space)  # the cheaper check first
+    # (the cheaper check first; a resumed run's space is read from its run.json)
+    search_space = space if isinstance(space, Space) else load_space(space)
     return load_objective(problem), search_space, maximize, None
 
 

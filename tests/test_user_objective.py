@@ -423,6 +423,40 @@ def test_the_cli_says_when_its_best_is_infeasible_or_was_stopped_early(tmp_path)
     assert "none trained to the end" in result.output
 
 
+def test_resume_out_alone_continues_a_cli_run_with_its_journalled_space_and_settings(tmp_path):
+    """`interrupted; continue it with --resume --out DIR` was not true: a resume without
+    --space was refused, and one without the run's settings did not match its journal."""
+    objective = write(tmp_path, "train_model.py", OBJECTIVE)
+    space = write(tmp_path, "space.toml", "[lr]\ntype='real'\nlow=1e-4\nhigh=0.1\nlog=true\n"
+                                          "[x]\ntype='real'\nlow=0\nhigh=1\n")  # fmt: skip
+    out = tmp_path / "run"
+    first = [
+        "optimize", f"{objective}:objective", "--space", str(space), "--out", str(out),
+        "--iterations", "0", "--initial", "3", "--surrogate", "gp-map", "--seed", "7",
+        "--maximize", "--retries", "3",
+    ]  # fmt: skip
+    assert runner.invoke(cli.app, first).exit_code == 0
+    header = json.loads((out / "run.json").read_text())
+    assert header["options"]["retries"] == 3 and header["options"]["iterations"] == 0
+    records = (out / "journal.jsonl").read_text()
+
+    again = ["optimize", f"{objective}:objective", "--out", str(out), "--resume"]
+    result = runner.invoke(cli.app, again)
+    assert result.exit_code == 0, result.output
+    assert "resuming" in result.output and (out / "journal.jsonl").read_text() == records
+    assert json.loads((out / "run.json").read_text()) == header  # the last call's options
+
+    result = runner.invoke(cli.app, [*again, "--retries", "0"])  # a run option: this call's
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "run.json").read_text())["options"]["retries"] == 0
+    result = runner.invoke(cli.app, [*again, "--surrogate", "gp-slice"])  # given: checked
+    assert result.exit_code == 1 and "surrogate: stored 'gp-map', now 'gp-slice'" in result.output
+    other = write(tmp_path, "other.toml", "[lr]\ntype='real'\nlow=1e-4\nhigh=0.2\nlog=true\n"
+                                          "[x]\ntype='real'\nlow=0\nhigh=1\n")  # fmt: skip
+    result = runner.invoke(cli.app, [*again, "--space", str(other)])
+    assert result.exit_code == 1 and "'space' differs" in result.output
+
+
 def test_resuming_a_run_with_another_objective_warns(tmp_path):
     import warnings
 

@@ -111,9 +111,17 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 def run_header(space: Space, settings: Any, objective: str | None) -> dict[str, Any]:
     """What ``run.json`` holds besides the format: the space, the settings a resume must
-    match, and the objective's name (only warned about on resume) where it has one."""
+    match, the last call's other settings (``options``: its budget, ``q``, ``timeout``...,
+    which a resume may change; ``bojax optimize --resume`` reads them) and the
+    objective's name (only warned about on resume) where it has one."""
     header = {"space": space.to_dict(), "settings": settings.identity()}
+    header["options"] = settings.options()
     return header if objective is None else {**header, "objective": objective}
+
+
+# What a resume may change in a run's header: only warned about (the objective's name) or
+# the last call's (its options).
+_NOT_CHECKED = {"objective", "options"}
 
 
 def objective_name(objective: Any) -> str | None:
@@ -294,7 +302,7 @@ class Journal:
                 f"{new!r}, beside that objective's values",
                 stacklevel=4,
             )
-        for key in sorted((set(stored) | set(expected)) - {"objective"}):
+        for key in sorted((set(stored) | set(expected)) - _NOT_CHECKED):
             old, new = stored.get(key), expected.get(key)
             if old == new:
                 continue
@@ -309,6 +317,14 @@ class Journal:
             raise JournalError(
                 f"cannot resume {self.folder}: its {key!r} differs from this run's ({detail})"
             )
+
+    def resume(self, header: Mapping[str, Any]) -> None:
+        """Check ``header`` as :meth:`check` does, then keep its ``options`` (this call's)
+        in ``run.json`` in place of the last call's."""
+        self.check(header)
+        stored = self.header()
+        if "options" in header and stored.get("options") != header["options"]:
+            _write_atomic(self.header_path, {**stored, "options": header["options"]})
 
     # -- records ---------------------------------------------------------------------
     def read(

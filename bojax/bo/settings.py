@@ -521,6 +521,12 @@ class Settings:
         model = get_failure_model(self.failure_model)
         return model if model is None or space is None else for_space(model, space)
 
+    def options(self) -> dict[str, Any]:
+        """The settings outside :meth:`identity` (``iterations``, ``q``, ``timeout``...):
+        each call chooses them; a journal keeps the last call's for the CLI's resume."""
+        specs = {spec.name: spec for spec in fields(self)}
+        return {n: v for n, v in asdict(self).items() if not specs[n].metadata["identity"]}
+
     def identity(self) -> dict[str, Any]:
         """What a journal records and a resume must match: the settings marked
         ``identity``; those added after journals existed are omitted at their default, so
