@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import shlex
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -162,7 +163,11 @@ def optimize(**options: Any) -> None:
         raise typer.Exit(code=1) from None
     except KeyboardInterrupt:
         folder = run["out"]
-        then = f"; continue it with --resume --out {folder}" if folder is not None else ""
+        # (the settings are journalled; where the run evaluated and its plugins are not)
+        again = [("--out", folder)] + [("--plugin", p) for p in run["plugin"] or []]
+        again += [(f"--{n}", run[n]) for n in ("workers", "scheduler") if run[n] is not None]
+        again = " ".join(f"{flag} {shlex.quote(str(value))}" for flag, value in again)
+        then = f"; continue it with --resume {again}" if folder is not None else ""
         console.print(plain(f"interrupted{then}"))
         raise typer.Exit(code=130) from None
     if result.pareto is not None:

@@ -457,6 +457,21 @@ def test_resume_out_alone_continues_a_cli_run_with_its_journalled_space_and_sett
     assert result.exit_code == 1 and "'space' differs" in result.output
 
 
+def test_an_interrupted_cli_run_names_the_plugins_its_resume_needs(tmp_path):
+    """Plugins are not journalled: a resume without the one that registered the run's
+    kernel could not name it."""
+    objective = write(tmp_path, "stop.py", "def objective(point):\n    raise KeyboardInterrupt\n")
+    plugin = write(tmp_path, "extras.py", "")
+    space = write(tmp_path, "space.toml", "[x]\ntype='real'\nlow=0\nhigh=1\n")
+    out = tmp_path / "run"
+    args = ["optimize", f"{objective}:objective", "--space", str(space), "--out", str(out),
+            "--plugin", str(plugin)]  # fmt: skip
+    result = runner.invoke(cli.app, args)
+    assert result.exit_code == 130, result.output
+    said = result.output.replace("\n", "")
+    assert f"interrupted; continue it with --resume --out {out} --plugin {plugin}" in said
+
+
 def test_resuming_a_run_with_another_objective_warns(tmp_path):
     import warnings
 
