@@ -1772,6 +1772,37 @@ def test_a_decorator_that_hands_the_objective_an_argument_of_its_own_is_not_refu
     assert bojax.minimize(objective, SPACE, initial=2, iterations=0, **FAST).evaluations == 2
 
 
+def test_a_decorator_decides_whether_its_objective_is_step_wise_by_its_own_signature():
+    """A wrapper that supplies report itself was sent down the step-wise path (its
+    function has a report) and refused; one that passes its arguments on is step-wise."""
+    import functools
+
+    def quietly(train):  # supplies the report: a plain objective
+        @functools.wraps(train)
+        def wrapper(point):
+            return train(point, report=lambda step, value: None)
+
+        return wrapper
+
+    def logged(train):  # passes everything on: step-wise as the function it wraps
+        @functools.wraps(train)
+        def wrapper(*args, **kwargs):
+            return train(*args, **kwargs)
+
+        return wrapper
+
+    def train(point, *, report):
+        for step in (1, 2):
+            report(step, (point["x"] - 0.7) ** 2 + 1 / step)
+        return (point["x"] - 0.7) ** 2 + 0.5
+
+    plain = bojax.minimize(quietly(train), SPACE, initial=2, iterations=0, **FAST)
+    assert plain.evaluations == 2 and plain.steps is None
+    step_wise = bojax.minimize(logged(train), SPACE, initial=2, iterations=0, max_step=2,
+                               early_stopping="none", **FAST)  # fmt: skip
+    assert step_wise.steps == 4 and [r["status"] for r in step_wise.history] == ["ok"] * 2
+
+
 def test_hung_work_is_given_up_once_workers_join_a_cluster_that_had_none(monkeypatch):
     """With no worker at the first count, nothing was ever counted as started, and the
     driver waited a day for a task that would never answer (review)."""

@@ -108,13 +108,29 @@ class StopTraining(BaseException):
     """Raised by ``report`` when the scheduler ends a training (or the budget is spent)."""
 
 
-def takes(objective: Callable, name: str) -> bool:
-    """Whether ``objective`` has a parameter called ``name``."""
+def parameter(objective: Callable, name: str) -> inspect.Parameter | None:
+    """``objective``'s parameter called ``name``, or None. A decorator's own signature
+    decides, and the function it wraps (``__wrapped__``) only behind one that passes
+    ``*args``/``**kwargs`` on: a wrapper that supplies ``report`` itself takes a point
+    alone, though the function it wraps has a report."""
     try:
-        parameters = inspect.signature(objective).parameters
+        own = inspect.signature(objective, follow_wrapped=False).parameters
     except (TypeError, ValueError):  # a builtin or a C callable: one argument
-        return False
-    return name in parameters
+        return None
+    if name in own:
+        return own[name]
+    passes_on = {inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD}
+    if not passes_on & {p.kind for p in own.values()}:
+        return None
+    try:
+        return inspect.signature(objective).parameters.get(name)
+    except (TypeError, ValueError):
+        return None
+
+
+def takes(objective: Callable, name: str) -> bool:
+    """Whether ``objective`` has a parameter called ``name`` (:func:`parameter`)."""
+    return parameter(objective, name) is not None
 
 
 def takes_report(objective: Callable) -> bool:
@@ -125,11 +141,8 @@ def takes_report(objective: Callable) -> bool:
 def call_train(train: Callable, point: dict, report: Callable, **kwargs: Any) -> Any:
     """``train(point, report, **kwargs)``, passing ``report`` by name where ``train``
     takes it only so (``def train(point, *, report)``)."""
-    try:
-        parameter = inspect.signature(train).parameters.get("report")
-    except (TypeError, ValueError):
-        parameter = None
-    if parameter is not None and parameter.kind is inspect.Parameter.KEYWORD_ONLY:
+    said = parameter(train, "report")
+    if said is not None and said.kind is inspect.Parameter.KEYWORD_ONLY:
         return train(point, report=report, **kwargs)
     return train(point, report, **kwargs)
 
