@@ -428,6 +428,8 @@ def show(
         status = f"running or interrupted, {len(record.pending)} evaluation(s) in flight"
     console.print(Text.assemble((plain(run), "bold"), ": ", plain(status)))
     console.print(plain("settings: " + _pairs(settings)))
+    if record.options:  # (the last call's; runs journalled before 2026-11-29 have none)
+        console.print(plain("last call: " + _pairs(record.options)))
     for p in record.space.parameters:
         extra = f" if {p.condition}" if p.condition else ""
         console.print(plain(f"  {p.name}: {p.describe()}{extra}"))

@@ -455,6 +455,12 @@ def test_resume_out_alone_continues_a_cli_run_with_its_journalled_space_and_sett
                                           "[x]\ntype='real'\nlow=0\nhigh=1\n")  # fmt: skip
     result = runner.invoke(cli.app, [*again, "--space", str(other)])
     assert result.exit_code == 1 and "'space' differs" in result.output
+    shown = runner.invoke(cli.app, ["show", str(out)], env={"COLUMNS": "200"}).output
+    assert "last call: iterations=0" in shown and "retries=0" in shown
+    (out / "run.json").write_text(json.dumps({**header, "options": [3]}))  # hand-edited
+    for command in (again, ["show", str(out)]):
+        result = runner.invoke(cli.app, command, env={"COLUMNS": "200"})
+        assert result.exit_code == 1 and "'options' is not an object" in result.output
 
 
 def test_an_interrupted_cli_run_names_the_plugins_its_resume_needs(tmp_path):

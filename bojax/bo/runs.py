@@ -37,6 +37,7 @@ class Run:
     sampler: dict[str, Any] | None
     summary: dict[str, Any] | None
     metrics: Metrics | None = None  # a run with several metrics (settings.objectives)
+    options: dict[str, Any] | None = None  # the last call's run options (none journalled)
 
     @property
     def maximize(self) -> bool:
@@ -101,9 +102,12 @@ def load_run(folder: str | Path) -> Run:
     prints a best point outside it."""
     journal = Journal(folder)
     header = journal.header()
-    settings = header.get("settings", {})
-    if not isinstance(settings, dict):
-        raise JournalError(f"{journal.header_path}: 'settings' is not an object: {settings!r}")
+    settings, options = header.get("settings", {}), header.get("options", {})
+    for key, value in (("settings", settings), ("options", options)):
+        if not isinstance(value, dict):
+            raise JournalError(
+                f"{journal.header_path}: {key!r} is not an object: {short_repr(value, 80)}"
+            )
     space = journal.space()
     metrics = journal.metrics()
     reference = settings.get("reference_point")
@@ -134,6 +138,7 @@ def load_run(folder: str | Path) -> Run:
         sampler=journal.load_sampler(),
         summary=summary,
         metrics=metrics,
+        options=dict(options),
     )
 
 
