@@ -128,23 +128,39 @@ def optimize(**options: Any) -> None:
     _start_jax()
     from bojax.bo import cluster
     from bojax.bo.driver import minimize
+    from bojax.bo.journal import Journal
     from bojax.bo.settings import Settings
-    from bojax.errors import BojaxError
+    from bojax.errors import BojaxError, JournalError, SettingsError
+    from bojax.user_code import is_reference
 
     console = terminal.console()  # prints user values and errors as they are
     context = options.pop("context")
     run = {name: options.pop(name) for name in _RUN_OPTIONS}
+    taken: dict[str, Any] = {}  # a resume's settings from its journal
     try:
         _load_plugins(run["plugin"])
         given = {name for name in options if _given(context, name)}
-        if run["resume"] and run["out"] is not None and _journalled(options, run, given):
-            console.print(
-                plain(f"resuming {run['out']}: what this command does not set is as journalled")
-            )
+        if run["resume"] and run["out"] is not None:
+            taken = _journalled(options, run, given)
+            if taken is None and run["space"] is None and is_reference(run["problem"]):
+                raise SettingsError(
+                    f"{run['out']} holds no run to resume, and a new one needs --space FILE"
+                )
+            if taken is None:
+                console.print(plain(f"{run['out']} holds no run yet: a new one starts"))
+            else:
+                shown = _pairs({k: v for k, v in taken.items() if v != _default(k)})
+                console.print(plain(f"resuming {run['out']} as journalled: {shown or 'defaults'}"))
         objective, search_space, goal, optimum = _objective_and_space(
             run["problem"], run["space"], options["maximize"]
         )
-        settings = Settings(**{**options, "maximize": goal})
+        try:
+            settings = Settings(**{**options, "maximize": goal})
+        except SettingsError as error:
+            if not taken:
+                raise
+            where = Journal(run["out"]).header_path
+            raise JournalError(f"{error} (settings not given here are {where}'s)") from None
         workers, scheduler = run["workers"], run["scheduler"]
         parallel = workers is not None or scheduler is not None
         with (
@@ -167,7 +183,9 @@ def optimize(**options: Any) -> None:
         again = [("--out", folder)] + [("--plugin", p) for p in run["plugin"] or []]
         again += [(f"--{n}", run[n]) for n in ("workers", "scheduler") if run[n] is not None]
         again = " ".join(f"{flag} {shlex.quote(str(value))}" for flag, value in again)
-        then = f"; continue it with --resume {again}" if folder is not None else ""
+        problem = shlex.quote(run["problem"])
+        then = f"; continue it with: bojax optimize {problem} --resume {again}"
+        then = then if folder is not None else ""
         console.print(plain(f"interrupted{then}"))
         raise typer.Exit(code=130) from None
     if result.pareto is not None:
@@ -196,18 +214,29 @@ def optimize(**options: Any) -> None:
 _FRONT = ("pareto", "reference_point", "hypervolume")
 
 
+def _default(name: str) -> Any:
+    """Setting ``name``'s default."""
+    from bojax.bo.settings import Settings
+
+    return Settings.__dataclass_fields__[name].default
+
+
 def _given(context: typer.Context, name: str) -> bool:
     """Whether the command line (or the environment) set option ``name``."""
     source = context.get_parameter_source(name)
     return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
-def _journalled(options: dict[str, Any], run: dict[str, Any], given: set[str]) -> bool:
+def _journalled(
+    options: dict[str, Any], run: dict[str, Any], given: set[str]
+) -> dict[str, Any] | None:
     """For ``--resume`` of a folder that holds a run: each setting this command line
     leaves at its default becomes the journalled run's (``run.json``: its settings, and
     the last call's ``iterations``, ``q``, ``timeout``...), as does the space of your own
-    objective without ``--space``; so ``--resume --out DIR`` alone continues a run.
-    Whether the folder held one."""
+    objective without ``--space``; so ``--resume --out DIR`` alone continues a run. A
+    given ``iterations`` sets the step budget of a step-wise run, as it does in a new
+    one, rather than the last call's ``step_budget``. The settings taken, or None where
+    the folder holds no run."""
     import dataclasses
 
     from bojax.bo.journal import Journal
@@ -217,23 +246,26 @@ def _journalled(options: dict[str, Any], run: dict[str, Any], given: set[str]) -
 
     journal = Journal(run["out"])
     if not journal.header_path.exists():
-        return False
+        return None
     header = journal.header()
     settings, last = header.get("settings"), header.get("options", {})
     for key, value in (("settings", settings), ("options", last)):
         if not isinstance(value, dict):
             raise JournalError(f"{journal.header_path}: {key!r} is not an object: {value!r}")
     stored = {**last, **without_inert(settings)}
+    if "iterations" in given:
+        stored.pop("step_budget", None)
     own = is_reference(run["problem"])
+    taken = {}
     for spec in dataclasses.fields(Settings):
         name = spec.name
         if name in given:
             continue  # the journal checks that it matches (or, an option, keeps it)
         if name in stored and (name != "maximize" or own):  # (a built-in problem's own)
-            options[name] = stored[name]
+            options[name] = taken[name] = stored[name]
     if own and run["space"] is None:
         run["space"] = journal.space()
-    return True
+    return taken
 
 
 # The options of `optimize` that are not run settings: what to optimise, where to journal
@@ -302,16 +334,22 @@ _REPEATABLE = {
 }
 
 
-def _count_or_none(text: str) -> int | None:
-    """An int option whose setting has a default and also takes None: ``none`` is None."""
-    if not isinstance(text, str):  # the default, passed through the parser as it is
-        return text
-    if text.strip().lower() == "none":
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise typer.BadParameter(f"{text!r} is not a whole number or 'none'") from None
+def _or_none(kind: type):
+    """The parser of an option whose setting also takes None: ``none`` is None (to set
+    back what a resume would take from its journal, or a default that is not None)."""
+    said = "a whole number" if kind is int else "a number"
+
+    def parse(text: str) -> Any:
+        if not isinstance(text, str):  # the default, passed through the parser as it is
+            return text
+        if text.strip().lower() == "none":
+            return None
+        try:
+            return kind(text)
+        except ValueError:
+            raise typer.BadParameter(f"{text!r} is not {said} or 'none'") from None
+
+    return parse
 
 
 def _setting_parameters() -> list[inspect.Parameter]:
@@ -329,9 +367,13 @@ def _setting_parameters() -> list[inspect.Parameter]:
         names = [f"--{flag}/--no-{flag}"] if hints[spec.name] is bool else [f"--{flag}"]
         option = typer.Option(*names, help=spec.metadata["help"])
         kind = _REPEATABLE.get(hints[spec.name], hints[spec.name])
-        if kind == int | None and spec.default is not None:  # --exact-limit none: None
+        number = {int | None: int, float | None: float}.get(kind)
+        if number is not None:  # --exact-limit none, --timeout none: None
             option = typer.Option(
-                *names, help=spec.metadata["help"], parser=_count_or_none, metavar="<int|none>"
+                *names,
+                help=spec.metadata["help"],
+                parser=_or_none(number),
+                metavar=f"<{number.__name__}|none>",
             )
             kind = str  # the parser makes the value; Typer reads the annotation's type
 

@@ -764,8 +764,8 @@ def test_a_segment_that_answers_as_its_limit_passes_is_taken_not_given_up(monkey
     assert first_done(pooled.running, pooled._until_overdue()) == {late}  # taken at once
 
 
-@pytest.mark.parametrize("broken", [False, True])
-def test_a_step_wise_run_on_a_pool_that_refuses_work_ends_saying_why(broken):
+@pytest.mark.parametrize("broken, journalled", [(False, False), (True, False), (False, True)])
+def test_a_step_wise_run_on_a_pool_that_refuses_work_ends_saying_why(broken, journalled, tmp_path):
     """The refused first segment left its design queued with no curve, and ending the run
     stopped it at its last value: an IndexError (review). A pool shut down is none of the
     design's doing: no attempt counts; a broken one may be, and its retries are spent."""
@@ -781,9 +781,12 @@ def test_a_step_wise_run_on_a_pool_that_refuses_work_ends_saying_why(broken):
     said = r"lost after 1 attempt.*a worker died" if broken else (
         r"before its training reported a step; the executor refused new work.*cannot schedule"
     )  # fmt: skip
+    if journalled:  # its design kept for a resume: nothing failed
+        said = r"^no training ended; the executor refused new work.*1 training\(s\) are kept"
     with pytest.raises(ObjectiveError, match=said):
         bojax.minimize(train, SPACE, executor=pool, max_step=3, early_stopping="asha",
-                       initial=2, iterations=1, retries=1, **FAST)  # fmt: skip
+                       initial=2, iterations=1, retries=1, out=tmp_path if journalled else None,
+                       **FAST)  # fmt: skip
 
 
 def _raises(error):
@@ -836,6 +839,7 @@ def test_an_executor_that_cancels_its_queued_work_neither_hangs_the_run_nor_fail
     if stepwise:  # the two designs proposed, neither started
         kept = [p["x"] for p in pending]
         assert len(kept) == 2 and all(not p["curve"] for p in pending)
+        assert "; 2 training(s) are kept in pending.json" in result.stopped
     else:
         assert [f["attempts"] for f in pending] == [0, 0]
         kept = [f["x"] for f in pending]
@@ -1552,7 +1556,8 @@ def test_sigint_of_the_cli_says_how_to_resume_and_the_resume_loses_nothing(tmp_p
     driver.send_signal(signal.SIGINT)
     output, _ = driver.communicate(timeout=60)
     assert driver.returncode == 130, output[-2000:]
-    assert f"interrupted; continue it with --resume --out {out}" in output.replace("\n", "")
+    said = f"interrupted; continue it with: bojax optimize {tmp_path / 'slow.py'}:objective"
+    assert f"{said} --resume --out {out}" in output.replace("\n", "")
     assert "Traceback" not in output
     (pending,) = json.loads((out / "pending.json").read_text())
     assert pending["attempts"] == 0  # stopped by the user, not by its design

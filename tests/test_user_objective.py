@@ -441,10 +441,27 @@ def test_resume_out_alone_continues_a_cli_run_with_its_journalled_space_and_sett
     records = (out / "journal.jsonl").read_text()
 
     again = ["optimize", f"{objective}:objective", "--out", str(out), "--resume"]
-    result = runner.invoke(cli.app, again)
+    result = runner.invoke(cli.app, again, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    assert "resuming" in result.output and (out / "journal.jsonl").read_text() == records
+    said = "as journalled: surrogate=gp-map, iterations=0, initial=3, seed=7, maximize=True"
+    assert said in result.output and "retries=3" in result.output
+    assert (out / "journal.jsonl").read_text() == records
     assert json.loads((out / "run.json").read_text()) == header  # the last call's options
+    # A resume refused for its options keeps the last call's.
+    result = runner.invoke(cli.app, [*again, "--initial", "2"])
+    assert result.exit_code == 1 and "initial: stored 3, now 2" in result.output
+    assert json.loads((out / "run.json").read_text()) == header
+    # A journalled value no setting takes is the journal's, not the command line's.
+    bad = {**header, "options": {**header["options"], "retries": -1}}
+    (out / "run.json").write_text(json.dumps(bad))
+    result = runner.invoke(cli.app, again, env={"COLUMNS": "200"})
+    assert result.exit_code == 1 and "settings not given here are" in result.output
+    assert "run.json's" in result.output
+    timed = {**header["options"], "timeout": 30.0}
+    (out / "run.json").write_text(json.dumps({**header, "options": timed}))
+    result = runner.invoke(cli.app, [*again, "--timeout", "none", "--retries", "3"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "run.json").read_text()) == header  # set back to None
 
     result = runner.invoke(cli.app, [*again, "--retries", "0"])  # a run option: this call's
     assert result.exit_code == 0, result.output
@@ -463,6 +480,43 @@ def test_resume_out_alone_continues_a_cli_run_with_its_journalled_space_and_sett
         assert result.exit_code == 1 and "'options' is not an object" in result.output
 
 
+@pytest.mark.slow  # (12 s: the forrester run's model compiles)
+def test_a_resume_given_iterations_sets_a_step_wise_budget_and_a_missing_run_is_said(tmp_path):
+    """The last call's step_budget outranked a resume's --iterations, which then did
+    nothing; a mistyped folder started a new run without a word (review)."""
+    objective = write(tmp_path, "train.py", """
+        def train(point, report):
+            for step in (1, 2):
+                report(step, (point["x"] - 0.3) ** 2 + 1 / step)
+            return (point["x"] - 0.3) ** 2 + 0.5
+    """)  # fmt: skip
+    space = write(tmp_path, "space.toml", "[x]\ntype='real'\nlow=0\nhigh=1\n")
+    out = tmp_path / "run"
+    first = [
+        "optimize", f"{objective}:train", "--space", str(space), "--out", str(out),
+        "--max-step", "2", "--early-stopping", "none", "--initial", "2", "--iterations", "0",
+        "--step-budget", "2", "--surrogate", "gp-map", "--candidates", "64",
+    ]  # fmt: skip
+    assert "2 steps" in runner.invoke(cli.app, first).output
+    again = ["optimize", f"{objective}:train", "--out", str(out), "--resume"]
+    result = runner.invoke(cli.app, [*again, "--iterations", "1"])  # (2 + 1) designs x 2 steps
+    assert result.exit_code == 0 and "3 evaluations, 6 steps" in result.output, result.output
+
+    missing = ["optimize", f"{objective}:train", "--out", str(tmp_path / "typo"), "--resume"]
+    result = runner.invoke(cli.app, missing)
+    assert result.exit_code == 1 and "holds no run to resume" in result.output
+    new = ["optimize", "forrester", "--out", str(tmp_path / "new"), "--resume"]
+    result = runner.invoke(cli.app, [*new, "--initial", "2", "--iterations", "1",
+                                     "--surrogate", "gp-map", "--candidates", "64"])  # fmt: skip
+    assert result.exit_code == 0 and "holds no run yet: a new one starts" in result.output
+    # A resume refused for asking fewer evaluations than were made keeps the options.
+    result = runner.invoke(cli.app, [*new, "--iterations", "0"])
+    assert result.exit_code == 1, result.output
+    assert "holds 3 evaluations" in result.output and "iterations of at least 1" in result.output
+    options = json.loads((tmp_path / "new" / "run.json").read_text())["options"]
+    assert options["iterations"] == 1
+
+
 def test_an_interrupted_cli_run_names_the_plugins_its_resume_needs(tmp_path):
     """Plugins are not journalled: a resume without the one that registered the run's
     kernel could not name it."""
@@ -475,7 +529,8 @@ def test_an_interrupted_cli_run_names_the_plugins_its_resume_needs(tmp_path):
     result = runner.invoke(cli.app, args)
     assert result.exit_code == 130, result.output
     said = result.output.replace("\n", "")
-    assert f"interrupted; continue it with --resume --out {out} --plugin {plugin}" in said
+    resume = f"bojax optimize {objective}:objective --resume --out {out} --plugin {plugin}"
+    assert f"interrupted; continue it with: {resume}" in said
 
 
 def test_resuming_a_run_with_another_objective_warns(tmp_path):

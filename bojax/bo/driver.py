@@ -410,7 +410,7 @@ def _open(
         journal.start(header)
         return state, [], []
     try:
-        journal.resume(header)
+        journal.check(header)
     except JournalError as error:
         stored = (journal.header().get("settings") or {}).get("acquisition")
         if state.settings.acquisition == "parego" and stored in ("log_ehvi", "log_nehvi"):
@@ -421,9 +421,15 @@ def _open(
         raise
     # Every record checked against the space (and the declared metrics).
     history = journal.read(space=state.space, metrics=state.settings.metrics)
-    if len(history) > state.settings.initial + state.settings.iterations:
-        raise JournalError(f"{journal.folder} holds more evaluations than this run asks for")
+    asked = state.settings.initial + state.settings.iterations
+    if len(history) > asked:
+        raise JournalError(
+            f"{journal.folder} holds {len(history)} evaluations, more than this run asks for "
+            f"(initial + iterations = {asked}); pass iterations of at least "
+            f"{len(history) - state.settings.initial} to go on"
+        )
     journal.reopen()
+    journal.keep_options(header)
     flights = _resumed_flights(journal, history, state.space)
     return _restore(state, journal, history, flights, progress), history, flights
 

@@ -318,10 +318,10 @@ class Journal:
                 f"cannot resume {self.folder}: its {key!r} differs from this run's ({detail})"
             )
 
-    def resume(self, header: Mapping[str, Any]) -> None:
-        """Check ``header`` as :meth:`check` does, then keep its ``options`` (this call's)
-        in ``run.json`` in place of the last call's."""
-        self.check(header)
+    def keep_options(self, header: Mapping[str, Any]) -> None:
+        """Keep ``header``'s ``options`` (this call's) in ``run.json`` in place of the
+        last call's: once a resume has been checked and its records read (a refused one
+        keeps the options that ran)."""
         stored = self.header()
         if "options" in header and stored.get("options") != header["options"]:
             _write_atomic(self.header_path, {**stored, "options": header["options"]})

@@ -249,7 +249,6 @@ class _Pooled:
         self.reserved = 0  # steps the segments in flight may charge
         self.retries = settings.retries
         self.refusing = False  # the executor takes no more work
-        self.not_run = 0  # segments it refused or cancelled, none of their design's doing
         # With a timeout, a segment the executor has not answered within this of when it
         # could start is lost (a hung worker, a dropped task), as the plain driver's
         # evaluations are.
@@ -263,7 +262,9 @@ class _Pooled:
                 if not self.running:
                     break
                 done = first_done(self.running, self._until_overdue())
-                for future in done:
+                # (in the order they were handed over: a set's order changes from run to
+                # run, and so did the journal's where several were back at once)
+                for future in [f for f in self.running if f in done]:
                     self.clock.answered(future)
                     record = self._finish(future)
                     if record is not None:
@@ -288,7 +289,6 @@ class _Pooled:
         none of its design's doing, and perhaps never run, so no attempt counts."""
         why = "the executor cancelled a segment (shut down, or its client closed)"
         self._refuse(why + (f": {failure_text(error)}" if str(error) else ""))
-        self.not_run += 1
 
     def _segment(self, args: tuple, attempt: int) -> cf.Future:
         try:
@@ -386,10 +386,9 @@ class PooledSteps(_Pooled):
         super().loop(bar)
         if self.exhausted is not None:  # the trainings it had are done: the run ends
             self.limits.refused = self.limits.refused or self.exhausted
-        if self.not_run and self.run.journal is not None and self.limits is not None:
-            self.limits.refused += (
-                f"; {self.not_run} training(s) it did not run are kept in pending.json for a resume"
-            )
+        kept = len(self.open)  # (what _drain left open: saved for a resume)
+        if self.refusing and kept and self.run.journal is not None and self.limits is not None:
+            self.limits.refused += f"; {kept} training(s) are kept in pending.json for a resume"
 
     @property
     def spent(self) -> int:

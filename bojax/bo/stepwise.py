@@ -1380,7 +1380,7 @@ def open_journal(
     if not (resume and journal.exists()):
         journal.start(header)
         return []
-    journal.resume(header)
+    journal.check(header)
     history = journal.read(space=space)  # (each record's curve checked there)
     designs = 0  # freeze-thaw: designs numbered so far
     for number, record in enumerate(history):
@@ -1397,6 +1397,7 @@ def open_journal(
                 )
             designs = max(designs, design + 1)
     journal.reopen()
+    journal.keep_options(header)
     return history
 
 
@@ -1408,11 +1409,11 @@ def finished(journal: Journal | None, history: list, spent: int, seconds: float,
 
     best = stepwise_best(history)
     if best is None:
-        last = history[-1]["error"] if history else "none ran"
-        error = ObjectiveError(
-            f"every training failed ({len(history)}); last error: {last}"
-            + (f"; {ended}" if ended else "")
-        )
+        if history:
+            why = f"every training failed ({len(history)}); last error: {history[-1]['error']}"
+        else:  # (an executor that ran nothing, or a time budget spent before any ended)
+            why = "no training ended"
+        error = ObjectiveError(why + (f"; {ended}" if ended else ""))
         if journal is not None:
             journal.write_failed_summary(history, error)
         raise error
