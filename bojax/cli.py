@@ -239,6 +239,7 @@ def _journalled(
     the folder holds no run."""
     import dataclasses
 
+    from bojax.bo.evaluation import short_repr
     from bojax.bo.journal import Journal
     from bojax.bo.settings import Settings, without_inert
     from bojax.errors import JournalError
@@ -251,7 +252,9 @@ def _journalled(
     settings, last = header.get("settings"), header.get("options", {})
     for key, value in (("settings", settings), ("options", last)):
         if not isinstance(value, dict):
-            raise JournalError(f"{journal.header_path}: {key!r} is not an object: {value!r}")
+            raise JournalError(
+                f"{journal.header_path}: {key!r} is not an object: {short_repr(value, 80)}"
+            )
     stored = {**last, **without_inert(settings)}
     if "iterations" in given:
         stored.pop("step_budget", None)

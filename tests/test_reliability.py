@@ -1777,6 +1777,19 @@ def test_a_decorator_that_hands_the_objective_an_argument_of_its_own_is_not_refu
     assert bojax.minimize(objective, SPACE, initial=2, iterations=0, **FAST).evaluations == 2
 
 
+def test_run_options_from_numpy_are_journalled(tmp_path):
+    """np.int64 iterations (a sweep's) passed the checks, then run.json could not be
+    written: TypeError, not JSON serializable (review)."""
+    import numpy as np
+
+    run = dict(initial=np.int64(2), iterations=np.int64(0), retries=np.int64(2),
+               time_budget=np.float32(100.0), out=tmp_path, **FAST)  # fmt: skip
+    assert bojax.minimize(lambda p: p["x"], SPACE, **run).evaluations == 2
+    header = json.loads((tmp_path / "run.json").read_text())
+    assert header["options"]["time_budget"] == 100.0 and header["settings"]["initial"] == 2
+    assert bojax.minimize(lambda p: p["x"], SPACE, resume=True, **run).evaluations == 2
+
+
 def test_a_decorator_decides_whether_its_objective_is_step_wise_by_its_own_signature():
     """A wrapper that supplies report itself was sent down the step-wise path (its
     function has a report) and refused; one that passes its arguments on is step-wise."""
@@ -1803,6 +1816,9 @@ def test_a_decorator_decides_whether_its_objective_is_step_wise_by_its_own_signa
 
     plain = bojax.minimize(quietly(train), SPACE, initial=2, iterations=0, **FAST)
     assert plain.evaluations == 2 and plain.steps is None
+    from bojax.bo.stepwise import takes_report
+
+    assert takes_report(functools.lru_cache(train))  # (its own signature is unreadable)
     step_wise = bojax.minimize(logged(train), SPACE, initial=2, iterations=0, max_step=2,
                                early_stopping="none", **FAST)  # fmt: skip
     assert step_wise.steps == 4 and [r["status"] for r in step_wise.history] == ["ok"] * 2

@@ -425,7 +425,7 @@ def _open(
     if len(history) > asked:
         raise JournalError(
             f"{journal.folder} holds {len(history)} evaluations, more than this run asks for "
-            f"(initial + iterations = {asked}); pass iterations of at least "
+            f"(initial + iterations = {asked}); pass iterations (--iterations) of at least "
             f"{len(history) - state.settings.initial} to go on"
         )
     journal.reopen()

@@ -525,7 +525,7 @@ class Settings:
         """The settings outside :meth:`identity` (``iterations``, ``q``, ``timeout``...):
         each call chooses them; a journal keeps the last call's for the CLI's resume."""
         specs = {spec.name: spec for spec in fields(self)}
-        return {n: v for n, v in asdict(self).items() if not specs[n].metadata["identity"]}
+        return {n: _plain(v) for n, v in asdict(self).items() if not specs[n].metadata["identity"]}
 
     def identity(self) -> dict[str, Any]:
         """What a journal records and a resume must match: the settings marked
@@ -533,11 +533,23 @@ class Settings:
         adding one keeps older journals resumable."""
         specs = {spec.name: spec for spec in fields(self)}
         return {
-            name: value
+            name: _plain(value)
             for name, value in asdict(self).items()
             if specs[name].metadata["identity"]
             and not (specs[name].metadata["omit_at_default"] and value == specs[name].default)
         }
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON writes it: a NumPy or other number type (``np.int64(20)`` from
+    a sweep, which the checks accept) as Python's int or float."""
+    if isinstance(value, tuple | list):
+        return type(value)(_plain(v) for v in value)
+    if isinstance(value, bool | str) or value is None:
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    return float(value) if isinstance(value, numbers.Real) else value
 
 
 def help_texts() -> dict[str, str]:

@@ -115,12 +115,14 @@ def parameter(objective: Callable, name: str) -> inspect.Parameter | None:
     alone, though the function it wraps has a report."""
     try:
         own = inspect.signature(objective, follow_wrapped=False).parameters
-    except (TypeError, ValueError):  # a builtin or a C callable: one argument
-        return None
+    except (TypeError, ValueError):  # a builtin or a C callable: one argument, unless
+        own = {}  # it wraps one (functools.lru_cache), whose signature is read below
+        if not hasattr(objective, "__wrapped__"):
+            return None
     if name in own:
         return own[name]
     passes_on = {inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD}
-    if not passes_on & {p.kind for p in own.values()}:
+    if own and not passes_on & {p.kind for p in own.values()}:
         return None
     try:
         return inspect.signature(objective).parameters.get(name)
