@@ -150,7 +150,9 @@ def optimize(**options: Any) -> None:
                 console.print(plain(f"{run['out']} holds no run yet: a new one starts"))
             else:
                 shown = _pairs({k: v for k, v in taken.items() if v != _default(k)})
-                console.print(plain(f"resuming {run['out']} as journalled: {shown or 'defaults'}"))
+                # (said before the journal's check: a resume it refuses says why next)
+                header = Journal(run["out"]).header_path
+                console.print(plain(f"{header} sets what the command does not: {shown or '-'}"))
         objective, search_space, goal, optimum = _objective_and_space(
             run["problem"], run["space"], options["maximize"]
         )

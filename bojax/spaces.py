@@ -367,9 +367,10 @@ class Space:
 def load_space(path: str | Path) -> Space:
     """A :class:`Space` from a TOML or JSON file (chosen by the suffix ``.toml``/``.json``).
 
-    Each top-level table is a parameter, in file order, with ``type`` (``real`` or
-    ``integer``), ``low``, ``high`` and optionally ``log`` and ``condition`` (``[parent,
-    op, value]``)::
+    Each top-level table is a parameter, in file order, with ``type``: ``real`` or
+    ``integer`` (``low``, ``high``, optionally ``log``), ``categorical`` (``choices``) or
+    ``ordinal`` (``values``, optionally ``log``); any may carry a ``condition``
+    (``[parent, op, value]``)::
 
         [lr]
         type = "real"

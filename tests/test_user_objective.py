@@ -443,7 +443,7 @@ def test_resume_out_alone_continues_a_cli_run_with_its_journalled_space_and_sett
     again = ["optimize", f"{objective}:objective", "--out", str(out), "--resume"]
     result = runner.invoke(cli.app, again, env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    said = "as journalled: surrogate=gp-map, iterations=0, initial=3, seed=7, maximize=True"
+    said = "does not: surrogate=gp-map, iterations=0, initial=3, seed=7, maximize=True"
     assert said in result.output and "retries=3" in result.output
     assert (out / "journal.jsonl").read_text() == records
     assert json.loads((out / "run.json").read_text()) == header  # the last call's options
