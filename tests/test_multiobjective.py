@@ -187,6 +187,7 @@ def test_a_killed_parego_run_keeps_what_was_in_flight_and_resumes_it(tmp_path, p
         ]
 
 
+@pytest.mark.slow  # (the fast tier's heaviest: 35 s of fits; CI runs it)
 def test_ask_tell_and_batches_with_pending_points():
     settings = bojax.Settings(objectives=["left:min", "right:min"], initial=3, seed=0,
                               surrogate="gp-map", num_candidates=256)  # fmt: skip

@@ -346,6 +346,7 @@ def test_a_trial_bojax_could_not_have_proposed_is_left_out_with_one_warning(extr
         assert len(left_out) == 1 and re.search(reason, left_out[0]), left_out
 
 
+@pytest.mark.slow  # (the fast tier's heaviest: 20 s of fits; CI runs it)
 def test_a_trial_left_out_is_warned_about_once():
     study, sampler = started([({"x": 5.0, "n": 1, "k": "a"}, WIDER, FAIL)])
     with pytest.warns(UserWarning, match="leaves trial 3"):
@@ -876,6 +877,7 @@ def test_a_constraint_some_trials_do_not_set_is_satisfied_where_unset():
     assert [m["objective_0"] for m in told] == pytest.approx([(x - 0.2) ** 2 for x, _ in points])
 
 
+@pytest.mark.slow  # (the fast tier's heaviest: 16 trials' fits, 50 s; CI runs it)
 def test_a_trial_failing_before_its_branchs_parameters_is_a_failure_at_its_proposal():
     """``mom`` is suggested only where ``sgd`` is chosen, and ``adam`` always raises before
     it: the failed trials lack ``mom``, which the complete trials' intersection models.

@@ -1530,7 +1530,7 @@ def test_each_design_is_priced_at_its_own_rate_with_untimed_and_free_ones_bounde
     assert rates_of([Design(u, {}, [[1, 0.5]])]) == {0: 1.0}
 
 
-@pytest.mark.parametrize("cheap", [6, 7])
+@pytest.mark.parametrize("cheap", [pytest.param(6, marks=pytest.mark.slow), 7])  # (6: 31 s)
 def test_cost_aware_freeze_thaw_prices_its_choices_in_seconds(cheap):
     from bojax.bo.freezethaw import FreezeThaw
 
@@ -1886,6 +1886,7 @@ def test_a_failing_batch_fails_its_designs_and_a_bad_value_fails_only_its_own():
     assert statuses[3] == ("ok", None)
 
 
+@pytest.mark.slow  # (the fast tier's heaviest: 31 s; CI runs it)
 def test_a_training_that_edits_its_point_or_calls_sys_exit_leaves_the_journal_sound(tmp_path):
     from bojax.bo.runs import load_run
 
