@@ -510,9 +510,10 @@ def test_a_resume_given_iterations_sets_a_step_wise_budget_and_a_missing_run_is_
                                      "--surrogate", "gp-map", "--candidates", "64"])  # fmt: skip
     assert result.exit_code == 0 and "holds no run yet: a new one starts" in result.output
     # A resume refused for asking fewer evaluations than were made keeps the options.
-    result = runner.invoke(cli.app, [*new, "--iterations", "0"])
+    result = runner.invoke(cli.app, [*new, "--iterations", "0"], env={"COLUMNS": "500"})
     assert result.exit_code == 1, result.output
-    assert "holds 3 evaluations" in result.output and "iterations of at least 1" in result.output
+    said = result.output.replace("\n", "")
+    assert "holds 3 evaluations" in said and "(--iterations) of at least 1" in said
     options = json.loads((tmp_path / "new" / "run.json").read_text())["options"]
     assert options["iterations"] == 1
 

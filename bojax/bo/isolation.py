@@ -159,6 +159,12 @@ class AnswerClock:
             for taken in (self.handed, self.queued, self.began, self.ended):
                 taken.pop(future, None)
 
+    def ended_at(self, future: Any) -> float:
+        """The ``perf_counter`` at which ``future`` ended (its done callback ran); inf
+        while that is not known."""
+        with self._lock:
+            return self.ended.get(future, math.inf)
+
     def start(self, future: Any) -> float:
         """The ``perf_counter`` at which ``future`` could start: as it was handed over, or
         once a worker was free for it (as handed over for one that ended while counted

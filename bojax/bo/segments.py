@@ -262,9 +262,11 @@ class _Pooled:
                 if not self.running:
                     break
                 done = first_done(self.running, self._until_overdue())
-                # (in the order they were handed over: a set's order changes from run to
-                # run, and so did the journal's where several were back at once)
-                for future in [f for f in self.running if f in done]:
+                # In the order they ended (the order handed over where that is not yet
+                # known): a set's order changes from run to run, and so did the journal's
+                # where several were back at once.
+                back = [f for f in self.running if f in done]
+                for future in sorted(back, key=self.clock.ended_at):
                     self.clock.answered(future)
                     record = self._finish(future)
                     if record is not None:
