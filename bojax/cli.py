@@ -241,23 +241,14 @@ def _journalled(
     the folder holds no run."""
     import dataclasses
 
-    from bojax.bo.evaluation import short_repr
     from bojax.bo.journal import Journal
     from bojax.bo.settings import Settings, without_inert
-    from bojax.errors import JournalError
     from bojax.user_code import is_reference
 
     journal = Journal(run["out"])
     if not journal.header_path.exists():
         return None
-    header = journal.header()
-    settings, last = header.get("settings"), header.get("options", {})
-    for key, value in (("settings", settings), ("options", last)):
-        if not isinstance(value, dict):
-            raise JournalError(
-                f"{journal.header_path}: {key!r} is not an object: {short_repr(value, 80)}"
-            )
-    stored = {**last, **without_inert(settings)}
+    stored = {**journal.section("options"), **without_inert(journal.section("settings"))}
     if "iterations" in given:
         stored.pop("step_budget", None)
     own = is_reference(run["problem"])

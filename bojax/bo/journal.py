@@ -39,6 +39,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bojax.bo.evaluation import short_repr
 from bojax.bo.records import pending_problem, record_problem
 from bojax.errors import BojaxError, JournalError, RunFolderError, RunLockedError, is_count
 
@@ -254,6 +255,16 @@ class Journal:
             why = f"{self.header_path} holds an unknown run-folder format {made!r}"
             todo = "start a new run in another folder"
         raise JournalError(f"{why}; {ours}: {todo}")
+
+    def section(self, key: str) -> dict[str, Any]:
+        """``run.json``'s object ``key`` (``settings``, ``options``; {} where absent); a
+        :class:`JournalError` naming the file where it is not an object."""
+        value = self.header().get(key, {})
+        if not isinstance(value, dict):
+            raise JournalError(
+                f"{self.header_path}: {key!r} is not an object: {short_repr(value, 80)}"
+            )
+        return value
 
     def space(self) -> Space:
         """The run's space, from ``run.json``: what its records are checked against."""

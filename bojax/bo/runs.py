@@ -101,13 +101,7 @@ def load_run(folder: str | Path) -> Run:
     pending entry against the run's space as a resume checks it, so ``bojax show`` never
     prints a best point outside it."""
     journal = Journal(folder)
-    header = journal.header()
-    settings, options = header.get("settings", {}), header.get("options", {})
-    for key, value in (("settings", settings), ("options", options)):
-        if not isinstance(value, dict):
-            raise JournalError(
-                f"{journal.header_path}: {key!r} is not an object: {short_repr(value, 80)}"
-            )
+    settings, options = journal.section("settings"), journal.section("options")
     space = journal.space()
     metrics = journal.metrics()
     reference = settings.get("reference_point")

@@ -524,8 +524,11 @@ class Settings:
     def options(self) -> dict[str, Any]:
         """The settings outside :meth:`identity` (``iterations``, ``q``, ``timeout``...):
         each call chooses them; a journal keeps the last call's for the CLI's resume."""
-        specs = {spec.name: spec for spec in fields(self)}
-        return {n: _plain(v) for n, v in asdict(self).items() if not specs[n].metadata["identity"]}
+        return {
+            spec.name: _plain(getattr(self, spec.name))
+            for spec in fields(self)
+            if not spec.metadata["identity"]
+        }
 
     def identity(self) -> dict[str, Any]:
         """What a journal records and a resume must match: the settings marked
