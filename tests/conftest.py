@@ -1,8 +1,10 @@
 """Test configuration: float64 by default (as the CLI and experiments run), bounded hypothesis."""
 
+import contextlib
 import gc
 import importlib.util
 import os
+import shutil
 from pathlib import Path
 
 # XLA's CPU backend without LLVM's optimisation passes: most of the suite's time is
@@ -14,7 +16,7 @@ if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     FAST_COMPILES = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILES}".strip()
 
-import bojax  # noqa: F401  before JAX, as a script should: XLA's log quietened, cache on
+import bojax  # before JAX, as a script should: XLA's log quietened, cache on
 
 # isort: split
 import jax
@@ -25,10 +27,32 @@ jax.config.update("jax_enable_x64", True)
 # Tests start driver subprocesses and Dask workers beside this process: on a GPU, each
 # would otherwise claim 75 % of its memory (harmless on CPU).
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-# No persistent compilation cache for the suite (its own tests turn it on in a temporary
-# folder): it did not speed the suite up, and thousands of test programs do not belong in
-# a researcher's cache folder.
-os.environ.setdefault("BOJAX_COMPILATION_CACHE", "off")
+# The suite's own persistent compilation cache, in pytest's cache folder rather than the
+# user's: most of a test's time is compiling, and a second run loads the programs (the
+# fast tier 40 % quicker; docs/design.md). Driver subprocesses and Dask workers inherit
+# it. BOJAX_COMPILATION_CACHE=off (or another folder) set by the caller wins.
+TEST_CACHE = Path(__file__).resolve().parents[1] / ".pytest_cache" / "bojax-jax"
+# A whole fast tier writes some 32 MB; programs of code edited since are never read again,
+# and JAX evicts only with the filelock package, so past this the folder starts over.
+TEST_CACHE_LIMIT_BYTES = 256 * 2**20
+os.environ.setdefault("BOJAX_COMPILATION_CACHE", str(TEST_CACHE))
+
+
+def _start_over_if_large(folder: Path, limit: int) -> None:
+    sizes = (entry.stat().st_size for entry in folder.iterdir()) if folder.is_dir() else ()
+    with contextlib.suppress(OSError):
+        if sum(sizes) > limit:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+# (by the process that starts the workers, before any of them writes)
+if (
+    "PYTEST_XDIST_WORKER" not in os.environ
+    and Path(os.environ["BOJAX_COMPILATION_CACHE"]) == TEST_CACHE
+):
+    _start_over_if_large(TEST_CACHE, TEST_CACHE_LIMIT_BYTES)
+
+bojax.compilation.use_persistent_cache()  # for tests that compile without asking BO
 
 settings.register_profile("bojax", max_examples=40, deadline=None, derandomize=True)
 settings.load_profile("bojax")

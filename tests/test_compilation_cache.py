@@ -53,6 +53,17 @@ def test_the_default_folder_is_per_user(monkeypatch, tmp_path):
     assert compilation.default_cache_folder().parts[-3:] == (".cache", "bojax", "jax")
 
 
+def test_the_suite_caches_its_programs_in_its_own_folder_not_the_users():
+    """tests/conftest.py points the cache at .pytest_cache (BOJAX_COMPILATION_CACHE=off or
+    another folder set by whoever runs the suite wins); the user's folder is never written."""
+    setting = os.environ.get(compilation.CACHE_VARIABLE, "")
+    folder = jax.config.jax_compilation_cache_dir
+    assert folder != str(compilation.default_cache_folder())
+    if setting.strip().lower() not in ("", "0", "off", "false", "no"):
+        assert folder == setting
+        assert os.path.isdir(folder)
+
+
 RUN = textwrap.dedent(
     """
     import bojax  # first, as the CLI does: it sets XLA's log level before jaxlib loads
