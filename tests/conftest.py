@@ -29,30 +29,39 @@ jax.config.update("jax_enable_x64", True)
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 # The suite's own persistent compilation cache, in pytest's cache folder rather than the
 # user's: most of a test's time is compiling, and a second run loads the programs (the
-# fast tier 40 % quicker; docs/design.md). Driver subprocesses and Dask workers inherit
-# it. BOJAX_COMPILATION_CACHE=off (or another folder) set by the caller wins.
-TEST_CACHE = Path(__file__).resolve().parents[1] / ".pytest_cache" / "bojax-jax"
-# A whole fast tier writes some 32 MB; programs of code edited since are never read again,
+# fast tier 44 % quicker; docs/design.md). Set in pytest_configure below.
+TEST_CACHE_NAME = "bojax-jax"  # .pytest_cache/d/bojax-jax; `pytest --cache-clear` empties it
+# A whole fast tier writes some 26 MiB; programs of code edited since are never read again,
 # and JAX evicts only with the filelock package, so past this the folder starts over.
 TEST_CACHE_LIMIT_BYTES = 256 * 2**20
-os.environ.setdefault("BOJAX_COMPILATION_CACHE", str(TEST_CACHE))
 
 
-def _start_over_if_large(folder: Path, limit: int) -> None:
-    sizes = (entry.stat().st_size for entry in folder.iterdir()) if folder.is_dir() else ()
+def _tidy(folder: Path, limit: int) -> None:
+    """Empty ``folder`` past ``limit`` bytes; else drop its empty entries, which a process
+    killed between creating and writing one leaves (JAX never rewrites an entry)."""
     with contextlib.suppress(OSError):
+        entries = list(folder.iterdir()) if folder.is_dir() else []
+        sizes = [entry.stat().st_size for entry in entries]
         if sum(sizes) > limit:
             shutil.rmtree(folder, ignore_errors=True)
+        for entry, size in zip(entries, sizes, strict=True):
+            if size == 0:
+                entry.unlink(missing_ok=True)
 
 
-# (by the process that starts the workers, before any of them writes)
-if (
-    "PYTEST_XDIST_WORKER" not in os.environ
-    and Path(os.environ["BOJAX_COMPILATION_CACHE"]) == TEST_CACHE
-):
-    _start_over_if_large(TEST_CACHE, TEST_CACHE_LIMIT_BYTES)
+def pytest_configure(config):
+    """Point the compilation cache at pytest's cache folder, unless whoever runs the suite
+    set BOJAX_COMPILATION_CACHE (``off``, or another folder). The process that starts the
+    workers sets the variable before they start, so they, and the driver subprocesses
+    and Dask workers of tests, inherit it."""
+    cache = getattr(config, "cache", None)  # None under -p no:cacheprovider
+    if os.environ.get("BOJAX_COMPILATION_CACHE") is None:
+        folder = cache.mkdir(TEST_CACHE_NAME) if cache is not None else "off"
+        if folder != "off":
+            _tidy(folder, TEST_CACHE_LIMIT_BYTES)
+        os.environ["BOJAX_COMPILATION_CACHE"] = str(folder)
+    bojax.compilation.use_persistent_cache()  # also for tests that compile outside BO
 
-bojax.compilation.use_persistent_cache()  # for tests that compile without asking BO
 
 settings.register_profile("bojax", max_examples=40, deadline=None, derandomize=True)
 settings.load_profile("bojax")
