@@ -55,11 +55,11 @@ def pytest_configure(config):
     workers sets the variable before they start, so they, and the driver subprocesses
     and Dask workers of tests, inherit it."""
     cache = getattr(config, "cache", None)  # None under -p no:cacheprovider
-    if os.environ.get("BOJAX_COMPILATION_CACHE") is None:
-        folder = cache.mkdir(TEST_CACHE_NAME) if cache is not None else "off"
-        if folder != "off":
+    if os.environ.get(bojax.compilation.CACHE_VARIABLE) is None:
+        folder = cache.mkdir(TEST_CACHE_NAME) if cache is not None else None
+        if folder is not None:
             _tidy(folder, TEST_CACHE_LIMIT_BYTES)
-        os.environ["BOJAX_COMPILATION_CACHE"] = str(folder)
+        os.environ[bojax.compilation.CACHE_VARIABLE] = str(folder or "off")
     bojax.compilation.use_persistent_cache()  # also for tests that compile outside BO
 
 
