@@ -697,6 +697,36 @@ def test_freeze_thaw_learns_where_trainings_fail():
     assert len(designs) >= 12 and failed <= len(designs) // 4, (failed, len(designs))
 
 
+@pytest.mark.slow  # 27 s: two fits with a failure classifier
+def test_freeze_thaw_weighs_a_paused_design_by_its_chance_of_finishing():
+    """Thawing a paused design is worth its expected improvement at max_step times the
+    failure classifier's P(success) there, as a new design's proposal is: unweighted, a
+    design that looked good at step 1 before its neighbours' trainings diverged kept
+    winning its thaw."""
+    from bojax.bo.freezethaw import Design, FreezeThaw
+
+    def design(lr, w, steps, failed=False):
+        point = {"lr": lr, "w": w}
+        curve = [[s, final_value(point) + 2.0 / s] for s in steps]
+        return Design(SPACE.to_unit(point), point, curve, complete=steps[-1] == 9, failed=failed)
+
+    # Trainings with w < 0.2 diverge after step 1; the others were trained to the end.
+    designs = [design(lr, w, [1] if w < 0.2 else [1, 3, 9], failed=w < 0.2)
+               for lr in (1e-4, 1e-3, 1e-2, 1e-1) for w in (0.05, 0.15, 0.5, 0.9)]  # fmt: skip
+    # Two paused designs, as good at step 1: one among the failed trainings.
+    designs += [design(3e-3, 0.1, [1]), design(3e-3, 0.45, [1])]
+    among_failures, clear = len(designs) - 2, len(designs) - 1
+
+    def gains(failure_model):
+        settings = bojax.Settings(**FREEZE_THAW | {"max_step": 9, "failure_model": failure_model})
+        return FreezeThaw(SPACE, settings).worth(designs, [among_failures, clear])[1][1:]
+
+    weighted, unweighted = gains("gp-probit"), gains("none")
+    assert unweighted[0] > 0.5 * unweighted[1]  # as good a bet by the curves alone
+    assert weighted[0] < 0.2 * weighted[1], (weighted, unweighted)
+    assert weighted[1] == pytest.approx(unweighted[1], rel=0.3)  # far from the failures
+
+
 def test_freeze_thaw_counts_only_designs_with_a_point_towards_its_initial_design():
     """A resumed parallel run's placeholders (designs whose first segment was lost) are
     not designs: the model waits for max(initial, d + 2) real ones."""

@@ -17,7 +17,10 @@ where ``EI`` is the expected improvement at the last step ``T = max_step`` over 
 value seen, integrated over the hyperparameter samples (on power-warped values,
 :mod:`bojax.bo.warping`, unless the run names a warping), and the denominator the steps
 still needed to reach ``T`` (expected improvement per unit of cost, Snoek et al. 2012).
-The chosen training runs to its next milestone (``min_step * eta^k``) and is paused
+Once a training has failed, each ``EI`` is weighted by the failure classifier's
+probability that a training there reaches ``T`` (Gelbart et al. 2014), thaws as much as
+new designs: failed trainings are its failures at ``T``, every reported step a success
+at its own step. The chosen training runs to its next milestone (``min_step * eta^k``) and is paused
 again; one that reaches ``T`` is complete. The first ``max(initial, d + 2)`` designs
 come from the Sobol design, trained to successive milestones (so the model sees every
 step range before it extrapolates to ``T``).
@@ -62,7 +65,18 @@ import numpy as np
 from scipy.stats import norm
 
 from bojax.bo import keys, schedulers
-from bojax.bo.loop import CostFit, FirstColumns, ask_batch, fit_cost, fit_surrogate, init, tell
+from bojax.bo.loop import (
+    CostFit,
+    FirstColumns,
+    ask_batch,
+    fit_classifier,
+    fit_cost,
+    fit_surrogate,
+    init,
+    models_failures,
+    success_score,
+    tell,
+)
 from bojax.bo.settings import Settings
 from bojax.bo.stepwise import (
     Checkpoint,
@@ -240,16 +254,17 @@ class FreezeThaw:
         started = [np.append(d.u, 1.0) for d in designs if not np.isnan(d.u).any()]
         exclude = np.reshape(started, (-1, self.augmented.dim))
         try:
-            points, _, infos = ask_batch(
+            points, state, infos = ask_batch(
                 state, 1, pending, box=(lower, upper), fit=fit, cost=cost, exclude=exclude
             )
         except SpaceExhaustedError:  # every design of a discrete space started: thaw only
-            points, infos = None, None
+            points, infos, state = None, None, fit_classifier(state)
         going_rows = [np.append(designs[j].u, 1.0) for j in going]
         candidates = np.reshape([*(() if points is None else points), *going_rows],
                                 (-1, self.augmented.dim))  # fmt: skip
         mean, var = fit.surrogate.predict(fit.fitted, jnp.asarray(_padded_rows(candidates)))
         gains = _expected_improvement(mean, var, float(np.min(fit.y)))[: len(candidates)]
+        gains = gains * self._success_probability(state, candidates)
         costs = np.array([self._cost(designs[j]) for j in going])
         if rates is not None:  # steps to seconds, the new design's rate as the cost GP predicts
             costs = costs * np.array([rates[j] for j in going])
@@ -259,6 +274,20 @@ class FreezeThaw:
         if rates is not None:
             new_cost *= infos[0].get("predicted_seconds") or cost.seconds_at(points[0])
         return points[0][:-1], gains, np.append(new_cost, costs), len(rows)
+
+    def _success_probability(self, state, candidates: np.ndarray) -> np.ndarray:
+        """P(a training at each of ``candidates`` reaches ``max_step``): the failure
+        classifier's (fitted in ``state``), once something failed, else 1. A new design's
+        proposal is already weighted by it (Gelbart et al. 2014); unweighted, a paused
+        design that looked good before the trainings around it diverged went on winning
+        its thaw."""
+        if not models_failures(state):
+            return np.ones(len(candidates))
+        classifier = self.model.make_failure_model(self.augmented)
+        log_p = success_score(classifier)(
+            jnp.asarray(_padded_rows(candidates)), classifier.conditioned(state.classifier)
+        )
+        return np.exp(np.asarray(log_p, np.float64))[: len(candidates)]
 
     def _cost_model(self, designs: list[Design], rows) -> tuple[dict[int, float], CostFit]:
         """Each design's seconds per step (:func:`rates_of`), and a cost GP fitted to the

@@ -268,10 +268,10 @@ def model_based(state: BOState) -> bool:
     least one evaluation succeeded, or failed with failures modelled."""
     if len(state.y) < state.settings.initial:
         return False
-    return bool(np.isfinite(state.y).any()) or _models_failures(state)
+    return bool(np.isfinite(state.y).any()) or models_failures(state)
 
 
-def _models_failures(state: BOState) -> bool:
+def models_failures(state: BOState) -> bool:
     """Whether a failure classifier is fitted: one is configured and something failed."""
     failed = not bool(np.isfinite(state.y).all())
     return failed and state.settings.make_failure_model() is not None
@@ -286,7 +286,7 @@ def fit_classifier(state: BOState) -> BOState:
     """The state with the failure classifier fitted to every finished evaluation's success
     (unchanged while nothing failed or failures are not modelled). Its key is
     ``fold_in(iteration key, 4)``, apart from the surrogate's and the proposals'."""
-    if not _models_failures(state):
+    if not models_failures(state):
         return state
     settings, n = state.settings, len(state.y)
     classifier = settings.make_failure_model(state.space)
@@ -422,7 +422,7 @@ def _score_function(
 
 
 @functools.cache
-def _success_score(classifier: GPClassifier):
+def success_score(classifier: GPClassifier):
     """``log P(success | x)``: what the loop maximises while nothing has succeeded."""
     return jax.jit(lambda x, posteriors: classifier.log_probability(posteriors, x))
 
@@ -504,7 +504,7 @@ def _success_diagnostics(state: BOState, u: np.ndarray, k: int) -> dict[str, flo
     grid = candidate_grid(
         _keys(settings, k)[1], state.space, settings.optimizer, settings.num_candidates
     )
-    log_p = _success_score(classifier)
+    log_p = success_score(classifier)
     at_u = float(np.exp(log_p(jnp.asarray(u[None]), posteriors)[0]))
     on_grid = float(np.exp(np.max(log_p(jnp.asarray(grid), posteriors))))
     return {"success_probability": at_u, "max_success_probability": max(at_u, on_grid)}
@@ -563,7 +563,7 @@ def ask_batch(
 
     release_if_crowded()  # outgrown buckets' programs would pile up in a long run
     state = fit_classifier(state)
-    classifier = settings.make_failure_model(state.space) if _models_failures(state) else None
+    classifier = settings.make_failure_model(state.space) if models_failures(state) else None
     feasibility = () if classifier is None else (classifier.conditioned(state.classifier),)
     if not np.isfinite(state.y).any():
         return _likeliest_successes(state, classifier, taken, first, q)
@@ -643,7 +643,7 @@ def _likeliest_successes(state: BOState, classifier, taken, first: int, q: int):
     for k in range(first, first + q):
         try:
             u, _ = propose(
-                _keys(settings, k)[1], _success_score(classifier), posteriors, state.space,
+                _keys(settings, k)[1], success_score(classifier), posteriors, state.space,
                 state.u, taken, method=settings.optimizer, num_candidates=settings.num_candidates,
             )  # fmt: skip
         except SpaceExhaustedError:
@@ -844,7 +844,7 @@ def success_predictor(state: BOState) -> Callable[[np.ndarray], np.ndarray] | No
     """``u -> P(success | u)`` at unit points ``u`` (M, d) from the failure classifier,
     fitted once to every evaluation as the next :func:`ask` would fit it; None while
     nothing failed or failures are not modelled."""
-    if not _models_failures(state):
+    if not models_failures(state):
         return None
     state = fit_classifier(state)
     classifier = state.settings.make_failure_model(state.space)
