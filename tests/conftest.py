@@ -5,6 +5,7 @@ import gc
 import importlib.util
 import os
 import shutil
+import warnings
 from pathlib import Path
 
 # XLA's CPU backend without LLVM's optimisation passes: most of the suite's time is
@@ -68,6 +69,22 @@ settings.load_profile("bojax")
 
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+
+
+@pytest.fixture
+def no_warnings():
+    """``with no_warnings():`` fails the test on any warning but JAX's about a cache entry
+    another process of the suite was writing as it read it (JAX then compiles the
+    program itself): the suite's workers share one compilation cache."""
+
+    @contextlib.contextmanager
+    def strict():
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            warnings.filterwarnings("ignore", message="Error (reading|writing) persistent")
+            yield
+
+    return strict
 
 
 @pytest.fixture

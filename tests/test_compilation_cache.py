@@ -229,3 +229,13 @@ def test_a_crowded_run_drops_its_programs_and_proposes_the_same_points(monkeypat
     monkeypatch.setattr(compilation, "MAP_SHARE", 0.0)  # every model-based ask releases
     np.testing.assert_array_equal(run(), reference)
     assert compilation.releases == before + 2  # the asks after the 3-point design
+
+
+def test_no_warnings_fails_on_a_warning_but_a_cache_entry_read_as_it_was_written(no_warnings):
+    import warnings
+
+    with no_warnings():  # JAX's words, jax/_src/compiler.py: it then compiles the program
+        warnings.warn("Error reading persistent compilation cache entry: ...", stacklevel=1)
+        warnings.warn("Error writing persistent compilation cache entry: ...", stacklevel=1)
+    with pytest.raises(UserWarning, match="anything else"), no_warnings():
+        warnings.warn("anything else", stacklevel=1)

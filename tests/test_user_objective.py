@@ -534,9 +534,7 @@ def test_an_interrupted_cli_run_names_the_plugins_its_resume_needs(tmp_path):
     assert f"interrupted; continue it with: {resume}" in said
 
 
-def test_resuming_a_run_with_another_objective_warns(tmp_path):
-    import warnings
-
+def test_resuming_a_run_with_another_objective_warns(tmp_path, no_warnings):
     import bojax
 
     space = Space([Real("x", 0.0, 1.0)])
@@ -548,8 +546,7 @@ def test_resuming_a_run_with_another_objective_warns(tmp_path):
         return 1000.0 + point["x"]
 
     bojax.minimize(first, space, initial=3, iterations=0, out=tmp_path, progress=False)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the same objective: no warning
+    with no_warnings():  # the same objective: no warning
         bojax.minimize(first, space, initial=3, iterations=0, out=tmp_path, resume=True,
                        progress=False)  # fmt: skip
     with pytest.warns(UserWarning, match="journalled for the objective .*first.*second"):
