@@ -1855,3 +1855,19 @@ def test_hung_work_is_given_up_once_workers_join_a_cluster_that_had_none(monkeyp
     run.join(timeout=60)
     assert results, "the driver still waits for work no worker ever took"
     assert "gave no answer" in str(results[0])
+
+
+def test_an_executor_that_cannot_send_the_objective_says_why_it_could_not():
+    """Dask refuses an objective it cannot pickle with "Could not serialize object of
+    type LLGExpr", raised from the pickler's reason: the run's error names that reason."""
+
+    class Unsendable:
+        def submit(self, fn, *args):
+            try:
+                raise TypeError("cannot pickle '_thread.lock' object")
+            except TypeError as reason:
+                raise TypeError("Could not serialize object of type LLGExpr") from reason
+
+    with pytest.raises(ObjectiveError, match=r"LLGExpr.*caused by TypeError: cannot pickle"):
+        bojax.minimize(lambda p: p["x"], Space([Real("x", 0.0, 1.0)]), executor=Unsendable(),
+                       initial=2, iterations=0, progress=False)  # fmt: skip

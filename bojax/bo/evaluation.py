@@ -51,7 +51,20 @@ def refused(error: Exception) -> tuple[cf.Future, str]:
     starts nothing more."""
     future: cf.Future = cf.Future()
     future.set_exception(error)
-    return future, f"the executor refused new work: {failure_text(error)}"
+    why = f"the executor refused new work: {failure_text(error)}"
+    cause = _first_cause(error)
+    return future, why if cause is None else f"{why} (caused by {failure_text(cause)})"
+
+
+def _first_cause(error: BaseException) -> BaseException | None:
+    """The exception at the bottom of ``error``'s ``raise ... from`` chain, None without
+    one: Dask refuses an objective it cannot pickle with "Could not serialize object of
+    type LLGExpr", from the pickler's own "cannot pickle '_thread.lock' object"."""
+    cause, seen = error.__cause__, {id(error)}
+    while cause is not None and cause.__cause__ is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        cause = cause.__cause__
+    return cause
 
 
 # The longest error text a record keeps: a 5 MB message made a 5 MB journal line that
