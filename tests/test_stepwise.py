@@ -695,6 +695,11 @@ def test_freeze_thaw_learns_where_trainings_fail():
         designs.setdefault(record["diagnostics"]["design"], []).append(record["status"])
     failed = sum("failed" in statuses for statuses in designs.values())
     assert len(designs) >= 12 and failed <= len(designs) // 4, (failed, len(designs))
+    first = next(k for k, r in enumerate(result.history) if r["status"] == "failed")
+    weights = [r["diagnostics"].get("success_probability") for r in result.history]
+    assert all(p is None for p in weights[: first + 1]), weights  # EI weighed once one fails
+    assert all(0 < p < 1 for p in weights[first + 1 :] if p is not None), weights
+    assert any(p is not None for p in weights[first + 1 :]), weights
 
 
 @pytest.mark.slow  # 27 s: two fits with a failure classifier
@@ -719,9 +724,11 @@ def test_freeze_thaw_weighs_a_paused_design_by_its_chance_of_finishing():
 
     def gains(failure_model):
         settings = bojax.Settings(**FREEZE_THAW | {"max_step": 9, "failure_model": failure_model})
-        return FreezeThaw(SPACE, settings).worth(designs, [among_failures, clear])[1][1:]
+        worth = FreezeThaw(SPACE, settings).worth(designs, [among_failures, clear])
+        return worth[1][1:], worth[4][1:]
 
-    weighted, unweighted = gains("gp-probit"), gains("none")
+    (weighted, success), (unweighted, none) = gains("gp-probit"), gains("none")
+    assert list(none) == [1.0, 1.0] and success[0] < 0.5 < success[1]
     assert unweighted[0] > 0.5 * unweighted[1]  # as good a bet by the curves alone
     assert weighted[0] < 0.2 * weighted[1], (weighted, unweighted)
     assert weighted[1] == pytest.approx(unweighted[1], rel=0.3)  # far from the failures

@@ -223,10 +223,12 @@ class FreezeThaw:
 
     @with_blas_threads  # it fits outside ask's limit (the pruner calls it too)
     def worth(self, designs: list[Design], going: list[int], pending=()):
-        """``(u, gains, costs, rows)``: the acquisition's best new design ``u`` (at
-        ``max_step``), the expected improvement at ``max_step`` of it and of each design
-        in ``going`` (in that order), what each still costs to reach ``max_step`` (steps;
-        seconds in a ``cost_aware`` run), and how many (design, step) values the fit saw."""
+        """``(u, gains, costs, rows, success)``: the acquisition's best new design ``u``
+        (at ``max_step``), the expected improvement at ``max_step`` of it and of each
+        design in ``going`` (in that order) times its ``success`` (P(a training there
+        reaches ``max_step``), 1 until one fails), what each still costs to reach
+        ``max_step`` (steps; seconds in a ``cost_aware`` run), and how many (design, step)
+        values the fit saw."""
         rows = observations(designs, MODEL_POINTS)
         state = init(self.augmented, self.model)
         if self.chains is not None:
@@ -264,16 +266,18 @@ class FreezeThaw:
                                 (-1, self.augmented.dim))  # fmt: skip
         mean, var = fit.surrogate.predict(fit.fitted, jnp.asarray(_padded_rows(candidates)))
         gains = _expected_improvement(mean, var, float(np.min(fit.y)))[: len(candidates)]
-        gains = gains * self._success_probability(state, candidates)
+        success = self._success_probability(state, candidates)
+        gains = gains * success
         costs = np.array([self._cost(designs[j]) for j in going])
         if rates is not None:  # steps to seconds, the new design's rate as the cost GP predicts
             costs = costs * np.array([rates[j] for j in going])
         if points is None:  # no new design: it never wins
-            return None, np.append(-np.inf, gains), np.append(1.0, costs), len(rows)
+            return (None, np.append(-np.inf, gains), np.append(1.0, costs), len(rows),
+                    np.append(1.0, success))  # fmt: skip
         new_cost = self.settings.max_step
         if rates is not None:
             new_cost *= infos[0].get("predicted_seconds") or cost.seconds_at(points[0])
-        return points[0][:-1], gains, np.append(new_cost, costs), len(rows)
+        return points[0][:-1], gains, np.append(new_cost, costs), len(rows), success
 
     def _success_probability(self, state, candidates: np.ndarray) -> np.ndarray:
         """P(a training at each of ``candidates`` reaches ``max_step``): the failure
@@ -329,7 +333,9 @@ class FreezeThaw:
                 if not observations(designs, 1):
                     raise
         paused = [j for j, d in enumerate(designs) if not (d.complete or d.failed or j in busy)]
-        u_new, gains, costs, rows = self.worth(designs, paused, [designs[j].u for j in busy])
+        u_new, gains, costs, rows, success = self.worth(
+            designs, paused, [designs[j].u for j in busy]
+        )
         scores = gains / costs
         best = int(np.argmax(scores))
         if u_new is None and not paused:
@@ -338,6 +344,8 @@ class FreezeThaw:
             )
         info = {"expected_improvement": float(gains[best]), "cost": float(costs[best]),
                 "model_points": rows}  # fmt: skip
+        if success[best] < 1.0:  # (weighted: once a training failed, as `bojax show` says)
+            info["success_probability"] = float(success[best])
         if best == 0:
             return Decision(new, u_new, self.steps[0], "new", info)
         j = paused[best - 1]

@@ -744,5 +744,5 @@ class BojaxPruner(BasePruner):
         if mine is None or len(designs) < model.least:
             return None
         self._models[key] = model
-        _, gains, costs, _ = model.worth(designs, [mine])
+        _, gains, costs, _, _ = model.worth(designs, [mine])
         return bool(gains[1] / costs[1] < gains[0] / costs[0])
