@@ -8,21 +8,50 @@ import shutil
 import warnings
 from pathlib import Path
 
-# XLA's CPU backend without LLVM's optimisation passes: most of the suite's time is
-# compiling programs that then run once on tiny data, and this made the fast tier 27 %
-# quicker (485 s -> 353 s on 2 cores) with every test passing. The HLO passes (fusion,
-# simplification) still run; a run outside the suite compiles with the full pipeline.
-# Setting xla_backend_optimization_level yourself wins (docs/design.md).
-if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-    FAST_COMPILES = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILES}".strip()
-
 import bojax  # before JAX, as a script should: XLA's log quietened, cache on
 
 # isort: split
 import jax
 import pytest
 from hypothesis import settings
+
+# Most of the suite's time is compiling programs that then run once on tiny data, so
+# XLA's CPU backend compiles them quickly rather than well (docs/design.md); a run
+# outside the suite compiles with XLA's defaults. A flag already in XLA_FLAGS wins. (Set
+# here, after JAX's import: XLA reads XLA_FLAGS when its backend starts.)
+# * Without LLVM's optimisation passes: the fast tier 27 % quicker (485 s -> 353 s on 2
+#   cores). The HLO passes (fusion, simplification) still run.
+FAST_COMPILES = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+# * With XLA's loop fusion emitters, not the tiled one jaxlib 0.9.1 made the default:
+#   the fast tier 416 s instead of 608 s with an empty cache (benchmarks/cpu_emitters.py).
+#   Only for the jaxlib versions measured: XLA aborts on a flag it does not know.
+LOOP_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
+LOOP_EMITTERS_JAXLIB = ((0, 9, 1), (0, 10, 0))  # [from, before)
+
+
+def jaxlib_version() -> tuple[int, int, int] | None:
+    """The installed jaxlib's (major, minor, patch), read without loading it."""
+    import re
+    from importlib import metadata
+
+    try:
+        found = re.match(r"(\d+)\.(\d+)\.(\d+)", metadata.version("jaxlib"))
+    except metadata.PackageNotFoundError:
+        return None
+    return tuple(int(part) for part in found.groups()) if found else None
+
+
+def suite_xla_flags(flags: str, jaxlib: tuple[int, int, int] | None) -> str:
+    """``flags`` (the user's XLA_FLAGS) with the suite's quick-compile flags added, each
+    unless the user set that flag."""
+    added = [FAST_COMPILES] if "xla_backend_optimization_level" not in flags else []
+    start, end = LOOP_EMITTERS_JAXLIB
+    if "xla_cpu_use_fusion_emitters" not in flags and jaxlib and start <= jaxlib < end:
+        added.append(LOOP_EMITTERS)
+    return " ".join([flags, *added]).strip()
+
+
+os.environ["XLA_FLAGS"] = suite_xla_flags(os.environ.get("XLA_FLAGS", ""), jaxlib_version())
 
 jax.config.update("jax_enable_x64", True)
 # Tests start driver subprocesses and Dask workers beside this process: on a GPU, each

@@ -103,6 +103,15 @@ def test_unknown_methods_are_refused_and_missing_peers_skipped(tmp_path, capsys)
     assert methods.available("BoTorch GP") == botorch_here
 
 
+@pytest.mark.slow
+def test_the_emitter_benchmark_times_both_settings_in_fresh_processes():
+    summary = load("cpu_emitters").main(["--repeats", "1", "--suite"])
+    assert set(summary) == {"forrester gp-slice", "branin gp-map", "ensemble training"}
+    for row in summary.values():
+        assert all(row[f"{phase} {s}"] > 0 for phase in ("cold", "warm") for s in ("tiled", "loop"))
+        assert math.isfinite(row["largest relative difference"])
+
+
 def test_conditioning_benchmark_times_both_arms_and_they_agree(tmp_path):
     conditioning = load("conditioning")
     argv = ["--sizes", "20", "--pending", "3", "--samples", "4", "--repeats", "1"]

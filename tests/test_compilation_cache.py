@@ -10,6 +10,7 @@ from pathlib import Path
 
 import jax
 import pytest
+from conftest import FAST_COMPILES, LOOP_EMITTERS, jaxlib_version, suite_xla_flags
 
 from bojax import compilation
 
@@ -239,3 +240,32 @@ def test_no_warnings_fails_on_a_warning_but_a_cache_entry_read_as_it_was_written
         warnings.warn("Error writing persistent compilation cache entry: ...", stacklevel=1)
     with pytest.raises(UserWarning, match="anything else"), no_warnings():
         warnings.warn("anything else", stacklevel=1)
+
+
+TILED, LEVEL_2 = "--xla_cpu_use_fusion_emitters=true", "--xla_backend_optimization_level=2"
+
+
+@pytest.mark.parametrize(
+    ("flags", "jaxlib", "expected"),
+    [
+        ("", (0, 9, 2), f"{FAST_COMPILES} {LOOP_EMITTERS}"),
+        ("--xla_dump_to=/d", (0, 9, 1), f"--xla_dump_to=/d {FAST_COMPILES} {LOOP_EMITTERS}"),
+        (TILED, (0, 9, 2), f"{TILED} {FAST_COMPILES}"),
+        (LEVEL_2, (0, 9, 2), f"{LEVEL_2} {LOOP_EMITTERS}"),
+        ("", (0, 9, 0), FAST_COMPILES),  # before the tiled emitter
+        ("", (0, 10, 0), FAST_COMPILES),  # not measured: XLA aborts on a flag it lacks
+        ("", None, FAST_COMPILES),
+    ],
+)
+def test_the_suite_compiles_quickly_unless_whoever_runs_it_set_the_flags(flags, jaxlib, expected):
+    assert suite_xla_flags(flags, jaxlib) == expected
+
+
+def test_the_suites_xla_flags_are_ones_the_installed_jaxlib_knows():
+    """XLA aborts a process whose XLA_FLAGS name a flag it does not know: a child given
+    the suite's flags for the installed jaxlib computes."""
+    env = dict(os.environ, XLA_FLAGS=suite_xla_flags("", jaxlib_version()))
+    check = "import jax; print(float(jax.jit(lambda x: (x * x).sum())(jax.numpy.arange(4.0))))"
+    done = subprocess.run([sys.executable, "-c", check], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert float(done.stdout) == 14.0
