@@ -22,9 +22,11 @@ from hypothesis import settings
 # * Without LLVM's optimisation passes: the fast tier 27 % quicker (485 s -> 353 s on 2
 #   cores). The HLO passes (fusion, simplification) still run.
 FAST_COMPILES = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
-# * With XLA's loop fusion emitters, not the tiled one jaxlib 0.9.1 made the default:
-#   the fast tier 416 s instead of 608 s with an empty cache (benchmarks/cpu_emitters.py).
-#   Only for the jaxlib versions measured: XLA aborts on a flag it does not know.
+# * With XLA's loop fusion emitters, not the tiled fusion emitter jaxlib 0.9.1 brought
+#   in (openxla/xla#41173): the fast tier 416 s instead of 608 s with an empty cache
+#   (benchmarks/cpu_emitters.py). Measured on jaxlib 0.9.2, the lock's for Python 3.11;
+#   jaxlib 0.12 (the lock's for 3.12+) has no such flag, and XLA aborts a process whose
+#   XLA_FLAGS name a flag it does not know, so it is added for 0.9.x only.
 LOOP_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
 LOOP_EMITTERS_JAXLIB = ((0, 9, 1), (0, 10, 0))  # [from, before)
 

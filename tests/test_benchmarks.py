@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import LOOP_EMITTERS, jaxlib_version, suite_xla_flags
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -105,6 +106,8 @@ def test_unknown_methods_are_refused_and_missing_peers_skipped(tmp_path, capsys)
 
 @pytest.mark.slow
 def test_the_emitter_benchmark_times_both_settings_in_fresh_processes():
+    if LOOP_EMITTERS not in suite_xla_flags("", jaxlib_version()):
+        pytest.skip("this jaxlib has no --xla_cpu_use_fusion_emitters flag")
     summary = load("cpu_emitters").main(["--repeats", "1", "--suite"])
     assert set(summary) == {"forrester gp-slice", "branin gp-map", "ensemble training"}
     for row in summary.values():
