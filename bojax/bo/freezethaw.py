@@ -21,9 +21,9 @@ Once a training has failed, each ``EI`` is weighted by the failure classifier's
 probability that a training there reaches ``T`` (Gelbart et al. 2014), thaws as much as
 new designs: failed trainings are its failures at ``T``, every reported step a success
 at its own step. The chosen training runs to its next milestone (``min_step * eta^k``)
-and is paused again; one that reaches ``T`` is complete. The first ``max(initial, d + 2)`` designs
-come from the Sobol design, trained to successive milestones (so the model sees every
-step range before it extrapolates to ``T``).
+and is paused again; one that reaches ``T`` is complete. The first
+``max(initial, d + 2)`` designs come from the Sobol design, trained to successive
+milestones (so the model sees every step range before it extrapolates to ``T``).
 
 **Seconds** (``cost_aware=True``). Designs' steps may cost very different times (a
 wide network's epoch against a narrow one's), and the budget a researcher has is
