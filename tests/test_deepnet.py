@@ -124,8 +124,16 @@ def test_mnist1d_is_made_locally_reproducibly_and_leaves_global_random_state_alo
     legacy.seed(123)
     before = legacy.random()
     legacy.seed(123)
+    deepnet._mnist1d_package_split.cache_clear()  # the generator runs, not a cached result
     data = deepnet.mnist1d(seed=0)
     assert legacy.random() == before
+    # Made once per process; what a caller gets is its own to change.
+    first = data.x_valid.copy()
+    for array in (data.x_train, data.x_valid, data.x_test, data.y_train):
+        array[:] = 0
+    data = deepnet.mnist1d(seed=0)
+    np.testing.assert_array_equal(data.x_valid, first)
+    assert deepnet._mnist1d_package_split.cache_info().hits == 1
     sizes = len(data.y_train), len(data.y_valid), len(data.y_test)
     assert sizes == (3000, 1000, 1000) and data.x_train.shape[1] == 40
     assert set(np.unique(data.y_train)) == set(range(10))
