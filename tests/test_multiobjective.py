@@ -223,6 +223,41 @@ def test_ask_tell_and_batches_with_pending_points():
         assert np.isnan(bojax.tell(state, points[0], huge).metrics[-1]).all()
 
 
+def test_a_labelled_row_is_read_by_its_labels_not_its_order():
+    """A pandas row (``frame.iloc[i]``) names its metrics: told, or returned by the
+    objective, in another order than the run's, its values went to the wrong metrics, and
+    a misspelt label was taken (review)."""
+    pd = pytest.importorskip("pandas")
+    state = bojax.init(SPACE, objectives={"left": "min", "right": "min"}, surrogate="gp-map")
+    u = np.array([0.2, 0.3])
+    told = bojax.tell(state, u, pd.Series({"right": 0.9, "left": 0.1}))
+    assert told.metrics[-1].tolist() == [0.1, 0.9]
+    with pytest.raises(bojax.errors.DataError, match="lack"):
+        bojax.tell(state, u, pd.Series({"left": 0.1, "rigth": 0.9}))
+    with pytest.raises(bojax.errors.DataError, match="more than once"):
+        bojax.tell(state, u, pd.Series([0.1, 0.9, 0.5], index=["left", "right", "left"]))
+    unnamed = bojax.tell(state, u, pd.Series([0.5, 0.25]))  # no labels: the columns in order
+    assert unnamed.metrics[-1].tolist() == [0.5, 0.25]
+    one = bojax.init(SPACE, surrogate="gp-map")
+    with pytest.raises(bojax.errors.DataError, match="one objective"):
+        bojax.tell(one, u, pd.Series({"left": 0.1}))
+
+    returns = iter([pd.Series({"right": 1.0 + i, "left": float(i)}) for i in range(3)])
+    result = bojax.minimize(
+        lambda point: next(returns), SPACE, objectives=["left:min", "right:min"],
+        iterations=0, initial=3, seed=0, **QUIET,
+    )  # fmt: skip
+    assert [r["y"] for r in result.history] == [
+        {"left": float(i), "right": 1.0 + i} for i in range(3)
+    ]
+    twice = pd.Series([1.0, 2.0, 3.0], index=["left", "right", "right"])
+    with pytest.raises(bojax.errors.ObjectiveError, match=r"named more than once: \['right'\]"):
+        bojax.minimize(
+            lambda point: twice, SPACE, objectives=["left:min", "right:min"], iterations=0,
+            initial=2, seed=0, **QUIET,
+        )  # fmt: skip
+
+
 def test_show_labels_a_metric_named_as_a_parameter(tmp_path):
     from typer.testing import CliRunner
 

@@ -97,11 +97,41 @@ def failure_text(error: BaseException) -> str:
     return text if len(text) <= ERROR_LIMIT else text[: ERROR_LIMIT - 3] + "..."
 
 
+def named_entries(value: Any) -> Mapping | None:
+    """``value`` as a mapping from names to entries when it names its entries: any
+    ``Mapping``, or a row labelled with text such as a pandas Series (read by label, not
+    by position: a row of a data frame need not list the metrics in the run's order);
+    None for anything else. ValueError where a label repeats."""
+    if isinstance(value, Mapping):
+        return value
+    items, keys = getattr(value, "items", None), getattr(value, "keys", None)
+    if not (callable(items) and callable(keys)) or isinstance(value, type):
+        return None
+    try:
+        pairs = list(items())
+    except Exception:  # an object whose items() is something else
+        return None
+    if not pairs or not all(isinstance(pair, tuple) and len(pair) == 2 for pair in pairs):
+        return None
+    names = [name for name, _ in pairs]
+    if not all(isinstance(name, str) for name in names):  # a Series of numbers: not named
+        return None
+    if len(set(names)) != len(names):
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        raise ValueError(f"metrics named more than once: {repeated}")
+    return dict(pairs)
+
+
 def checked(value: Any) -> tuple[Any, str | None]:
     """An objective's return value as ``(y, None)``, or ``(nan, why it is unusable)``. A
-    dict of metrics comes back as a dict of floats, each checked as one value."""
-    if isinstance(value, Mapping):
-        return checked_metrics(value)
+    dict of metrics (or a row labelled with their names, :func:`named_entries`) comes back
+    as a dict of floats, each checked as one value."""
+    try:
+        named = named_entries(value)
+    except ValueError as error:
+        return math.nan, f"objective returned {error}"
+    if named is not None:
+        return checked_metrics(named)
     if np.ma.is_masked(value):  # a masked entry is a missing value, not its fill
         return math.nan, f"objective returned a masked value {short_repr(value)}"
     value = unwrapped(value)
@@ -148,10 +178,8 @@ def unwrapped(value: Any) -> Any:
 def finite_number(value: Any) -> float | None:
     """``value`` as a float when it is one finite number (a Python or NumPy real or a
     one-element array), else None."""
-    if isinstance(value, Mapping):
-        return None
     y, error = checked(value)
-    return None if error is not None else y
+    return None if error is not None or isinstance(y, dict) else y
 
 
 class Unusable(NamedTuple):
@@ -171,7 +199,9 @@ def checked_metrics(value: Mapping) -> tuple[Any, str | None]:
                 math.nan,
                 f"objective returned a metric named {short_repr(name, 80)}; names are text",
             )
-        y, error = checked(entry) if not isinstance(entry, Mapping) else (math.nan, "a dict")
+        y, error = checked(entry)
+        if isinstance(y, dict):  # a dict (or labelled row) inside the dict
+            y, error = math.nan, "a dict"
         metrics[name] = y if error is None else Unusable(error)
     if not metrics:
         return math.nan, "objective returned an empty dict of metrics"

@@ -25,7 +25,7 @@ import functools
 import itertools
 import math
 import numbers
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
@@ -36,7 +36,7 @@ import numpy as np
 from bojax import gp
 from bojax.bo import keys, multiobjective, policies, trust, warping
 from bojax.bo.acquisition import AcquisitionRecord, get_acquisition
-from bojax.bo.evaluation import short_repr
+from bojax.bo.evaluation import named_entries, short_repr
 from bojax.bo.optimize import (
     ENUMERATION_LIMIT,
     candidate_grid,
@@ -123,9 +123,15 @@ def tell(state: BOState, u: np.ndarray, y: Any, seconds: float | None = None) ->
 
 
 def _told_row(metrics, y: Any) -> np.ndarray:
-    """The metrics' row of a told outcome: a dict of them, their columns in order, or NaN."""
+    """The metrics' row of a told outcome: a dict of them (or a row labelled with their
+    names, such as a pandas Series), their columns in order, or NaN."""
     expected = f"this run has metrics {metrics.columns}: tell a dict of them (or NaN)"
-    if isinstance(y, Mapping):
+    try:
+        named = named_entries(y)  # a dict, or a pandas row: read by name, not position
+    except ValueError as error:
+        raise DataError(str(error)) from None
+    if named is not None:
+        y = named
         missing = metrics.missing(y)
         if missing:
             raise DataError(f"the metrics {sorted(y)} lack {missing}")
@@ -231,7 +237,11 @@ def _told_value(y: Any) -> float:
     DataError where it is not a number (a string, None, a dict, a list)."""
     if isinstance(y, np.ndarray | jax.Array) and y.size == 1:
         y = y.reshape(()).item()
-    if isinstance(y, Mapping):
+    try:
+        several = named_entries(y) is not None
+    except ValueError:  # a labelled row whose labels repeat
+        several = True
+    if several:
         raise DataError(
             "this run has one objective: tell a number, not a dict (declare objectives= "
             "to optimise several metrics)"
