@@ -9,7 +9,7 @@ import pytest
 
 optuna = pytest.importorskip("optuna")
 
-from bojax.errors import UnknownNameError  # noqa: E402
+from bojax.errors import SettingsError, UnknownNameError  # noqa: E402
 from bojax.integrations.optuna import BojaxPruner, BojaxSampler  # noqa: E402
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -124,6 +124,28 @@ def test_the_sampler_models_pruned_trials_before_any_trial_completes():
     assert sampler.infer_relative_search_space(study, trial) == d
 
 
+def test_the_sampler_models_failed_trials_before_any_trial_completes():
+    """Optuna's intersections leave failed trials out, so while every trial had failed
+    each came from the independent sampler, not the failure classifier (review)."""
+    from optuna.distributions import FloatDistribution, IntDistribution
+    from optuna.trial import TrialState, create_trial
+
+    d = {"x": FloatDistribution(0.0, 1.0), "n": IntDistribution(1, 4)}
+    study = optuna.create_study()
+    for k in range(3):
+        study.add_trial(create_trial(state=TrialState.FAIL, params={"x": 0.1 * k, "n": 2},
+                                     distributions=d))  # fmt: skip
+    sampler = BojaxSampler(seed=0, **FAST)
+    assert sampler.infer_relative_search_space(study, study.ask()) == d
+    wider = {**d, "n": IntDistribution(1, 8)}  # a parameter whose range changed: left out
+    study.add_trial(create_trial(state=TrialState.FAIL, params={"x": 0.5, "n": 6},
+                                 distributions=wider))  # fmt: skip
+    study.add_trial(create_trial(state=TrialState.FAIL))  # failed before suggesting any
+    assert sampler.infer_relative_search_space(study, study.ask()) == {"x": d["x"]}
+    study.add_trial(create_trial(params={"x": 0.9}, distributions={"x": d["x"]}, value=1.0))
+    assert sampler.infer_relative_search_space(study, study.ask()) == {"x": d["x"]}
+
+
 def test_the_pruners_memory_is_per_trial_of_each_study_made():
     """A study made again under the same name has trials of the same numbers; they
     inherited the milestones decided for the old ones (19 of 30 pruned, 28 afresh)."""
@@ -200,6 +222,9 @@ def test_bad_settings_fail_when_the_sampler_is_made():
         BojaxSampler(surrogate="gp-nope")
     with pytest.raises(ValueError, match="n_startup_trials"):
         BojaxSampler(n_startup_trials=0)
+    with pytest.raises(SettingsError, match="below 2\\*\\*32"):  # Optuna's RandomSampler's
+        BojaxSampler(seed=2**40)
+    BojaxSampler(seed=2**40, independent_sampler=optuna.samplers.RandomSampler(seed=1))
 
 
 @pytest.mark.slow
@@ -257,6 +282,7 @@ def test_after_failed_trials_only_bojax_proposes_away_from_them():
         )
         study.add_trial(failed)
     asking = optuna.trial.create_trial(params={}, distributions={}, value=0.0)
+    assert sampler.infer_relative_search_space(study, asking) == space  # (failed trials')
     proposal = sampler.sample_relative(study, asking, space)
     assert proposal and proposal["x"] > 0.7
 

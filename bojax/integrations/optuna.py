@@ -199,6 +199,22 @@ def _modelled(name: str, d: BaseDistribution) -> bool:
     return not d.single() and _parameter(name, d) is not None
 
 
+def _failed_space(study: Study) -> dict[str, BaseDistribution]:
+    """The parameters every failed trial suggested, with the same distribution: the
+    search space while no trial has completed or been pruned. (Optuna's intersection
+    leaves failed trials out, so a study whose every trial had failed went on drawing
+    from the independent sampler instead of from the failure classifier.)"""
+    space: dict[str, BaseDistribution] | None = None
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)):
+        if not trial.distributions:  # failed before suggesting anything: no space of its own
+            continue
+        if space is None:
+            space = dict(trial.distributions)
+        else:
+            space = {n: d for n, d in space.items() if trial.distributions.get(n) == d}
+    return space or {}
+
+
 def _space(search_space: dict[str, BaseDistribution]) -> Space:
     return Space([_parameter(name, d) for name, d in sorted(search_space.items())])
 
@@ -256,6 +272,11 @@ class BojaxSampler(BaseSampler):
             **settings,
         )
         self._constraints_func = constraints_func
+        if independent_sampler is None and seed is not None and int(seed) >= 2**32:
+            raise SettingsError(
+                f"seed must be below 2**32 for the independent sampler, Optuna's "
+                f"RandomSampler, got {seed!r} (or pass your own independent_sampler=)"
+            )
         self._independent = independent_sampler or RandomSampler(seed=seed)
         self._intersection = IntersectionSearchSpace()
         # Until a trial completes, the pruned trials' space: their intermediate values
@@ -291,7 +312,11 @@ class BojaxSampler(BaseSampler):
     def infer_relative_search_space(
         self, study: Study, trial: FrozenTrial
     ) -> dict[str, BaseDistribution]:
-        space = self._intersection.calculate(study) or self._pruned_intersection.calculate(study)
+        space = (
+            self._intersection.calculate(study)
+            or self._pruned_intersection.calculate(study)
+            or _failed_space(study)
+        )
         return {name: d for name, d in space.items() if _modelled(name, d)}
 
     def sample_relative(
