@@ -146,6 +146,34 @@ def test_the_sampler_models_failed_trials_before_any_trial_completes():
     assert sampler.infer_relative_search_space(study, study.ask()) == {"x": d["x"]}
 
 
+def test_the_samplers_memory_is_per_trial_of_each_study_made():
+    """A trial that failed before suggesting a parameter is a failure where the sampler
+    proposed it; a study made again under the same name read the old study's trial of
+    that number as its own (review)."""
+
+    def objective(trial):
+        x = trial.suggest_float("x", 0.0, 1.0)
+        if trial.number == 2:  # the model's first proposal fails before y
+            raise ValueError("diverged")
+        return (x - 0.3) ** 2 + (trial.suggest_float("y", 0.0, 1.0) - 0.6) ** 2
+
+    sampler = BojaxSampler(seed=0, n_startup_trials=2, **FAST)
+    first = optuna.create_study(study_name="same", sampler=sampler)
+    first.optimize(objective, n_trials=3, catch=(ValueError,))
+    assert first.trials[2].state == optuna.trial.TrialState.FAIL
+
+    def before_any(trial):  # trial 2 of the new study fails before suggesting anything
+        if trial.number == 2:
+            raise ValueError("no data")
+        return objective(trial)
+
+    again = optuna.create_study(study_name="same", sampler=sampler)
+    for x in (0.2, 0.4):
+        again.enqueue_trial({"x": x, "y": 0.5})
+    with pytest.warns(UserWarning, match="leaves trial 2 .FAIL. out of its model"):
+        again.optimize(before_any, n_trials=4, catch=(ValueError,))
+
+
 def test_the_pruners_memory_is_per_trial_of_each_study_made():
     """A study made again under the same name has trials of the same numbers; they
     inherited the milestones decided for the old ones (19 of 30 pruned, 28 afresh)."""

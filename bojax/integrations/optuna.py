@@ -199,6 +199,13 @@ def _modelled(name: str, d: BaseDistribution) -> bool:
     return not d.single() and _parameter(name, d) is not None
 
 
+def _trial_key(study: Study, trial: FrozenTrial) -> tuple:
+    """A trial's key in a sampler's memory: a study made again under the same name (or
+    one of the same name in another storage) has trials of the same numbers, and read
+    another study's proposal as where its own trial failed (review)."""
+    return (study.study_name, trial.number, trial.datetime_start)
+
+
 def _failed_space(study: Study) -> dict[str, BaseDistribution]:
     """The parameters every failed trial suggested, with the same distribution: the
     search space while no trial has completed or been pruned. (Optuna's intersection
@@ -283,17 +290,17 @@ class BojaxSampler(BaseSampler):
         # are data, and the complete trials' space alone left every trial random then.
         self._pruned_intersection = IntersectionSearchSpace(include_pruned=True)
         self._chains: dict[tuple, Any] = {}  # (surrogate, classifier) states per search space
-        self._left_out: set[tuple[str, int]] = set()  # (study, trial number) warned about
+        self._left_out: set[tuple] = set()  # trials (_trial_key) warned about
         self._exhausted: set[str] = set()  # studies warned that their space is used up
         # Trials of this process (n_jobs threads) proposed for and not yet finished:
-        # (study, trial number) -> (space key, unit point). A trial's parameters reach the
+        # _trial_key -> (space key, unit point). A trial's parameters reach the
         # storage only as its objective suggests them, so without this two trials asking
         # at once saw the same data and were proposed the same point.
-        self._proposed: dict[tuple[str, int], tuple[str, np.ndarray]] = {}
+        self._proposed: dict[tuple, tuple[str, np.ndarray]] = {}
         # The same for finished trials: one that failed before suggesting a parameter (a
         # branch that raises before its own parameters) is a failure at the point proposed
         # for it; left out, the model proposed that point again and again (review).
-        self._finished: dict[tuple[str, int], tuple[str, np.ndarray]] = {}
+        self._finished: dict[tuple, tuple[str, np.ndarray]] = {}
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -340,7 +347,7 @@ class BojaxSampler(BaseSampler):
         trials = study.get_trials(deepcopy=False)
         for t in trials:
             if t.state.is_finished():
-                self._proposed.pop((study.study_name, t.number), None)
+                self._proposed.pop(_trial_key(study, t), None)
         # (A pruned trial here reported nothing: a configuration skipped, a failure.)
         states = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
         finished = [t for t in trials if t.state in states]
@@ -373,7 +380,7 @@ class BojaxSampler(BaseSampler):
                 if (u := self._unit(study, space, t)) is not None:
                     running.append(u)
             else:  # still suggesting its parameters: where this sampler proposed, if it did
-                proposed = self._proposed.get((study.study_name, t.number))
+                proposed = self._proposed.get(_trial_key(study, t))
                 if proposed is not None and proposed[0] == space_key:
                     running.append(proposed[1])
         if stepwise:  # and the trials since that step's data last grew
@@ -392,7 +399,7 @@ class BojaxSampler(BaseSampler):
                 )
             return {}
         self._chains[key] = (state.surrogate, state.classifier)
-        self._proposed[(study.study_name, trial.number)] = (space_key, points[0])
+        self._proposed[_trial_key(study, trial)] = (space_key, points[0])
         proposal = space.from_unit(points[0])
         # Python ints and floats, as the parameters' kinds decode
         return {name: _on_step(name, search_space[name], v) for name, v in proposal.items()}
@@ -449,7 +456,7 @@ class BojaxSampler(BaseSampler):
         observation, so it is left out, with one warning per trial."""
         try:
             missing = [n for n in space.names if n not in trial.params]
-            proposed = self._finished.get((study.study_name, trial.number))
+            proposed = self._finished.get(_trial_key(study, trial))
             if missing and proposed is not None and proposed[0] == _space_key(space):
                 return proposed[1]  # the point proposed, where the trial failed
             if missing:
@@ -458,8 +465,8 @@ class BojaxSampler(BaseSampler):
                 {p.name: _on_grid(p, trial.params[p.name]) for p in space.parameters}
             )
         except ParameterError as error:
-            if (study.study_name, trial.number) not in self._left_out:
-                self._left_out.add((study.study_name, trial.number))
+            if _trial_key(study, trial) not in self._left_out:
+                self._left_out.add(_trial_key(study, trial))
                 warnings.warn(
                     f"BojaxSampler leaves trial {trial.number} ({trial.state.name}) out of "
                     f"its model: {error}",
@@ -493,9 +500,9 @@ class BojaxSampler(BaseSampler):
         values: list[float] | None,
     ) -> None:
         # (kept in _proposed until a proposal sees the trial finished, above)
-        proposed = self._proposed.get((study.study_name, trial.number))
+        proposed = self._proposed.get(_trial_key(study, trial))
         if proposed is not None and state != TrialState.COMPLETE:
-            self._finished[(study.study_name, trial.number)] = proposed
+            self._finished[_trial_key(study, trial)] = proposed
         if self._constraints_func is not None:  # stored where Optuna's samplers store them
             from optuna.samplers._base import _process_constraints_after_trial
 
@@ -699,7 +706,7 @@ class BojaxPruner(BasePruner):
         rungs = schedulers.SCHEDULERS[kind](self._steps, self._eta)
         bracket = rungs.bracket(trial.number)
         sign = -1.0 if study.direction == StudyDirection.MAXIMIZE else 1.0
-        key = (study.study_name, trial.number, trial.datetime_start)  # (a study made again)
+        key = _trial_key(study, trial)
         before = self._decided.get(key, 0)
         # The milestones passed since the last decision (the last one ends the training,
         # no decision there).
