@@ -269,16 +269,22 @@ def test_a_process_pool_a_worker_broke_ends_the_run_with_a_typed_error(tmp_path,
 
     context = multiprocessing.get_context("spawn")  # (fork and JAX's threads do not mix)
     out = tmp_path / "run"
-    with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
-        objective = _ends_its_worker
-        settings = dict(initial=2, iterations=1)
-        if stepwise:
-            objective = _train_and_end_its_worker
-            settings = dict(max_step=3, early_stopping="asha", step_budget=6)
-        with pytest.raises(ObjectiveError, match="BrokenProcessPool"):  # typed, not raw
-            bojax.minimize(objective, SPACE, **FAST, **settings, executor=pool, out=out)
+    objective, settings = _ends_its_worker, dict(initial=2, iterations=1)
+    if stepwise:
+        objective = _train_and_end_its_worker
+        settings = dict(max_step=3, early_stopping="asha", step_budget=6)
+    # A plain run's design is journalled failed after its retry, run on a new pool by the
+    # resume (the broken pool refused it: no attempt); a step-wise run's retry is spent.
+    for resume in [False, True] if not stepwise else [False]:
+        with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+            with pytest.raises(ObjectiveError, match="BrokenProcessPool"):  # typed, not raw
+                bojax.minimize(
+                    objective, SPACE, **FAST, **settings, executor=pool, out=out, resume=resume
+                )
     records = [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
     assert records and all("BrokenProcessPool" in r["error"] for r in records)
+    if not stepwise:
+        assert "lost after 2 attempt(s)" in records[0]["error"]
 
 
 def _train_and_end_its_worker(p, report):
@@ -1686,6 +1692,51 @@ def test_show_prints_no_nan_best_before_the_first_success(tmp_path):
     (folder / "journal.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     result = CliRunner().invoke(app, ["show", str(folder)], env={"COLUMNS": "200"})
     assert result.exit_code == 0 and not re.search(r"\bnan\b", result.output), result.output
+
+
+class _BreaksAtItsSecondTask(concurrent.futures.ThreadPoolExecutor):
+    """A pool as a process pool is when a worker dies: the second task's future fails
+    with BrokenProcessPool, and the pool takes nothing after it."""
+
+    def __init__(self):
+        super().__init__(2)
+        self.tasks = 0
+
+    def submit(self, fn, *args, **kwargs):
+        self.tasks += 1
+        if self.tasks > 2:
+            raise concurrent.futures.process.BrokenProcessPool("the pool is not usable anymore")
+        if self.tasks == 2:
+            died: concurrent.futures.Future = concurrent.futures.Future()
+            died.set_exception(concurrent.futures.process.BrokenProcessPool("a child died"))
+            return died
+        return super().submit(fn, *args, **kwargs)
+
+
+@pytest.mark.parametrize("journalled", [True, False])
+def test_a_retry_a_broken_pool_refused_is_no_attempt_and_waits_for_a_resume(journalled, tmp_path):
+    """The evaluation running when a process pool broke was retried into the broken pool
+    and journalled failed after one run, as was any running beside it: a resume with a
+    new pool now gives it the attempt the broken one refused (review)."""
+    space = Space([Real("x", 0.0, 1.0)])
+    run = dict(initial=4, iterations=0, q=2, surrogate="gp-map", progress=False)
+    run |= dict(out=tmp_path) if journalled else {}
+    result = bojax.minimize(
+        lambda p: (p["x"] - 0.3) ** 2, space, executor=_BreaksAtItsSecondTask(), **run
+    )
+    assert [r["status"] for r in result.history] == ["ok"]
+    kept = "kept in pending.json for a resume" if journalled else "left out (no run folder"
+    assert "refused new work: BrokenProcessPool" in result.stopped and kept in result.stopped
+    if not journalled:
+        return
+    (waiting,) = json.loads((tmp_path / "pending.json").read_text())
+    assert waiting["proposal"] == 1 and waiting["attempts"] == 1  # its one real run
+    with concurrent.futures.ThreadPoolExecutor(1) as again:
+        resumed = bojax.minimize(
+            lambda p: (p["x"] - 0.3) ** 2, space, executor=again, resume=True, **run
+        )
+    assert [r["status"] for r in resumed.history] == ["ok"] * 4
+    assert resumed.history[1]["u"] == waiting["u"]
 
 
 def test_evaluations_an_executor_shut_down_did_not_take_are_kept_for_a_resume(tmp_path):

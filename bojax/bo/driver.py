@@ -517,10 +517,9 @@ class _Run:
         if self.stopped is TIMED_OUT:
             self.stopped = self.deadline.why(f"{len(state.y)} evaluations of {total}")
         if self.refusing and self.queued:
-            self.stopped += (
-                f"; {len(self.queued)} evaluation(s) it did not run are kept in pending.json "
-                "for a resume"
-            )
+            kept = "kept in pending.json for a resume"
+            kept = "left out (no run folder to resume)" if self.journal is None else kept
+            self.stopped += f"; {len(self.queued)} evaluation(s) it did not run are {kept}"
         return state
 
     def _until_overdue(self) -> float | None:
@@ -598,12 +597,12 @@ class _Run:
         tick = time.perf_counter()
         try:
             future = self.pool.submit(*task, flight.attempts)  # inline: evaluates right here
-        except cf.BrokenExecutor as error:  # a process died: perhaps this design's doing
-            future, why = refused(error)  # lost: retried, then journalled failed
-            self.stopped = self.stopped or why
-        except Exception as error:  # shut down, a Dask client closed: none of its doing
+        except Exception as error:  # shut down, a Dask client closed, a pool broken
             # Never started, so no attempt: kept in pending.json for a resume, where it
             # was journalled failed, its retries spent on a pool that took nothing (review).
+            # A broken process pool too: the design that was running when a process died
+            # has had that attempt counted (its future failed), and those running beside
+            # it, whose retries were refused, would have failed for none of their doing.
             self.starting = []
             self._not_run(flight, refused(error)[1])
             return None
@@ -794,8 +793,10 @@ def _result(
 ) -> Result:
     ok = [r for r in history if r["status"] == "ok"]
     if not ok:
-        last = history[-1]["error"] if history else "none ran"
         why = f" ({stopped})" if stopped else ""
+        if not history:  # (an executor that took nothing: its evaluations wait for a resume)
+            raise ObjectiveError(f"no evaluation finished{why}.{where}")
+        last = history[-1]["error"]
         raise ObjectiveError(
             f"every evaluation failed: {len(history)} of {len(history)}{why}; last error: "
             f"{last}.{where}"
