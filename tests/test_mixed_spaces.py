@@ -430,3 +430,21 @@ def test_the_fixed_gp_proposes_in_a_space_with_a_categorical():
         point = space.from_unit(u)
         state = bojax.tell(state, u, point["x"] ** 2 + (point["c"] == "a"))
     assert info["phase"] == "bo" and point["c"] in ("a", "b")
+
+
+def test_a_resume_with_a_choice_true_where_the_run_had_1_is_refused(tmp_path):
+    """The run's header compared by Python's ``==``, where ``True == 1``: the resume went
+    on with records its own header refused later (review)."""
+    from bojax.errors import JournalError
+
+    def run(choices, **more):
+        space = Space([Categorical("c", choices), Real("x", 0.0, 1.0)])
+        return bojax.minimize(lambda p: p["x"], space, surrogate="gp-map", initial=1,
+                              iterations=0, progress=False, out=tmp_path, **more)  # fmt: skip
+
+    run(["a", 1])
+    with pytest.raises(JournalError, match="'space' differs"):
+        run(["a", True], resume=True)
+    with pytest.raises(JournalError, match="'space' differs"):
+        run(["a", 1.5], resume=True)
+    assert len(run(["a", 1], resume=True).history) == 1  # the same space resumes

@@ -125,6 +125,18 @@ def run_header(space: Space, settings: Any, objective: str | None) -> dict[str, 
 _NOT_CHECKED = {"objective", "options"}
 
 
+def _same(stored: Any, now: Any) -> bool:
+    """Header values equal as JSON reads them, a boolean never equal to a number: Python's
+    ``True == 1`` let a run resume with a choice ``True`` where it had ``1`` (review)."""
+    if isinstance(stored, bool) or isinstance(now, bool):
+        return type(stored) is type(now) and stored == now
+    if isinstance(stored, dict) and isinstance(now, dict):
+        return stored.keys() == now.keys() and all(_same(stored[k], now[k]) for k in stored)
+    if isinstance(stored, list) and isinstance(now, list):
+        return len(stored) == len(now) and all(map(_same, stored, now))
+    return stored == now
+
+
 def objective_name(objective: Any) -> str | None:
     """``module:name`` of an objective, as a run's header keeps it (the file's name for
     one loaded from a file: ``train.py:objective`` gives ``train:objective``); None for
@@ -315,10 +327,10 @@ class Journal:
             )
         for key in sorted((set(stored) | set(expected)) - _NOT_CHECKED):
             old, new = stored.get(key), expected.get(key)
-            if old == new:
+            if _same(old, new):
                 continue
             if isinstance(old, dict) and isinstance(new, dict):  # name the fields that differ
-                names = sorted(n for n in set(old) | set(new) if old.get(n) != new.get(n))
+                names = sorted(n for n in set(old) | set(new) if not _same(old.get(n), new.get(n)))
                 shown = _setting_shown if key == "settings" else lambda fields, n: fields.get(n)
                 detail = "; ".join(
                     f"{n}: stored {shown(old, n)!r}, now {shown(new, n)!r}" for n in names
