@@ -164,6 +164,13 @@ def test_repeated_mask_compiles_once_per_bucket_as_the_evaluated_set_grows():
             "dropout",
         ),
         ({"dropout": 0.5, "lr": float("inf"), "layers": 3, "width": 8}, InvalidValueError, "lr"),
+        # an int beyond float64: an OverflowError, from `bojax show` and `repair` too (review)
+        ({"dropout": 0.5, "lr": 1e-3, "layers": 10**400, "width": 8}, InvalidValueError, "layers"),
+        (
+            {"dropout": -(10**400), "lr": 1e-3, "layers": 3, "width": 8},
+            InvalidValueError,
+            "dropout",
+        ),
     ],
 )
 def test_invalid_points_raise_typed_errors_naming_the_parameter(point, error, name):
