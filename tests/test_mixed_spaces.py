@@ -124,6 +124,8 @@ def test_a_value_outside_the_choices_is_a_typed_error_naming_it(point, error, me
         (lambda: Categorical("a", (1, True)), None),  # True is not 1 here: allowed
         (lambda: Ordinal("b", (32, 16)), "strictly increasing"),
         (lambda: Ordinal("b", (0, 16), log=True), "values > 0"),
+        (lambda: Ordinal("b", (1, 2**60 + 1)), r"within \+-2\*\*53"),  # (as Integer)
+        (lambda: Ordinal("b", (1, 2**53, 2.0**60)), None),  # exact in float64
         (lambda: Space([Categorical("o", ("a", "b")), Real("m", 0, 1, condition=("o", ">=", 1))]),
          "orders the categorical"),
         (lambda: Space([Categorical("o", ("a", "b")), Real("m", 0, 1, condition=("o", "==", "c"))]),

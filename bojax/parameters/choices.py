@@ -19,6 +19,7 @@ from bojax.parameters.base import (
     python_scalar,
     same_value,
 )
+from bojax.parameters.numeric import EXACT_INTEGERS
 
 
 def _listed(name: str, field: str, values: Any) -> tuple:
@@ -144,6 +145,12 @@ class Ordinal(Parameter):
         values = _listed(self.name, "values", self.values)
         if not all(is_number(v) for v in values):
             raise SpaceDefinitionError(f"{self.name!r}: values must be finite numbers")
+        if any(isinstance(v, int) and abs(v) > EXACT_INTEGERS for v in values):
+            # as Integer's bounds: beyond 2**53 a listed int has no float64 of its own, and
+            # a proposal of it was refused as not one of the values (review)
+            raise SpaceDefinitionError(
+                f"{self.name!r}: integer values must lie within +-2**53, got {values!r:.200}"
+            )
         if len(values) < 2 or any(b <= a for a, b in itertools.pairwise(values)):
             raise SpaceDefinitionError(
                 f"{self.name!r}: needs two or more strictly increasing values, got {values!r}"
