@@ -279,3 +279,17 @@ def test_plot_of_a_run_stopped_inside_its_initial_design_skips_the_slices(tmp_pa
     result = runner.invoke(app, ["plot", str(tmp_path / "run")])
     assert result.exit_code == 0, result.output
     assert not (tmp_path / "run" / "figures" / "slices.png").exists()
+
+
+def test_plot_slices_an_ordinal_of_ints_and_floats(tmp_path):
+    """Its values decode as objects (0, 0.5, 1 keep their types), which matplotlib's
+    fill_between refused: `bojax plot` ended in a traceback (review)."""
+    import bojax
+    from bojax.parameters import Ordinal
+
+    space = Space([Ordinal("o", [0, 0.5, 1]), Real("r", 0.0, 1.0)])
+    bojax.minimize(lambda p: (p["o"] - 0.3) ** 2 + p["r"], space, surrogate="gp-map",
+                   initial=3, iterations=0, progress=False, out=tmp_path / "run")  # fmt: skip
+    result = runner.invoke(app, ["plot", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "run/figures/slices.png").exists()

@@ -416,6 +416,8 @@ def plot_slices(run: Run, slices: Path, slice2d: Path) -> list[Path]:
         rows = _slice_rows(run, centre, j, grid)
         mean, sd = predict(rows)
         values = run.space.parameters[j].decode(np.clip(rows[:, j], 0.0, 1.0))
+        if not run.space.parameters[j].categorical:  # an ordinal of ints and floats: objects
+            values = np.asarray(values, np.float64)
         curves[j] = (values, mean, sd)
     fig, axes = _panels(len(live))
     for ax, j in zip(axes, live, strict=True):
