@@ -10,7 +10,7 @@ import pytest
 optuna = pytest.importorskip("optuna")
 
 from bojax.errors import SettingsError, UnknownNameError  # noqa: E402
-from bojax.integrations.optuna import BojaxPruner, BojaxSampler  # noqa: E402
+from bojax.integrations.optuna import BojaxPruner, BojaxSampler, _trial_key  # noqa: E402
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 FAST = {"surrogate": "gp-map", "num_candidates": 256}
@@ -1007,7 +1007,7 @@ def test_a_trial_that_finishes_while_a_proposal_is_made_is_data_or_pending(monke
                    n_trials=4)  # fmt: skip
     a = study.ask()
     a.suggest_float("x", -5.0, 5.0)  # A's point is proposed; A is still suggesting
-    proposed = np.asarray(sampler._proposed[(study.study_name, a.number)][1])
+    proposed = np.asarray(sampler._proposed[_trial_key(study, a)][1])  # (per trial made)
     settings, seen = sampler._study_settings, []
 
     def finishing_a(*args):  # A ends (without y) while B's proposal is under way
