@@ -170,13 +170,13 @@ def as_real_scalar(name: str, value: Any) -> float:
     try:
         value = float(value)
     except OverflowError:  # an int beyond float64 (10**400), outside every range
-        raise InvalidValueError(name, f"value {short_int(value)} is beyond float64") from None
+        raise InvalidValueError(name, f"value {_short_int(value)} is beyond float64") from None
     if not math.isfinite(value):
         raise InvalidValueError(name, f"value {value!r} is not finite")
     return value
 
 
-def short_int(value: Any) -> str:
+def _short_int(value: Any) -> str:
     """A huge int's text cut to its first and last digits (10**400 has 401)."""
     text = str(value)
     return text if len(text) <= 40 else f"{text[:18]}...{text[-18:]} ({len(text)} digits)"
