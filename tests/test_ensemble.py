@@ -156,13 +156,29 @@ def test_each_member_stops_on_its_own_when_its_loss_settles():
         return fixed
 
     last, before, earlier = loss_at(e), loss_at(e - 1), loss_at(e - 2)
-    assert float(run.train_loss[i]) == pytest.approx(float(last.train_loss[i]), rel=1e-6)
+    after = loss_at(e + 1)
     assert abs(float(last.train_loss[i]) - float(before.train_loss[i])) < tol
     if e - 1 >= 20:  # it did not stop one epoch earlier
         assert abs(float(before.train_loss[i]) - float(earlier.train_loss[i])) >= tol
-    # A stopped member is frozen: its parameters are those after exactly e epochs.
-    for a, b in zip(jax.tree.leaves(run.params), jax.tree.leaves(last.params), strict=True):
-        np.testing.assert_allclose(np.asarray(a)[i], np.asarray(b)[i], rtol=1e-6, atol=1e-7)
+
+    # A stopped member is frozen after exactly e epochs: its loss and parameters are
+    # those of e epochs, not e - 1 or e + 1. The stopping run and the fixed ones are
+    # different float32 programs, whose rounding differs by ~1e-6 on some CPUs (AVX-512
+    # with the suite's unoptimised compiles), so "those of e epochs" means far nearer to
+    # them than to a neighbouring epoch's.
+    def distance(a, b):
+        return float(
+            sum(
+                np.sum((np.asarray(u)[i] - np.asarray(v)[i]) ** 2)
+                for u, v in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
+            )
+            ** 0.5
+        )
+
+    for neighbour in (before, after):
+        to_e = abs(float(run.train_loss[i]) - float(last.train_loss[i]))
+        assert to_e < 0.05 * abs(float(run.train_loss[i]) - float(neighbour.train_loss[i]))
+        assert distance(run.params, last.params) < 0.05 * distance(run.params, neighbour.params)
 
 
 def _linear_member(slope):
