@@ -65,6 +65,13 @@ def test_milestones_are_geometric_and_end_at_max_step():
     assert schedulers.milestones(1, 52, 3) == (1, 3, 9, 27, 52)
     assert schedulers.milestones(2, 8, 2) == (2, 4, 8)
     assert schedulers.milestones(5, 5, 3) == (5,)
+    # A power max_step follows by less than sqrt(eta) is no milestone: no training is
+    # stopped one step short of complete (27 of 28; 9 of 10; 4 of 5 with eta = 2).
+    assert schedulers.milestones(1, 28, 3) == (1, 3, 9, 28)
+    assert schedulers.milestones(1, 10, 3) == (1, 3, 10)
+    assert schedulers.milestones(1, 5, 2) == (1, 2, 5)
+    assert schedulers.milestones(1, 6, 2) == (1, 2, 4, 6)  # 6 / 4 >= sqrt(2)
+    assert schedulers.milestones(5, 6, 3) == (5, 6)  # min_step stays, however close
     with pytest.raises(SettingsError, match="min_step"):
         schedulers.milestones(6, 5, 3)
     with pytest.raises(SettingsError, match="min_step = 9 exceeds max_step = 5"):
@@ -89,6 +96,15 @@ def test_a_milestone_keeps_the_best_third_of_its_values_so_far():
     assert decisions == [True, False, True, False, True, False]
     assert rungs.keep(0, 0, 3.5) is True  # 7 values, top 2: 3 < 3.5, second
     assert rungs.keep(0, 2, 0.0) is False  # the last milestone: the training is complete
+
+
+def test_equal_values_at_a_milestone_rank_together():
+    # A metric that cannot tell designs apart yet stops none of them (as Optuna's
+    # SuccessiveHalvingPruner): fewer than max(1, m // eta) values are strictly better.
+    rungs = schedulers.asha((1, 3, 9), 3)
+    assert [rungs.keep(0, 0, 0.5) for _ in range(9)] == [True] * 9
+    assert rungs.keep(0, 0, 0.6) is False  # nine values below it
+    assert rungs.keep(0, 0, 0.4) is True
 
 
 def test_rung_values_take_the_first_report_at_or_past_each_milestone():
