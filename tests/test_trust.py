@@ -71,6 +71,31 @@ def test_a_collapsed_region_opens_a_new_episode_with_a_random_design():
     assert trust.replay(better, 1, dim=2).length == 2 * trust.INITIAL_LENGTH
 
 
+def test_a_success_after_a_design_that_all_failed_counts():
+    # (Against an infinite best, the relative threshold was NaN and nothing won.)
+    y = np.concatenate([np.zeros(20), np.ones(28), [np.nan] * 4, [5.0, 4.0, 3.0]])
+    episode = trust.replay(y, 20, dim=2)
+    assert episode.index == 1 and episode.length == 2 * trust.INITIAL_LENGTH
+
+
+def test_an_ask_opening_a_restarted_region_fits_no_surrogate():
+    """The restart's random points fit nothing, so a resume replaying the run's fits
+    (``fit_models``) must fit nothing there either: an extra fit moved the carried
+    chains, and the first model-based proposal after the restart differed (review)."""
+    settings = bojax.Settings(exact_limit=1, local_points=8, initial=2, surrogate="gp-map")
+    u = np.random.default_rng(0).uniform(size=(2 + 28 + 4, 2))
+    y = np.concatenate([[0.0, 0.5], np.ones(28), [50.0, 40.0, 60.0, 45.0]])
+    state = loop.init(SPACE, settings)
+    for point, value in zip(u[:30], y[:30], strict=True):
+        state = loop.tell(state, point, value)
+    assert loop.local_region(state).designing
+    assert loop.fit_models(state).surrogate is state.surrogate
+    for point, value in zip(u[30:], y[30:], strict=True):  # the design is complete
+        state = loop.tell(state, point, value)
+    assert not loop.local_region(state).designing
+    assert loop.fit_models(state).surrogate is not state.surrogate
+
+
 def test_a_new_episode_is_centred_on_its_own_best_after_its_design():
     settings = bojax.Settings(exact_limit=1, local_points=8, initial=2)
     u = np.random.default_rng(0).uniform(size=(2 + 28 + 4, 2))

@@ -315,11 +315,16 @@ def fit_classifier(state: BOState) -> BOState:
 @with_blas_threads
 def fit_models(state: BOState) -> BOState:
     """The state with everything the next proposal fits: the failure classifier (once
-    something failed) and the surrogate (once something succeeded)."""
+    something failed) and the surrogate (once something succeeded, unless the proposal
+    opens a restarted trust region with random points, which fit none: a resume replays
+    exactly the fits the run made, :func:`bojax.bo.driver._restore`)."""
     state = fit_classifier(state)
     if np.isfinite(state.y).any():
+        area = local_region(state)
+        if area is not None and area.designing:
+            return state
         if state.settings.metrics is not None:
-            models = multiobjective.fit_models(state, area=local_region(state))
+            models = multiobjective.fit_models(state, area=area)
             return state._replace(surrogate=models.fitted)
         state = state._replace(surrogate=fit_surrogate(state).fitted)
     return state

@@ -165,7 +165,12 @@ def replay(y: np.ndarray, start: int, dim: int, successes: np.ndarray | None = N
             if successes is not None:
                 won = bool(successes[k])
             else:
-                won = bool(np.isfinite(value) and value < best - IMPROVEMENT * abs(best))
+                # (Against no finite best yet, as after a design that all failed, any
+                # finite value is a success: inf - IMPROVEMENT * inf is NaN.)
+                won = bool(
+                    np.isfinite(value)
+                    and (np.isinf(best) or value < best - IMPROVEMENT * abs(best))
+                )
             if won:
                 wins, losses = wins + 1, 0
             else:
