@@ -165,7 +165,12 @@ def test_the_step_wise_training_is_evaluates_training_epoch_by_epoch():
 
 
 def test_a_point_given_directly_is_checked_and_one_design_whatever_its_number_types():
-    from bojax.errors import OutOfBoundsError, ParameterTypeError, UnknownParameterError
+    from bojax.errors import (
+        MissingParameterError,
+        OutOfBoundsError,
+        ParameterTypeError,
+        UnknownParameterError,
+    )
 
     objective = ArchitectureObjective(moons(0, 60, 50, 50), max_layers=2, max_units=8)
     point = {"n1": 4, "n2": 0, "epochs": 5, "learning_rate": 1.0}
@@ -176,6 +181,8 @@ def test_a_point_given_directly_is_checked_and_one_design_whatever_its_number_ty
                        ({"learning_rate": math.nan}, ValueError)]:  # fmt: skip
         with pytest.raises(error):
             objective.evaluate({**point, **bad})
+    with pytest.raises(MissingParameterError, match="epochs"):  # a bare KeyError before
+        objective.evaluate({"n1": 4, "learning_rate": 1.0})
 
 
 def test_training_lowers_the_cost():

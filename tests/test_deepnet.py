@@ -43,7 +43,9 @@ def test_absent_layers_pass_the_input_through_and_depth_zero_is_linear():
     two = deepnet.net_config(point(2))
     w2 = deepnet.init_weights(jax.random.key(0), two, 128, 64, 10)
     noisy = w2._replace(
-        hidden=w2.hidden.at[2:].set(jax.random.normal(jax.random.key(2), (3, 128, 128)))
+        hidden=w2.hidden.at[2:].set(
+            jax.random.normal(jax.random.key(2), (3, 128, 128), jnp.float32)
+        )
     )
     np.testing.assert_array_equal(deepnet.forward(w2, two, x), deepnet.forward(noisy, two, x))
 
@@ -101,6 +103,9 @@ def test_the_step_wise_training_is_evaluates_training_epoch_by_epoch():
     objective.train(point(2), lambda step, value, checkpoint: resumed.append((step, value)),
                     checkpoint=reports[0][2])  # fmt: skip
     assert resumed == [(step, value) for step, value, _ in reports[1:]]
+    # Float32 weights and optimiser state although the suite (as the CLI) turns on x64.
+    dtypes = {leaf.dtype for leaf in jax.tree.leaves(reports[-1][2]) if hasattr(leaf, "dtype")}
+    assert jnp.dtype("float32") in dtypes and jnp.dtype("float64") not in dtypes, dtypes
 
 
 def test_digits_split_is_disjoint_and_complete():

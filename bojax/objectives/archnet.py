@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bojax.compilation import jit_quick_compile
+from bojax.errors import MissingParameterError
 from bojax.objectives.deepnet import point_key
 from bojax.spaces import Integer, Real, Space
 
@@ -253,7 +254,13 @@ class ArchitectureObjective:
         return error
 
     def evaluate(self, point: Mapping[str, Any]) -> dict[str, float]:
+        """Accuracies and training cost after the point's ``epochs``, which this (unlike
+        the step-wise :meth:`train`) needs."""
         point = self.design(point)
+        if "epochs" not in point:  # (a bare KeyError before)
+            raise MissingParameterError(
+                "epochs", "a whole training needs its epochs (train(point, report) runs without)"
+            )
         shape, train_key, net = self._start(point)
         net = train(
             train_key, net, shape, self.data, int(point["epochs"]),

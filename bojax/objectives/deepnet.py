@@ -191,17 +191,22 @@ def _masks(config: NetConfig, width: int, inputs: int):
 
 
 def init_weights(key, config: NetConfig, width: int, inputs: int, classes: int) -> Weights:
-    """He-normal weights with each layer's real fan-in; absent units and layers are zero."""
+    """He-normal weights with each layer's real fan-in; absent units and layers are zero.
+    Float32 whether or not JAX's x64 mode is on (the CLI and the experiments turn it on,
+    which made these networks train in float64: other numbers than a plain script's, and
+    slow on a GPU)."""
     hidden_mask, out_mask = _masks(config, width, inputs)
     fan_in = jnp.concatenate([jnp.asarray([inputs]), config.units[:-1]]).astype(jnp.float32)
     k_hidden, k_out = jax.random.split(key)
-    normal = jax.random.normal(k_hidden, (len(config.units), width, width))
+    normal = jax.random.normal(k_hidden, (len(config.units), width, width), jnp.float32)
     in_mask = jnp.concatenate([(jnp.arange(width) < inputs)[None], hidden_mask[:-1]])
     hidden = normal * jnp.sqrt(2.0 / fan_in)[:, None, None]
     hidden = hidden * in_mask[:, :, None] * hidden_mask[:, None, :]
     out_fan = jnp.sum(out_mask).astype(jnp.float32)
-    out = jax.random.normal(k_out, (width, classes)) * jnp.sqrt(1.0 / out_fan) * out_mask[:, None]
-    return Weights(hidden, jnp.zeros((len(config.units), width)), out, jnp.zeros(classes))
+    out = jax.random.normal(k_out, (width, classes), jnp.float32)
+    out = out * jnp.sqrt(1.0 / out_fan) * out_mask[:, None]
+    zeros = functools.partial(jnp.zeros, dtype=jnp.float32)
+    return Weights(hidden, zeros((len(config.units), width)), out, zeros(classes))
 
 
 def forward(weights: Weights, config: NetConfig, x, key=None):

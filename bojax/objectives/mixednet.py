@@ -86,16 +86,27 @@ def _forward(params, design, x):
     return h @ w + b
 
 
-def _init(key, inputs: int, classes: int, layers: int):
+def _init(key, inputs: int, classes: int, layers: int, width):
+    """He-normal weights ``N(0, 2 / fan_in)`` of the padded network, with the design's own
+    fan-in (``inputs``, then its traced ``width``): scaled by the padded 256, a width-16
+    network started with logits some 60x smaller at three layers than a 256-wide one
+    (review), a handicap that had nothing to do with its width. Float32 whether or not
+    JAX's x64 mode is on (the CLI and the experiments turn it on)."""
     keys = jax.random.split(key, layers + 1)
-    width = WIDTHS[-1]
-    sizes = [inputs] + [width] * layers
+    padded = WIDTHS[-1]
+    width = jnp.asarray(width, jnp.float32)
 
-    def dense(k, n_in, n_out):
-        return jax.random.normal(k, (n_in, n_out)) * jnp.sqrt(2.0 / n_in), jnp.zeros(n_out)
+    def dense(k, n_in, fan_in, n_out):
+        scale = jnp.sqrt(2.0 / jnp.asarray(fan_in, jnp.float32))
+        return jax.random.normal(k, (n_in, n_out), jnp.float32) * scale, jnp.zeros(
+            n_out, jnp.float32
+        )
 
-    hidden = [dense(keys[i], sizes[i], width) for i in range(layers)]
-    return {"hidden": hidden, "out": dense(keys[-1], width, classes)}
+    hidden = [
+        dense(keys[i], inputs if i == 0 else padded, inputs if i == 0 else width, padded)
+        for i in range(layers)
+    ]
+    return {"hidden": hidden, "out": dense(keys[-1], padded, width, classes)}
 
 
 def _update(design, step, grads, params, state):
@@ -148,21 +159,22 @@ def _wrong(params, design, valid):
     return jnp.where(jnp.all(jnp.isfinite(logits)), wrong, valid[1].shape[0])
 
 
-def _start(key, training: Training, inputs: int, classes: int):
-    """``(order key, (params, optimiser state))`` of a fresh training."""
+def _start(key, training: Training, inputs: int, classes: int, width):
+    """``(order key, (params, optimiser state))`` of a fresh training of a ``width``-wide
+    design."""
     init_key, order_key = jax.random.split(key)
-    params = _init(init_key, inputs, classes, training.max_layers)
+    params = _init(init_key, inputs, classes, training.max_layers, width)
     return order_key, (params, jax.tree.map(jnp.zeros_like, {"m": params, "v": params}))
 
 
 # A stack of fresh trainings as one program (eagerly, a few dozen small ops per design,
 # which on a GPU cost more than an epoch).
-_fresh_stack = jax.jit(jax.vmap(_start, in_axes=(0, None, None, None)), static_argnums=(1, 2, 3))
+_fresh_stack = jax.jit(jax.vmap(_start, in_axes=(0, None, None, None, 0)), static_argnums=(1, 2, 3))
 
 
 @partial(jax.jit, static_argnums=(1, 5))
 def _train_and_score(key, training: Training, design, data, valid, classes: int):
-    order_key, carry = _start(key, training, data[0].shape[1], classes)
+    order_key, carry = _start(key, training, data[0].shape[1], classes, design["width"])
     steps = training.epochs * (data[0].shape[0] // training.batch_size)
     params, _ = _steps(training, design, data, order_key, 0, steps, carry)
     return _wrong(params, design, valid)
@@ -198,12 +210,12 @@ class MixedNetObjective:
         point = self.space.validate(point)
         return {
             "optimizer": jnp.asarray(OPTIMIZERS.index(point["optimizer"])),
-            "momentum": jnp.asarray(float(point.get("momentum", 0.0))),
+            "momentum": jnp.asarray(float(point.get("momentum", 0.0)), jnp.float32),
             "activation": jnp.asarray(ACTIVATIONS.index(point["activation"])),
             "layernorm": jnp.asarray(point["normalisation"] == "layernorm"),
-            "layers": jnp.asarray(int(point["layers"])),
-            "width": jnp.asarray(int(point["width"])),
-            "learning_rate": jnp.asarray(float(point["learning_rate"])),
+            "layers": jnp.asarray(int(point["layers"]), jnp.int32),
+            "width": jnp.asarray(int(point["width"]), jnp.int32),
+            "learning_rate": jnp.asarray(float(point["learning_rate"]), jnp.float32),
         }
 
     def __call__(self, point: Mapping[str, Any]) -> float:
@@ -244,9 +256,10 @@ class MixedNetObjective:
         points = [self.space.validate(p) for p in points]
         data = (jnp.asarray(d.x_train), jnp.asarray(d.y_train))
         valid = (jnp.asarray(d.x_valid), jnp.asarray(d.y_valid))
+        designs = stacked([self.design(p) for p in points])
         keys, carries = _fresh_stack(
             jnp.stack([point_key(self.seed, p) for p in points]), self.training,
-            d.x_train.shape[1], d.classes,
+            d.x_train.shape[1], d.classes, designs["width"],
         )  # fmt: skip
 
         def advance(rows, epoch: int):
@@ -256,7 +269,6 @@ class MixedNetObjective:
             )
             return (design, key, carry), np.asarray(jax.device_get(wrong)) / len(d.y_valid), None
 
-        designs = stacked([self.design(p) for p in points])
         return train_live_rows((designs, keys, carries), reports, advance, self.training.epochs)
 
     def curve(self, point: Mapping[str, Any]):
@@ -272,7 +284,7 @@ class MixedNetObjective:
         data = (jnp.asarray(d.x_train), jnp.asarray(d.y_train))
         valid = (jnp.asarray(d.x_valid), jnp.asarray(d.y_valid))
         order_key, carry = _start(point_key(self.seed, point), self.training,
-                                  d.x_train.shape[1], d.classes)  # fmt: skip
+                                  d.x_train.shape[1], d.classes, design["width"])  # fmt: skip
         first = 0
         if checkpoint is not None:
             first, carry = checkpoint
