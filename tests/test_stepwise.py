@@ -116,6 +116,65 @@ def test_rung_values_take_the_first_report_at_or_past_each_milestone():
     assert rung_values((2, 4), [[1, 1.0]]) == {}
 
 
+class _AtSubmit:
+    """A deterministic pool of three "workers" that runs each task as it is submitted,
+    so trainings end in another order than they reached their milestones."""
+
+    _max_workers = 3
+
+    def submit(self, fn, *args):
+        future = cf.Future()
+        future.set_result(fn(*args))
+        return future
+
+
+@pytest.mark.parametrize("scheduler", ["asha", "hyperband"])
+def test_a_parallel_run_whose_reports_jump_milestones_resumes_to_the_same_decisions(
+    scheduler, tmp_path
+):
+    """A report past several milestones is recorded at each of them whatever the first
+    decides, so a resume, which replays curves in the order trainings ended, rebuilds
+    the milestones' records the run held. Stopping at the first refusal left later
+    milestones to the order of the calls: resumed, designs the uninterrupted run stopped
+    at step 12 trained to 27 (review)."""
+    calls = {"n": 0, "kill": None}
+
+    def train(point, report, checkpoint=None):
+        calls["n"] += 1
+        if calls["n"] == calls["kill"]:
+            raise KeyboardInterrupt
+        final = (np.log10(point["lr"]) + 2.5) ** 2 + (point["w"] - 0.6) ** 2
+        for step in (4, 8, 12, 16, 20, 24, 27):  # past milestones 1 and 3 at once
+            if step > (checkpoint or 0):
+                report(step, final + 1.0 / step, checkpoint=step)
+        return final
+
+    def run(out, kill=None, resume=False):
+        calls.update(n=0, kill=kill)
+        with contextlib.suppress(KeyboardInterrupt):
+            bojax.minimize(
+                train, SPACE, max_step=27, early_stopping=scheduler, eta=3, step_budget=400,
+                initial=4, proposer="random", seed=3, progress=False, out=out,
+                resume=resume, executor=_AtSubmit(),
+            )  # fmt: skip
+
+    def records(out):
+        lines = (out / "journal.jsonl").read_text().splitlines()
+        rows = [json.loads(line) for line in lines]
+        return sorted(
+            (r["proposal"], r["status"], [c[0] for c in r["curve"]], r["y"])
+            for r in rows
+            if "curve" in r
+        )
+
+    run(tmp_path / "whole")
+    run(tmp_path / "killed", kill=9)
+    run(tmp_path / "killed", resume=True)
+    whole = records(tmp_path / "whole")
+    assert any(status == "stopped" and curve[-1] > 4 for _, status, curve, _ in whole)
+    assert records(tmp_path / "killed") == whole
+
+
 def reference_asha(curves: list[list[list[float]]], steps, eta) -> list[int]:
     """The step where each training should stop under ASHA (the last one it reported if it
     went on), from the curves in order: an independent replay of the rule."""

@@ -565,13 +565,20 @@ class StepRun:
 
     def decide(self, training: _Training, step: int, value: float) -> bool:
         """Record ``value`` at each milestone ``step`` reaches (in ``training``'s
-        bracket); False if the scheduler stops the training there."""
+        bracket); False if the scheduler stops the training at any of them.
+
+        A report past several milestones is recorded at all of them, however the first
+        decides: the training reached each (as :func:`rung_values` reads a curve). So
+        a milestone's records are a function of the curves alone, which a resume replays
+        in the order trainings ended: stopping at the first refusal left the later
+        milestones' records to the order of the calls, and a parallel run resumed to
+        other decisions than the uninterrupted run's (review)."""
+        stopped = False
         while training.rung < len(self.steps) and step >= self.steps[training.rung]:
             keep = self.rungs.keep(training.bracket, training.rung, value)
             training.rung += 1
-            if not keep and training.rung < len(self.steps):
-                return False
-        return True
+            stopped = stopped or (not keep and training.rung < len(self.steps))
+        return not stopped
 
     def _start(self, design: int) -> _Training:
         bracket = self.rungs.bracket(design)
