@@ -361,6 +361,29 @@ def test_many_chains_continue_separately_and_pool_their_draws():
         )
 
 
+def test_nuts_needs_a_warm_up_and_hmc_takes_a_legacy_key():
+    """NUTS adapts afresh every fit, and BlackJAX's window adaptation failed on 0 steps
+    at the second fit with a bare TypeError; the HMC chain (the BNN's) flattened a
+    legacy uint32 key's data into scalars (review)."""
+    with pytest.raises(ValueError, match="warmup_later = 0"):
+        GPSurrogate(method="nuts", num_samples=8, burn_in=50, warmup_later=0)
+    with pytest.raises(ValueError, match="warmup must be at least 1"):
+        inference.nuts_chain(jax.random.key(0), lambda z: -0.5 * jnp.sum(z**2), jnp.zeros(2),
+                             4, warmup=0)  # fmt: skip
+    GPSurrogate(method="slice", burn_in=0)  # a continuing chain needs no burn-in
+
+    def standard(z, _):
+        return -0.5 * jnp.sum(z**2)
+
+    legacy = inference.hmc_gibbs_chain(jax.random.PRNGKey(0), standard, jnp.zeros(2), 10,
+                                       burn_in=5, leapfrog_steps=3)  # fmt: skip
+    typed = inference.hmc_gibbs_chain(jax.random.key(0), standard, jnp.zeros(2), 10,
+                                      burn_in=5, leapfrog_steps=3)  # fmt: skip
+    drawn = jax.tree.leaves(legacy.positions)[0]
+    assert drawn.shape == jax.tree.leaves(typed.positions)[0].shape == (10, 2)
+    assert np.all(np.isfinite(drawn))
+
+
 def test_chain_counts_are_checked_and_sample_requests_divide_among_chains():
     with pytest.raises(ValueError, match="multiple of chains"):
         GPSurrogate(chains=16, num_samples=10)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import bojax
-from bojax.inference import SAMPLERS, SamplerRecord, effective_sample_size, slice_chain
+from bojax import gp
+from bojax.inference import SAMPLERS, Chain, SamplerRecord, effective_sample_size, slice_chain
 from bojax.objectives.problems import get_problem
 from bojax.surrogates import SURROGATES, GPSurrogate
 
@@ -105,6 +106,31 @@ def test_a_scoped_user_sampler_is_used_by_minimize():
     assert "marked-slice" not in SAMPLERS
     with pytest.raises(LookupError):
         GPSurrogate(method="marked-slice")
+
+
+def test_a_gps_chains_start_apart_on_every_hyperparameter_separately():
+    """On the first fit, chains after the first start a random step from the default,
+    a step of its own per hyperparameter: one key gave amplitude, noise and the mean the
+    same offsets, so the chains started on one line (review). A sampler that stays at
+    its start shows the starts."""
+
+    def standing(key, logdensity_fn, position, num_samples, *, burn_in, thin, burn, tuning,
+                 reference):  # fmt: skip
+        positions = jax.tree.map(lambda a: jnp.repeat(a[None], num_samples, 0), position)
+        return Chain(positions, tuning, {"acceptance": jnp.asarray(1.0), "divergences": 0})
+
+    x = np.random.default_rng(0).uniform(size=(6, 2))
+    data = gp.make_data(x, np.sin(6 * x).sum(axis=1))
+    with SAMPLERS.scoped(SamplerRecord("standing", standing)):
+        surrogate = GPSurrogate(method="standing", chains=4, num_samples=4, burn_in=1)
+        fitted = surrogate.fit(jax.random.key(0), surrogate.init(2), data)
+    offsets = {
+        jax.tree_util.keystr(path): np.ravel(np.asarray(leaf)[1:] - np.asarray(leaf)[:1])
+        for path, leaf in jax.tree_util.tree_flatten_with_path(fitted.position)[0]
+    }
+    scalars = [o for o in offsets.values() if o.size == 3]
+    assert len(scalars) >= 2 and all(np.all(o != 0) for o in scalars), offsets
+    assert len({tuple(np.round(o, 12)) for o in scalars}) == len(scalars), offsets
 
 
 def test_records_say_what_callers_must_know():

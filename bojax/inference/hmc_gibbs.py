@@ -182,7 +182,7 @@ def hmc_gibbs_chain(
     burnt, adapted, accepted = jax.lax.fori_loop(0, burn_in, burn, start)
     step = jnp.where(burn_in > 0, adaptation.final(adapted), burnt.step_size)
     keys = jax.vmap(lambda k: jax.random.split(k, thin))(jax.random.split(keep_key, num_samples))
-    keys = keys.reshape(-1)
+    keys = keys.reshape(-1, *keys.shape[2:])  # (a legacy uint32 key keeps its last axis)
     state, draws, infos = run_kernel(
         keep_key, algorithm, burnt._replace(step_size=step), num_samples, thin=thin,
         keys=lambda i: keys[i], keep=lambda s: (s.position, s.conditions),

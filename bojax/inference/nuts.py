@@ -40,6 +40,8 @@ def nuts_chain(
     At most ``2^max_num_doublings`` leapfrog steps per draw (6 as BoTorch's NUTS): with
     8, one fit at d = 6, n = 60 ran past ten minutes with every tree at its cap.
     """
+    if not warmup >= 1:  # (BlackJAX's window adaptation fails on 0 steps)
+        raise ValueError(f"warmup must be at least 1, got {warmup!r}")
     logdensity_fn = safe_logdensity(logdensity_fn)
     warm_key, sample_key = jax.random.split(key)
     adaptation = blackjax.window_adaptation(

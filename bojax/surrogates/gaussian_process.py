@@ -102,6 +102,12 @@ class GPSurrogate:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.burn_in < 0 or self.warmup_later < 0:
             raise ValueError("burn_in and warmup_later must be non-negative")
+        if not (sampler.continues or sampler.point) and min(self.burn_in, self.warmup_later) < 1:
+            raise ValueError(  # (BlackJAX's window adaptation fails on 0 steps)
+                f"method={self.method!r} adapts afresh every fit, for burn_in steps on the "
+                f"first and warmup_later after: both must be at least 1, got burn_in = "
+                f"{self.burn_in}, warmup_later = {self.warmup_later}"
+            )
         if self.num_samples % self.chains:
             raise ValueError(
                 f"num_samples ({self.num_samples}) must be a multiple of chains ({self.chains})"
@@ -289,14 +295,20 @@ def _fit(surrogate: GPSurrogate, warmup, key, prior, data, position, widths, fir
         chains, draws = surrogate.chains, surrogate.num_samples // surrogate.chains
         if chains > 1:
             # On the first fit every chain but the first starts a step away from the default
-            # start, so the chains do not all burn in along one path.
-            noise = jax.tree.map(
-                lambda leaf: jnp.where(
-                    first & (jnp.arange(chains) > 0).reshape(-1, *[1] * (leaf.ndim - 1)),
-                    jax.random.normal(spread_key, leaf.shape),
-                    0.0,
-                ),
-                position,
+            # start, so the chains do not all burn in along one path. A key per leaf: one
+            # key put every scalar hyperparameter (amplitude, noise, mean) the same
+            # offsets, the chains' starts on one line (review).
+            leaves, tree = jax.tree.flatten(position)
+            leaf_keys = jax.random.split(spread_key, len(leaves))
+            noise = tree.unflatten(
+                [
+                    jnp.where(
+                        first & (jnp.arange(chains) > 0).reshape(-1, *[1] * (leaf.ndim - 1)),
+                        jax.random.normal(k, leaf.shape),
+                        0.0,
+                    )
+                    for leaf, k in zip(leaves, leaf_keys, strict=True)
+                ]
             )
             position = jax.tree.map(lambda p, e: p + 0.5 * e, position, noise)
             keys = jax.random.split(samples_key, chains)
