@@ -102,3 +102,41 @@ def test_past_exact_limit_the_cost_model_sees_the_trust_regions_evaluations(monk
     assert xs[9] in nearest
     assert sorted(u[:, 0].tolist()) == pytest.approx(sorted(nearest.tolist()))
     assert np.allclose(seconds, 0.1 + u[:, 0])
+
+
+@pytest.mark.parametrize("acquisition", ["lcb", "ei", "log_ei"])
+def test_success_and_cost_weight_the_acquisition_once(acquisition):
+    """With failures modelled, a cost-aware score is the acquisition weighted by
+    ``log P - log c`` in one step: LCB's weighting applied twice wrapped ``softplus``
+    around its own output and reordered candidates (review)."""
+    import jax.numpy as jnp
+
+    from bojax.bo import loop
+    from bojax.bo.acquisition import get_acquisition
+
+    space = bojax.Space([Real("x", 0.0, 1.0)])
+    settings = bojax.Settings(initial=8, seed=0, surrogate="gp-map", acquisition=acquisition,
+                              cost_aware=True)  # fmt: skip
+    state = loop.init(space, settings)
+    points, seconds = np.linspace(0.05, 0.95, 8), np.exp(np.linspace(-2, 2, 8))
+    for i, (u, c) in enumerate(zip(points, seconds, strict=True)):
+        y = float("nan") if i in (1, 6) else float(np.sin(6 * u) + 0.5 * u)
+        state = loop.tell(state, np.array([u]), y, seconds=float(c))
+    state = loop.fit_classifier(state)
+    classifier = settings.make_failure_model(space)
+    feasibility = (classifier.conditioned(state.classifier),)
+    surrogate, fitted, _, y, _, _ = loop.fit_surrogate(state)
+    conditioned = surrogate.conditioned(fitted)
+    best = jnp.asarray(float(np.min(y)))
+    cost = loop._cost_terms(state, 8)
+    record = get_acquisition(acquisition)
+    options = {"kappa": 2.0} if acquisition == "lcb" else {}
+    grid = jnp.linspace(0.0, 1.0, 21)[:, None]
+    value = record(*surrogate.predictive(conditioned, grid), best, **options)
+    log_p = classifier.log_probability(feasibility[0], grid)
+    (cost_conditioned, cost_scale) = cost.costing[0]
+    log_c = cost_scale * jnp.mean(cost.model.predictive(cost_conditioned, grid)[0], axis=0)
+    expected = record.weighting(value, log_p - log_c, best)
+    score = loop._score_function(surrogate, record, None, classifier, cost.model)
+    got = score(grid, (conditioned, best, options, *feasibility, *cost.costing))
+    np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-9, atol=1e-12)

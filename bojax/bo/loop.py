@@ -405,19 +405,26 @@ def _score_function(
     record says. With a ``cost`` model (``cost_aware``) they end with ``(its conditioned
     posterior, the sd of the log seconds)`` and the score is divided by the predicted
     seconds, through the same weighting (``log a - log c`` for log-EI, ``a / c`` for EI):
-    expected improvement per second (Snoek et al. 2012)."""
+    expected improvement per second (Snoek et al. 2012). Success and cost are one
+    weighting, by ``log P - log c``: weighted twice, LCB's ``softplus`` wrapped its own
+    output and ranked candidates otherwise than ``softplus(best - LCB) P / c`` (review)."""
 
     @jax.jit
     def score(x, args):
+        log_weight = None
         if cost is not None:
             *args, (cost_conditioned, cost_scale) = args
-            log_seconds = jnp.mean(cost.predictive(cost_conditioned, x)[0], axis=0)
-            value = score_only(x, args)
             # log c(x) up to a constant: the cost GP sees standardised log seconds.
-            return acquire.weighting(value, -cost_scale * log_seconds, args[1])
-        return score_only(x, args)
+            log_seconds = jnp.mean(cost.predictive(cost_conditioned, x)[0], axis=0)
+            log_weight = -cost_scale * log_seconds
+        value, best, log_success = unweighted(x, args)
+        if log_success is not None:
+            log_weight = log_success if log_weight is None else log_weight + log_success
+        return value if log_weight is None else acquire.weighting(value, log_weight, best)
 
-    def score_only(x, args):
+    def unweighted(x, args):
+        """The acquisition, the incumbent it used and log P(success) (None without a
+        classifier)."""
         conditioned, best, options, *feasibility = args
         if draws is not None:
             samples = jax.tree.leaves(conditioned)[0].shape[0]
@@ -430,8 +437,8 @@ def _score_function(
         mean, var = fantasies.rows(*surrogate.predictive(conditioned, x))
         value = acquire(mean, var, best, **options)
         if classifier is None:
-            return value
-        return acquire.weighting(value, classifier.log_probability(*feasibility, x), best)
+            return value, best, None
+        return value, best, classifier.log_probability(*feasibility, x)
 
     return score
 
