@@ -5,7 +5,10 @@ Brofos 2014, Algorithms 2-3):
 
 * ``exploit``: the maximiser of the acquisition (any of :mod:`bojax.bo.acquisition`);
 * ``explore``: the point of largest posterior standard deviation,
-  ``u^u = argmax_u sigma(u)`` (averaged over hyperparameter samples).
+  ``u^u = argmax_u sigma(u)`` (averaged over hyperparameter samples); once failures are
+  modelled, of ``sigma(u) P(success | u)``, as every score is weighted, so that ``sd``,
+  ``nu`` and the stop below read the success-weighted values: a region where
+  evaluations fail is not worth mapping out and does not keep a run going.
 
 A policy is one small function of the :class:`Proposals` that returns the
 **probability of exploiting**; the iteration draws ``rho ~ U(0, 1)`` from its own key
@@ -59,7 +62,7 @@ class Proposals(NamedTuple):
     exploit: np.ndarray  # (d,) acquisition maximiser
     acquisition: float  # the acquisition's value there
     explore: np.ndarray  # (d,) point of largest posterior standard deviation
-    sd: float  # posterior standard deviation there (mean over samples)
+    sd: float  # posterior sd there (mean over samples; times P(success) once modelled)
     pi: float  # probability of improvement there, the report's nu
     noise_sd: float = float("nan")  # the fitted noise sd (NaN: the surrogate has none)
 
