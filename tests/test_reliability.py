@@ -1256,6 +1256,14 @@ def test_repair_keeps_the_saved_chains_while_the_records_they_were_fitted_to_sta
     _write_lines(late, [*records, records[-1]])  # a second driver's copy of the last
     assert not repair(Journal(late)).sampler_removed
     assert (late / "sampler.json").exists() and _resume(late, iterations=4).evaluations == 7
+    # A record inserted under the next number sets none aside but renumbers the rest
+    # (a review: sampler.json stayed, fitted to records that had moved).
+    moved = Path(shutil.copytree(folder, tmp_path / "moved"))
+    inserted = {**records[0], "proposal": records[2]["proposal"], "iteration": 2}
+    _write_lines(moved, [*records[:2], inserted, *records[2:]])
+    repaired = repair(Journal(moved))
+    assert repaired.invalid == 0 and repaired.renumbered and repaired.reproposed == 1
+    assert repaired.sampler_removed and not (moved / "sampler.json").exists()
     _write_lines(early, [records[0], records[0], *records[1:]])
     assert repair(Journal(early)).sampler_removed and not (early / "sampler.json").exists()
 

@@ -116,8 +116,13 @@ def _repair(journal: Journal, space: Space) -> Repaired:
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     records = [{**record, "iteration": i} for i, (_, record) in enumerate(kept)]
-    intact = 0  # leading records that stand as they were, where they were
-    while intact < len(kept) and kept[intact][0] == intact + 1 and intact + 1 not in replaced:
+    # Leading records that stand as they were, where they were, with their numbers (a
+    # record renumbered or given a fresh proposal number changes what a resume reads).
+    intact, reproposed = 0, set(shared)
+    while (
+        intact < len(kept) and kept[intact][0] == intact + 1 and intact + 1 not in replaced
+        and kept[intact][1]["iteration"] == intact and intact not in reproposed
+    ):  # fmt: skip
         intact += 1
     try:
         backup, removed = _rewrite(
