@@ -1691,6 +1691,14 @@ def test_the_figures_of_a_run_where_everything_failed_show_no_value(tmp_path, mo
     left, right = figures["curves.png"].axes
     assert [t.get_text() for t in left.texts] == ["no training reported a value\n(4 failed)"]
     assert left.get_legend() is None and list(right.get_yticks()) == []
+    # A training that failed after one report is a dot where it failed (a one-point line
+    # drew nothing: a review).
+    once = [{**r, "curve": [[1, 0.5 + k]]} for k, r in enumerate(failed)]
+    (folder / "journal.jsonl").write_text("".join(json.dumps(r) + "\n" for r in once))
+    run_figures.plot_curves(load_run(folder), tmp_path / "curves.png")
+    left, _ = figures["curves.png"].axes
+    dots = [line for line in left.get_lines() if line.get_marker() == "o"]
+    assert sorted(float(line.get_ydata()[0]) for line in dots) == [0.5, 1.5, 2.5, 3.5]
 
 
 def test_show_prints_no_nan_best_before_the_first_success(tmp_path):

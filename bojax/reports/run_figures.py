@@ -298,7 +298,9 @@ def best_against_steps(records: list[dict]) -> tuple[list, list, list]:
 
 def plot_curves(run: Run, path: Path) -> None:
     """A step-wise run: every design's learning curve (trained to the end, stopped early
-    with an x where it stopped, or failed), and the best value against the steps spent."""
+    with an x where it stopped, or failed, with a dot where it failed), and the best value
+    against the steps spent. A curve of one report is a dot too (a line of one point
+    draws nothing)."""
     plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     styles = {
@@ -314,6 +316,8 @@ def plot_curves(run: Run, path: Path) -> None:
         left.plot(curve[:, 0], curve[:, 1], color=color, lw=width, alpha=alpha)
         if status == "stopped":
             left.plot(curve[-1, 0], curve[-1, 1], "x", ms=4, color=color)
+        elif status == "failed" or len(curve) == 1:
+            left.plot(curve[-1, 0], curve[-1, 1], "o", ms=3, color=color)
     for status, (color, width, _) in styles.items():
         left.plot(
             [], [], color=color, lw=width, label={"ok": "trained to the end"}.get(status, status)
