@@ -94,7 +94,6 @@ def _init(key, inputs: int, classes: int, layers: int, width):
     JAX's x64 mode is on (the CLI and the experiments turn it on)."""
     keys = jax.random.split(key, layers + 1)
     padded = WIDTHS[-1]
-    width = jnp.asarray(width, jnp.float32)
 
     def dense(k, n_in, fan_in, n_out):
         scale = jnp.sqrt(2.0 / jnp.asarray(fan_in, jnp.float32))

@@ -102,7 +102,7 @@ class GPSurrogate:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.burn_in < 0 or self.warmup_later < 0:
             raise ValueError("burn_in and warmup_later must be non-negative")
-        if not (sampler.continues or sampler.point) and min(self.burn_in, self.warmup_later) < 1:
+        if self.adapts_every_fit and min(self.burn_in, self.warmup_later) < 1:
             raise ValueError(  # (BlackJAX's window adaptation fails on 0 steps)
                 f"method={self.method!r} adapts afresh every fit, for burn_in steps on the "
                 f"first and warmup_later after: both must be at least 1, got burn_in = "
@@ -120,6 +120,12 @@ class GPSurrogate:
     def sampler(self) -> inference.SamplerRecord:
         """The record of ``method`` (looked up on use: a scoped registration counts)."""
         return inference.SAMPLERS.get(self.method)
+
+    @property
+    def adapts_every_fit(self) -> bool:
+        """Whether the sampler warms up afresh at every fit (NUTS), for ``burn_in`` steps on
+        the first and ``warmup_later`` after, rather than continue its chain or optimise."""
+        return not (self.sampler.continues or self.sampler.point)
 
     @property
     def samples_per_fit(self) -> int:
@@ -150,12 +156,11 @@ class GPSurrogate:
     def fit(self, key: jax.Array, state: GPState, data: gp.Data) -> GPState:
         """Draw hyperparameters given ``data`` and condition one GP per draw."""
         # Samplers burn in on the first fit, MAP restarts widely.
-        sampler, first = self.sampler, state.fits == 0
+        first = state.fits == 0
         # Fits of a continuing chain differ only in whether they burn in and MAP fits in
         # how many starts they try: one program each, the flag traced. A sampler that
         # adapts afresh every fit (NUTS) warms up for a length that sets shapes.
-        adapts = not (sampler.continues or sampler.point)
-        warmup = (self.burn_in if first else self.warmup_later) if adapts else None
+        warmup = (self.burn_in if first else self.warmup_later) if self.adapts_every_fit else None
         samples, posteriors, position, widths, diagnostics = _fit(
             self, warmup, key, state.prior, data, state.position, state.widths, first
         )
