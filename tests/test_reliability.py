@@ -1140,6 +1140,29 @@ def test_a_bad_pending_entry_is_refused_naming_the_entry(
         load_run(folder)
 
 
+@pytest.mark.parametrize("kept", [0, 2, None])
+def test_a_journal_shorter_than_its_summary_is_refused_and_nothing_runs_again(
+    three_evaluations, tmp_path, kept
+):
+    """A deleted journal (``kept=None``) or one restored from an older copy, beside the
+    summary of the finished call: resume would run the lost evaluations again."""
+    folder = _copy(three_evaluations, tmp_path)
+    if kept is None:
+        (folder / "journal.jsonl").unlink()
+    else:
+        _write_lines(folder, _lines(folder)[:kept])
+    state = "is missing" if kept is None else f"holds {kept} record(s)"
+    message = re.escape(f"{folder / 'journal.jsonl'} {state}, but ") + r".* counts 3 finished"
+    before = sorted(p.name for p in folder.iterdir())
+    with pytest.raises(JournalError, match=message):
+        _resume(folder)
+    assert sorted(p.name for p in folder.iterdir()) == before  # the summary stays
+    shown = CliRunner().invoke(app, ["show", str(folder)], env={"COLUMNS": "400"})
+    assert shown.exit_code == 1 and "records were lost" in shown.output, shown.output
+    (folder / "summary.json").unlink()  # the way on the message names
+    assert len(_resume(folder, iterations=0).history) == 3  # the design completed again
+
+
 @pytest.mark.parametrize(
     ("stored", "message"),
     [

@@ -359,7 +359,35 @@ class Journal:
         With ``space`` (resume and ``bojax show`` pass the run's), every record is checked
         against it (:func:`bojax.bo.records.record_problem`): a record resume cannot trust
         is a :class:`JournalError` naming ``path:line`` and the field, never a best point
-        outside the space or a bare ``KeyError`` later."""
+        outside the space or a bare ``KeyError`` later. A journal holding fewer records
+        than the run's ``summary.json`` counts (deleted, or restored from an older copy)
+        is one too: resuming from it would quietly run the lost evaluations again."""
+        records = self._records(repair, space, metrics)
+        self._check_summary(len(records))
+        return records
+
+    def _check_summary(self, count: int) -> None:
+        """A :class:`JournalError` when a finished run's ``summary.json`` counts more
+        evaluations than the ``count`` records read (a summary only exists once a call
+        ended with every record written; a freeze-thaw run counts designs, fewer than
+        its records; resume and repair remove it)."""
+        try:
+            summary = load_json(self.summary_path.read_bytes())
+        except (OSError, ValueError, RecursionError):
+            return  # none (a run in flight) or unreadable (``bojax show`` says so)
+        told = summary.get("evaluations") if isinstance(summary, dict) else None
+        if is_count(told) and told > count:
+            missing = count == 0 and not self.records_path.exists()
+            where = "is missing" if missing else f"holds {count} record(s)"
+            raise JournalError(
+                f"{self.records_path} {where}, but {self.summary_path} counts {told} "
+                "finished evaluations: records were lost. Restore the journal from a "
+                f"copy, or delete {self.summary_path.name} to go on from the records left"
+            )
+
+    def _records(
+        self, repair: bool, space: Space | None, metrics: Metrics | None
+    ) -> list[dict[str, Any]]:
         if not self.records_path.exists():
             return []
         try:
