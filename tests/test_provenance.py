@@ -3,11 +3,12 @@ that made it, and that those settings are still the scripts' settings."""
 
 import json
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
+from bojax.errors import SettingsError
 from bojax.reports import (
     arc_kernel,
     architecture_search,
@@ -15,7 +16,9 @@ from bojax.reports import (
     ensemble_design,
     hybrid_exploration,
 )
+from bojax.reports import provenance as provenance_module
 from bojax.reports.provenance import (
+    begin,
     code_fingerprint,
     fingerprint,
     git_state,
@@ -57,8 +60,8 @@ def test_overrides_are_the_fields_that_differ_from_the_defaults():
 def test_the_block_names_the_code_settings_libraries_device_and_time():
     import time
 
-    started = time.perf_counter() - 2.0
     cfg, defaults = hybrid_exploration.config(True, toy_seeds=1), hybrid_exploration.config(True)
+    started = replace(begin(cfg), clock=time.perf_counter() - 2.0)
     block = provenance(started, cfg, defaults)
     assert block["bojax"] and block["jax"] and block["blackjax"]
     assert block["device"].startswith(("cpu", "gpu", "cuda", "rocm", "tpu"))
@@ -71,6 +74,33 @@ def test_the_block_names_the_code_settings_libraries_device_and_time():
     assert json.loads(json.dumps(block)) == block  # plain JSON
     summary = stamp({"config": plain(cfg)}, started, cfg, cfg)
     assert summary["provenance"]["overrides"] == {}
+
+
+def test_the_block_names_the_code_the_run_began_with_not_an_edit_or_commit_made_since(
+    monkeypatch,
+):
+    """A report runs for up to hours: an edit or a commit meanwhile is not its code."""
+    cfg = hybrid_exploration.config(True)
+    started = begin(cfg)
+    assert (started.commit, started.dirty) == git_state()
+    sources = package_sources()
+    path = "bojax/gp/kernels.py"
+    edited = sources | {path: sources[path] + "\nEDITED = 1\n"}
+    monkeypatch.setattr(provenance_module, "git_state", lambda folder=None: ("f" * 40, True))
+    monkeypatch.setattr(provenance_module, "package_sources", lambda root=None: edited)
+    provenance_module._current_fingerprint.cache_clear()
+    try:
+        assert code_fingerprint("hybrid_exploration") != started.code  # the edit shows now
+        block = provenance(started, cfg, cfg)
+    finally:
+        provenance_module._current_fingerprint.cache_clear()
+    assert (
+        block["code_fingerprint"] == started.code == code_fingerprint("hybrid_exploration", sources)
+    )
+    assert (block["git_commit"], block["git_dirty"]) == (started.commit, started.dirty)
+    assert block["fingerprint"] == fingerprint(started.code, cfg)
+    with pytest.raises(SettingsError, match="began as one of 'hybrid_exploration'"):
+        provenance(started, arc_kernel.config(True), arc_kernel.config(True))
 
 
 def test_result_code_leaves_out_comments_docstrings_figures_and_claims():

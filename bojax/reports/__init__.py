@@ -170,10 +170,11 @@ def prepare_out(out: str | Path, report: str) -> Path:
 
 
 def write_summary(
-    out: Path, summary: dict, started: float, cfg: Any, defaults: Any, **dump: Any
+    out: Path, summary: dict, started: Any, cfg: Any, defaults: Any, **dump: Any
 ) -> dict:
     """``summary`` stamped with its provenance (:func:`bojax.reports.provenance.stamp`:
-    ``cfg`` against the report's ``defaults`` for its mode), written to
+    the code read at ``started``, :func:`bojax.reports.provenance.begin`, and ``cfg``
+    against the report's ``defaults`` for its mode), written to
     ``out/summary.json`` (``dump``: :func:`json.dumps` options) and returned."""
     from bojax.reports.provenance import stamp
 

@@ -52,6 +52,7 @@ from bojax.reports import CachedObjective, configure, prepare_out, write_summary
 from bojax.reports.claims import Claim, verdict
 from bojax.reports.figures import pyplot, save
 from bojax.reports.peers import RandomSearch
+from bojax.reports.provenance import begin
 from bojax.spaces import Real, Space
 
 SURROGATE_OF = {"fixed": "gp-fixed-se", "sampled": "gp-slice-se"}
@@ -342,7 +343,7 @@ def plot_best_so_far(cfg: Config, runs: dict, path: Path) -> Path:
 def run(cfg: Config, out: str | Path, *, progress: bool = True) -> dict[str, Any]:
     """All figures and the BO comparison, into ``out`` with ``summary.json``."""
     out = prepare_out(out, "architecture_search")
-    started = time.perf_counter()
+    started = begin(cfg)
     data = moons()
     networks = {
         "small": network_figure(
@@ -376,7 +377,7 @@ def run(cfg: Config, out: str | Path, *, progress: bool = True) -> dict[str, Any
         "networks": networks,
         "search": search_summary,
         "runs": runs,
-        "seconds": time.perf_counter() - started,
+        "seconds": started.seconds(),
     }
     return write_summary(out, summary, started, cfg, config(cfg.quick), indent=2)
 

@@ -15,7 +15,6 @@ cuts the budget (fewer iterations and hyperparameter draws).
 from __future__ import annotations
 
 import shutil
-import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from bojax.objectives.ensemble import EnsembleObjective, Training, design_space
 from bojax.reports import CachedObjective, override, prepare_out, write_summary
 from bojax.reports.claims import Claim, verdict
 from bojax.reports.figures import pyplot, save
+from bojax.reports.provenance import begin
 
 # The report's best designs (Figures 4 and 7 captions), for comparison on our data.
 REPORT_BEST = {
@@ -133,7 +133,7 @@ def run(
     ensemble = EnsembleObjective(space, data.arrays, cfg.training, seed=cfg.seed, grid=grid)
     objective = CachedObjective(ensemble.evaluate, "test_loss")
 
-    started = time.perf_counter()
+    started = begin(cfg)
     with count_compilations() as compilations:
         result = minimize(
             objective,
@@ -155,7 +155,7 @@ def run(
         reference = objective.evaluate(REPORT_BEST[cfg.experiment]["design"])
         best = min((r for r in rows if r["status"] == "ok"), key=lambda r: r["test_loss"])
         selection = select(cfg, space, data, result.history, rows, reference, progress)
-    seconds = time.perf_counter() - started
+    seconds = started.seconds()
     shown = [row for row in rows[:3] if row["status"] == "ok"]
     fits = [*shown, best] if best not in shown else shown
     data_fig, fits_fig, exploration_fig = FIGURES[cfg.experiment]

@@ -45,6 +45,7 @@ from bojax.objectives.problems import sinc
 from bojax.reports import CachedObjective, configure, prepare_out, write_summary
 from bojax.reports.claims import Claim, verdict
 from bojax.reports.figures import pyplot, save
+from bojax.reports.provenance import begin
 from bojax.spaces import Real, Space
 
 # label -> (policy, scaling)
@@ -335,9 +336,9 @@ def plot_forest(results: dict, cfg: Config, out: Path) -> Path:
 def run(cfg: Config, out: str | Path, *, progress: bool = True) -> dict[str, Any]:
     """Run both experiments, write the figures and ``summary.json`` into ``out``."""
     out = prepare_out(out, "hybrid_exploration")
-    started = time.perf_counter()
+    started = begin(cfg)
     toy_results = toy(cfg)
-    toy_seconds = time.perf_counter() - started
+    toy_seconds = started.seconds()
     if progress:
         print(
             f"toy problem: {len(POLICY_RUNS)} policies x {cfg.toy_seeds} seeds x 2 starts "
@@ -353,7 +354,7 @@ def run(cfg: Config, out: str | Path, *, progress: bool = True) -> dict[str, Any
         },
         "forest": {"table": forest_results["table"], "runs": forest_results["runs"]},
         "report_table2": REPORT_TABLE,
-        "seconds": {"toy": toy_seconds, "total": time.perf_counter() - started},
+        "seconds": {"toy": toy_seconds, "total": started.seconds()},
         "figures": [p.name for p in figures],
     }
     return write_summary(out, summary, started, cfg, config(cfg.quick), indent=2, default=_plain)

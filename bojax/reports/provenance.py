@@ -23,7 +23,8 @@ run's settings that differ from the report's defaults for its mode, so
 ``tests/test_provenance.py`` can tell a committed summary made with deliberate
 overrides from one whose defaults have since changed. ``git_commit`` is that of the
 checkout bojax was imported from (None when installed from a wheel), and ``git_dirty``
-says whether tracked files differed from it.
+says whether tracked files differed from it; both, and ``code_fingerprint``, are read
+when the run begins (:func:`begin`), not when its summary is written.
 
 Summaries made before these fingerprints recorded ``code_fingerprint`` as a hash of all
 of bojax's sources; :func:`migrate` gives such a summary the present fingerprints of its
@@ -266,22 +267,54 @@ def overrides(cfg: Any, defaults: Any) -> dict[str, Any]:
     return {key: value for key, value in ours.items() if theirs.get(key) != value}
 
 
-def provenance(started: float, cfg: Any = None, defaults: Any = None) -> dict[str, Any]:
-    """The provenance block for a run that began at ``time.perf_counter() == started``
-    (see the module docstring); ``cfg`` against ``defaults`` gives the overrides."""
+@dataclasses.dataclass(frozen=True)
+class Start:
+    """A report run's beginning (:func:`begin`): its ``time.perf_counter()`` ``clock``,
+    and the checkout and code it runs, read then: a run lasts up to hours, and an edit
+    or a commit meanwhile must not be stamped as the code that made its numbers (nor
+    let ``experiments/all.py`` call the summary current for the edited code)."""
+
+    clock: float
+    commit: str | None
+    dirty: bool | None
+    report: str | None = None
+    code: str | None = None
+
+    def seconds(self) -> float:
+        """Seconds since the run began."""
+        return time.perf_counter() - self.clock
+
+
+def begin(cfg: Any = None) -> Start:
+    """The :class:`Start` of a run of the report whose settings are ``cfg`` (None: no
+    report, no code fingerprint)."""
+    clock = time.perf_counter()
     commit, dirty = git_state()
+    if cfg is None:
+        return Start(clock, commit, dirty)
+    report = report_of(cfg)
+    return Start(clock, commit, dirty, report, code_fingerprint(report))
+
+
+def provenance(started: Start, cfg: Any = None, defaults: Any = None) -> dict[str, Any]:
+    """The provenance block for a run that began at ``started`` (see the module
+    docstring); ``cfg`` against ``defaults`` gives the overrides."""
     name, count = device()
     fingerprints = {}
     if cfg is not None:
-        code = code_fingerprint(report_of(cfg))
-        fingerprints = {"report": report_of(cfg), "code_fingerprint": code}
+        if report_of(cfg) != started.report:
+            raise SettingsError(
+                f"the run began as one of {started.report!r}, its settings are {report_of(cfg)!r}'s"
+            )
+        code = started.code
+        fingerprints = {"report": started.report, "code_fingerprint": code}
         fingerprints["fingerprint"] = fingerprint(code, cfg)
-    wall = time.perf_counter() - started
+    wall = started.seconds()
     began = datetime.now(UTC) - timedelta(seconds=wall)
     block: dict[str, Any] = {
         "bojax": bojax.__version__,
-        "git_commit": commit,
-        "git_dirty": dirty,
+        "git_commit": started.commit,
+        "git_dirty": started.dirty,
         **fingerprints,
         "python": platform.python_version(),
         **{library: _version(library) for library in LIBRARIES},
@@ -296,7 +329,7 @@ def provenance(started: float, cfg: Any = None, defaults: Any = None) -> dict[st
     return block
 
 
-def stamp(summary: dict[str, Any], started: float, cfg: Any, defaults: Any) -> dict[str, Any]:
+def stamp(summary: dict[str, Any], started: Start, cfg: Any, defaults: Any) -> dict[str, Any]:
     """``summary`` with its ``provenance`` block: the run's settings ``cfg`` against the
     report's ``defaults`` for the same mode."""
     return summary | {"provenance": provenance(started, cfg, defaults)}

@@ -41,7 +41,6 @@ puts them together.
 from __future__ import annotations
 
 import shutil
-import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -72,6 +71,7 @@ from bojax.reports.arc_kernel.settings import (
     config,
 )
 from bojax.reports.arc_kernel.table1 import regression_table, regression_tables
+from bojax.reports.provenance import begin
 
 __all__ = [
     "LABELS", "MODELS", "PEERS", "REPORT_TABLE", "SURROGATE_OF", "Config", "bo_run_rows",
@@ -99,11 +99,11 @@ def run(
         for folder in ("runs", "table1"):
             shutil.rmtree(out / folder, ignore_errors=True)
     data = DATASETS[cfg.dataset](cfg.data_seed)
-    started = time.perf_counter()
+    started = begin(cfg)
     methods = ("arc", "baseline", *cfg.peers)
     with count_compilations() as compilations:
         runs = bo_runs(cfg, methods, out / "runs", progress, executor)
-        bo_seconds = time.perf_counter() - started
+        bo_seconds = started.seconds()
         sets = {**{m: runs[m] for m in methods}, "pooled": [r for m in methods for r in runs[m]]}
         tables = regression_tables(cfg, sets, out / "table1", progress, executor)
     files = {
@@ -139,7 +139,7 @@ def run(
         },
         "this_process_seconds": {
             "bo_runs": bo_seconds,
-            "total": time.perf_counter() - started,
+            "total": started.seconds(),
         },
         "compilations_in_this_process": {
             "total": compilations.total,
