@@ -205,6 +205,8 @@ def print_claims(claims: list) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from bojax.reports import positive  # (an argparse type: a whole number >= 1)
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="every script's few-minute mode")
     parser.add_argument(
@@ -213,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--redo", action="store_true", help="rerun current summaries too")
     parser.add_argument(
-        "--workers", type=int, help="Dask processes for the BNN and arc-kernel runs"
+        "--workers", type=positive, help="Dask processes for the BNN and arc-kernel runs"
     )
     parser.add_argument("--judge-only", action="store_true", help="run nothing, judge claims")
     parser.add_argument(

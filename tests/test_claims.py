@@ -74,6 +74,16 @@ def committed(report) -> dict:
     return json.loads(report.summary_path(False).read_text())
 
 
+@pytest.mark.parametrize("workers", ["0", "-1"])
+def test_all_refuses_a_worker_count_below_one_before_any_report_runs(workers, capsys, monkeypatch):
+    """0 was dropped (the reports ran without Dask) and -1 reached each script only
+    after the others had run, for up to hours (review BC)."""
+    monkeypatch.setattr(everything.subprocess, "call", lambda *a, **k: pytest.fail("ran"))
+    with pytest.raises(SystemExit) as exit_:
+        everything.main(["--workers", workers, "--quick"])
+    assert exit_.value.code == 2 and "at least 1" in capsys.readouterr().err
+
+
 def test_every_committed_verdict_is_the_pinned_one():
     judged = {(c.report, c.claim): c.verdict for c in everything.judge(everything.REPORTS, False)}
     assert judged == EXPECTED

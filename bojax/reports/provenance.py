@@ -12,7 +12,9 @@ Every report's ``run`` stamps its ``summary.json`` with :func:`stamp`; the
      "overrides": {"repeats": 10}}
 
 ``report`` names the report (its module in ``bojax.reports``), so a run of another
-report refuses to write over the summary (:func:`bojax.reports.prepare_out`).
+report refuses to write over the summary (:func:`bojax.reports.prepare_out`); summaries
+made before it was recorded (the committed ones among them) lack it, and their settings
+tell the report instead (:func:`bojax.reports.summary_maker`).
 ``code_fingerprint`` (:func:`code_fingerprint`) hashes the code that can change the
 report's numbers: the engine and the report's own modules, without comments,
 docstrings, figures or claims, so a figure's colour or a reworded docstring leaves it
