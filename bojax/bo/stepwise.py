@@ -496,7 +496,10 @@ class StepRun:
                 training.checkpoint = checkpoint
                 training.curve.extend([int(s), float(v)] for s, v in curve)
                 training.reported = checkpoint.resumes_at(training.recorded)
-                training.charged = int(charged)
+                # The steps past the checkpoint are trained again and charged then (as
+                # a freeze-thaw segment's, _FreezeThawRun._continued).
+                again = training.recorded - training.reported
+                training.charged = max(int(charged) - again, 0)
                 self.spent += training.charged
                 for step, value in training.curve:
                     self.decide(training, step, value)
@@ -1084,12 +1087,18 @@ class _FreezeThawRun:
             )
         design.curve.extend(curve)
         charged, seconds = int(entry["charged"]), float(entry.get("seconds", 0.0))
+        resumes = None  # the checkpoint the segment continues from
         if takes(self.train, "checkpoint"):
-            design.checkpoint = load_checkpoint(self.journal, j, design.step)
-        elif design.step < min(until, self.settings.max_step):
-            # Without a checkpoint the segment trains again from its first step, charged
-            # then: as if it had never begun (unless it was killed at its end).
-            charged, seconds = 0, 0.0
+            resumes = design.checkpoint = load_checkpoint(self.journal, j, design.step)
+        if design.step < min(until, self.settings.max_step):
+            # The steps past the checkpoint it continues from (all, without one) are
+            # trained again and charged then: the killed run's charge for them goes, as
+            # if it had never trained them, so the record is the uninterrupted run's
+            # whatever the objective's signature (review BB: one taking a checkpoint
+            # and passing none was charged twice).
+            again = design.step - starts_after(resumes, design.step)
+            kept = max(charged - again, 0)
+            charged, seconds = kept, seconds * kept / charged if charged else 0.0
         self.spent += charged
         return freezethaw.Decision(j, u, until, phase, info), curve, charged, seconds
 
