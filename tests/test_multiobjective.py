@@ -4,6 +4,7 @@ hypervolume, and the typed errors of bad declarations and returns."""
 
 import json
 import math
+import warnings
 
 import jax
 import numpy as np
@@ -656,3 +657,26 @@ def test_a_resumed_run_whose_outcomes_are_still_undeclared_stops_at_its_first(tm
     with pytest.raises(bojax.errors.ObjectiveError, match="declare objectives"):
         bojax.minimize(metrics, SPACE, resume=True, **run)  # not fixed: one more, not five
     assert len(calls) == 2
+
+
+@pytest.mark.parametrize(
+    "objectives", [["loss:min"], ["a:min", "b:min"], ["a:min", "b:min", "c:min"]]
+)
+def test_a_front_of_a_run_where_nothing_succeeded_says_so_without_a_warning(
+    tmp_path, monkeypatch, objectives
+):
+    """(matplotlib warned of a legend without entries, review BA)."""
+    from bojax.bo.runs import Run
+    from bojax.reports import run_figures
+
+    settings = bojax.Settings(objectives=objectives)
+    failed = {"status": "failed", "y": None, "x": {}, "error": "boom"}
+    records = [{"iteration": k, **failed} for k in range(3)]
+    run = Run(tmp_path, SPACE, {}, records, [], None, None, settings.metrics)
+    drawn = {}
+    monkeypatch.setattr(run_figures, "save", lambda fig, path, dpi: drawn.update(fig=fig))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run_figures.plot_front(run, tmp_path / "front.png")
+    (ax,) = drawn["fig"].axes
+    assert ax.get_legend() is None and "no evaluation succeeded (3 failed)" in ax.get_title()

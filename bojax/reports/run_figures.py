@@ -166,7 +166,7 @@ def plot_front(run: Run, path: Path) -> None:
                     label="best feasible")  # fmt: skip
         ax.set_xlabel("evaluation")
         ax.set_ylabel(_text(f"{names[0]} ({metrics.objectives[0][1]})"))
-        ax.legend(loc="best", fontsize=8)
+        _legend_or_why(ax, len(run.records))
     elif len(names) == 2:
         fig, ax = plt.subplots(figsize=(6, 5))
         if (feasible & ~front).any():
@@ -185,7 +185,7 @@ def plot_front(run: Run, path: Path) -> None:
         labels = [f"{n} ({d})" for n, d in metrics.objectives]
         ax.set_xlabel(_text(labels[0]))
         ax.set_ylabel(_text(labels[1]))
-        ax.legend(loc="best", fontsize=8)
+        _legend_or_why(ax, len(run.records))
     else:
         fig, ax = plt.subplots(figsize=(1.6 * len(names) + 3, 4.5))
         shown = objectives[feasible]
@@ -199,7 +199,18 @@ def plot_front(run: Run, path: Path) -> None:
         ax.set_xticks(axis, [_text(f"{n}\n({d})") for n, d in metrics.objectives], fontsize=8)
         ax.set_ylabel("scaled to [0, 1] over the feasible evaluations")
         ax.set_title("feasible evaluations; the Pareto set in orange", fontsize=9)
+        if not ok:
+            _legend_or_why(ax, len(run.records))
     save(fig, path, dpi=120)
+
+
+def _legend_or_why(ax, evaluations: int) -> None:
+    """The legend of what was drawn; with nothing drawn (no evaluation succeeded), a
+    title saying so instead (matplotlib warns of a legend without entries)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="best", fontsize=8)
+    else:
+        ax.set_title(f"no evaluation succeeded ({evaluations} failed): no front", fontsize=9)
 
 
 def _log_axis(ax, axis: str) -> None:
