@@ -69,6 +69,22 @@ def test_log_ei_is_finite_and_accurate_far_in_the_tail(z):
     assert np.all(np.isfinite(grad))
 
 
+@pytest.mark.parametrize("z", [-1.0, -100.0])  # where log_h changes branch
+def test_log_h_has_its_whole_gradient_at_a_branch_boundary(z):
+    """d log h / dz = Phi(z) / h(z), continuous across each boundary: ``maximum`` split
+    the gradient between the branches at a tie, halving EI's at z = -1 (review BF)."""
+    grad = jax.grad(acq.log_h)
+    at, eps = float(grad(z)), 1e-6
+    sides = (float(grad(z - eps)), float(grad(z + eps)))
+    assert at == pytest.approx(np.mean(sides), rel=1e-6)
+    if z == -1.0:
+        h = norm.pdf(z) + z * norm.cdf(z)
+        assert at == pytest.approx(norm.cdf(z) / h, rel=1e-12)
+        # EI's gradient with mean 1, sd 1, best 0 (z = -1): -Phi(z).
+        d_ei = jax.grad(lambda m: acq.expected_improvement(m, jnp.ones((1, 1)), 0.0)[0])
+        assert float(d_ei(jnp.ones((1, 1)))[0, 0]) == pytest.approx(-norm.cdf(z), rel=1e-12)
+
+
 def test_pi_lcb_and_max_variance():
     sd = np.sqrt(VAR)
     np.testing.assert_allclose(

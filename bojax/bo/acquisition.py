@@ -92,13 +92,16 @@ def log_h(z):
     catastrophic cancellation of the direct form, and for t > 100 the asymptotic series
     of ``1 - t R(t)``.
     """
-    direct_z = jnp.maximum(z, -1.0)
+    # Each branch sees z clamped into its own range (the boundary with the branch that
+    # is taken there) by ``where``: ``maximum``/``minimum`` split the gradient at a tie,
+    # so at z = -1 exactly (mean 1, sd 1, best 0) EI's was half (review BF).
+    direct_z = jnp.where(z > -1.0, z, -1.0)
     direct = jnp.log(jnp.exp(-0.5 * direct_z**2 - _LOG_SQRT_2PI) + direct_z * ndtr(direct_z))
-    t = -jnp.minimum(z, -1.0)
-    near = jnp.minimum(t, _ASYMPTOTIC_T)
+    t = -jnp.where(z <= -1.0, z, -1.0)
+    near = jnp.where(t < _ASYMPTOTIC_T, t, _ASYMPTOTIC_T)
     mills = jnp.log1p(-near * _SQRT_HALF_PI * erfcx(near / math.sqrt(2.0)))
     # Far out, 1 - t R(t) = t^-2 (1 - 3 t^-2 + 15 t^-4 - ...) avoids log1p(-1) = -inf.
-    far = jnp.maximum(t, _ASYMPTOTIC_T)
+    far = jnp.where(t >= _ASYMPTOTIC_T, t, _ASYMPTOTIC_T)
     series = -2.0 * jnp.log(far) + jnp.log1p(-3.0 / far**2 + 15.0 / far**4 - 105.0 / far**6)
     tail = -0.5 * t**2 - _LOG_SQRT_2PI + jnp.where(t < _ASYMPTOTIC_T, mills, series)
     return jnp.where(z > -1.0, direct, tail)
