@@ -104,12 +104,13 @@ def _check_condition(child: Parameter, parent: Parameter) -> None:
             f"{parent.name!r} for equality, which {'never' if condition.op != '!=' else 'always'}"
             " holds in practice; use < <= > or >= (or make it an Integer or Ordinal)"
         )
-    for value in condition.values:
+    for value in condition.values:  # (a typo there would hold always, or never)
         try:
             parent.check(value)
         except BojaxError as error:
             raise SpaceDefinitionError(
-                f"{child.name!r}: condition {condition} can never hold: {error}"
+                f"{child.name!r}: condition {condition} names a value {parent.name!r} cannot "
+                f"take: {error}"
             ) from error
 
 
@@ -138,6 +139,11 @@ class Space:
         if duplicated:
             raise SpaceDefinitionError(f"parameter names repeat: {duplicated}")
         for i, p in enumerate(parameters):
+            if p.condition is not None and p.condition.parent == p.name:
+                raise SpaceDefinitionError(
+                    f"{p.name!r}: its condition names the parameter itself; a condition "
+                    "must name a parameter listed before it"
+                )
             if p.condition is not None and p.condition.parent not in names[:i]:
                 where = "is not in the space" if p.condition.parent not in names else "comes later"
                 raise SpaceDefinitionError(

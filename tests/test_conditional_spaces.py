@@ -109,10 +109,17 @@ def test_conditions_serialise_and_are_checked_at_definition():
         Condition("layers", "=>", 1)
     with pytest.raises(SpaceDefinitionError, match="finite numbers"):
         Condition("layers", ">=", "two")
-    with pytest.raises(SpaceDefinitionError, match="can never hold"):  # checked by the parent
+    with pytest.raises(SpaceDefinitionError, match="names a value 'layers' cannot take"):
         Space(
             [Integer("layers", 0, 2), Integer("units", 1, 4, condition=("layers", "in", ("two",)))]
         )
+    # A value the parent cannot take is refused (a typo), and not said never to hold: here
+    # the condition holds at layers = 1, or always (review BE).
+    for condition in (("layers", "in", (1, 4)), ("layers", "!=", 7)):
+        with pytest.raises(SpaceDefinitionError, match="names a value 'layers' cannot take"):
+            Space([Integer("layers", 0, 2), Integer("units", 1, 4, condition=condition)])
+    with pytest.raises(SpaceDefinitionError, match="its condition names the parameter itself"):
+        Space([Integer("units", 1, 4, condition=("units", ">", 2))])
     with pytest.raises(SpaceDefinitionError, match="condition must be"):
         Integer("units", 1, 4, condition="layers >= 1")
     # An order comparison outside the parent's range: a parameter that never exists.

@@ -247,6 +247,37 @@ def test_space_serialises_and_compares():
         Space.from_dict({"parameters": [{"type": "complex", "name": "z"}]})
 
 
+def test_numpy_bounds_and_condition_values_serialise_as_json_numbers():
+    """(np.float32 bounds crashed a run's run.json with a TypeError, review BE.)"""
+    import json
+
+    from bojax.parameters import Condition
+
+    low, high = np.array([1e-4, 1e-1], dtype=np.float32)
+    two, three = np.int64(2), np.int64(3)
+    space = Space(
+        [
+            Real("lr", low, high, log=True),
+            Integer("layers", np.int64(1), three),
+            Real("m", np.int64(0), np.int64(1), condition=Condition("layers", ">=", two)),
+            Real("d", 0, 1, condition=Condition("layers", "in", (two, three))),
+        ]
+    )
+    again = Space.from_dict(json.loads(json.dumps(space.to_dict())))
+    assert again == space and again["lr"].low == float(low)
+    assert type(space["m"].high) is int and type(space["m"].condition.value) is int
+    assert [type(v) for v in space["d"].condition.value] == [int, int]
+
+
+@pytest.mark.parametrize("bounds", [(1e-3, 1.0), (1e-300, 1e300), (3e-7, 0.07)])
+def test_a_log_reals_bounds_decode_exactly(bounds):
+    """The cube's faces, where the acquisition's optimiser often stops, are the declared
+    bounds (exp(log 1e-3) is 0.0010000000000000002, review BE)."""
+    space = Space([Real("x", *bounds, log=True)])
+    assert [space.from_unit(space.to_unit({"x": v}))["x"] for v in bounds] == list(bounds)
+    assert [space.from_unit(np.array([u]))["x"] for u in (0.0, 1.0)] == list(bounds)
+
+
 def test_batch_conversion_shapes():
     points = SPACE.from_unit(SPACE.sample(jax.random.key(0), 5))
     assert len(points) == 5

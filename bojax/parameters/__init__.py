@@ -7,7 +7,8 @@ contract a kind fulfils (the rest of bojax asks nothing else of it):
 * ``check(value)``: the value normalised (``int`` for an integer, ...) or a typed
   :class:`~bojax.errors.ParameterError` naming the parameter;
 * ``encode(values)`` / ``decode(u)``: checked values to unit coordinates in ``[0, 1]``
-  and back, vectorised over NumPy arrays; ``decode(encode(v)) == v``;
+  and back, vectorised over NumPy arrays; ``decode(encode(v)) == v`` (for a real, to
+  rounding, a log scale's ``exp(log v)`` included; exactly at its bounds);
 * ``snap(u)``: the canonical coordinate of the value ``u`` decodes to, so equal values
   have equal coordinates (how repeats are found); the identity for a continuum;
 * ``spec()`` / ``from_spec(name, spec)``: the JSON/TOML form (journals, space files),

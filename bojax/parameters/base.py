@@ -103,7 +103,9 @@ class Condition:
                 raise SpaceDefinitionError(
                     f"condition on {self.parent!r}: 'in' needs a non-empty sequence of values"
                 )
-            object.__setattr__(self, "value", tuple(self.value))
+            object.__setattr__(self, "value", tuple(python_scalar(v) for v in self.value))
+        else:  # (NumPy scalars as Python's: a run's run.json holds the space as JSON)
+            object.__setattr__(self, "value", python_scalar(self.value))
         for v in self.values:
             ordered = self.op in ("<", "<=", ">", ">=")
             if not (is_number(v) or (not ordered and isinstance(v, str | bool))):

@@ -9,7 +9,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bojax.errors import OutOfBoundsError, ParameterTypeError, SpaceDefinitionError
-from bojax.parameters.base import Condition, Parameter, as_real_scalar, checked_unit, is_number
+from bojax.parameters.base import (
+    Condition,
+    Parameter,
+    as_real_scalar,
+    checked_unit,
+    is_number,
+    python_scalar,
+)
 
 #: The largest integer bound: float64, the coordinates' type, holds every integer up to it.
 EXACT_INTEGERS = 2**53
@@ -29,6 +36,10 @@ class _Interval(Parameter):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        # NumPy/JAX scalar bounds as Python numbers: a run's run.json holds the space as
+        # JSON, and np.float32 is no JSON number (review BE).
+        object.__setattr__(self, "low", python_scalar(self.low))
+        object.__setattr__(self, "high", python_scalar(self.high))
         for bound in (self.low, self.high):
             if not is_number(bound):
                 raise SpaceDefinitionError(
@@ -91,7 +102,11 @@ class Real(_Interval):
         return value
 
     def decode(self, u: np.ndarray) -> np.ndarray:
-        return np.clip(self._relaxed(u), self.low, self.high)
+        # The cube's faces are the bounds exactly (exp(log 1e-3) is 0.0010000000000000002),
+        # where an optimiser of the acquisition often stops (review BE).
+        z = np.clip(self._relaxed(u), self.low, self.high)
+        u = np.asarray(u)
+        return np.where(u <= 0.0, self.low, np.where(u >= 1.0, self.high, z))
 
     def snap(self, u: np.ndarray) -> np.ndarray:
         return np.asarray(u, dtype=np.float64)
