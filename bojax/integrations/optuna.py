@@ -32,7 +32,9 @@ propose,
 again. A trial pruned before it
 reported a value (an invalid configuration skipped by raising ``TrialPruned``), or one
 that reported a value that is not finite (a training whose loss diverged), counts as
-failed.
+failed. A study with constraints or several objectives keeps to completed trials: its
+reports would need each metric at each step, so a pruned trial there counts as failed
+whatever it reported.
 :class:`BojaxPruner` stops trials by bojax's successive halving or Hyperband. A completed
 trial whose value is not finite (Optuna stores ``inf``) counts as failed, as a
 non-finite value does in bojax's own runs. Trials still running are pending points,
@@ -511,8 +513,9 @@ class BojaxSampler(BaseSampler):
 
 
 def _stepwise(trials: list[FrozenTrial], settings) -> bool:
-    """Whether a single-objective study has pruned trials that reported intermediate
-    values: the sampler then models the values at one step, as BOHB does. Until one is
+    """Whether a single-objective study without constraints has pruned trials that
+    reported intermediate values: the sampler then models the values at one step, as
+    BOHB does (a report is one number: constraints' values at that step are unknown). Until one is
     pruned, every finished trial has its returned value, which is what the study
     optimises (a trial may report another metric, a training loss, and return accuracy:
     modelling the reports then optimised the wrong thing, review)."""
