@@ -134,6 +134,14 @@ class Posterior(NamedTuple):
     jitter: Float[Array, ""]
     ok: Bool[Array, ""]
     inverse: Float[Array, "N N"] | None
+    # The data a data-dependent prior mean reads (the exploration mean's min and average
+    # of y), when not ``data``: a GP conditioned on fantasies keeps the real data's mean.
+    mean_data: Data | None = None
+
+    @property
+    def mean_reads(self) -> Data:
+        """The data the prior mean is computed from."""
+        return self.data if self.mean_data is None else self.mean_data
 
 
 def _prior_mean(model: GP, params: Params, x, data: Data):
@@ -150,9 +158,13 @@ def training_factor(model: GP, params: Params, data: Data) -> CholeskyResult:
     return jittered_cholesky(k, weights, model.ladder)
 
 
-def prior_mean(model: GP, params: Params, data: Data) -> Float[Array, " N"]:
-    """``m(X)`` at the data's inputs, zero on padding rows."""
-    return jnp.where(data.mask, _prior_mean(model, params, data.x, data), 0.0)
+def prior_mean(
+    model: GP, params: Params, data: Data, mean_data: Data | None = None
+) -> Float[Array, " N"]:
+    """``m(X)`` at the data's inputs, zero on padding rows; a data-dependent mean reads
+    ``mean_data`` if given, else ``data``."""
+    reads = data if mean_data is None else mean_data
+    return jnp.where(data.mask, _prior_mean(model, params, data.x, reads), 0.0)
 
 
 def _factorise(model: GP, params: Params, data: Data) -> tuple[CholeskyResult, Array]:
@@ -168,22 +180,25 @@ def solved(
     chol: CholeskyResult,
     inverse: Array | None = None,
     outputs: Array | None = None,
+    mean_data: Data | None = None,
 ) -> Posterior:
     """The posterior whose training covariance has the factor ``chol`` (and, if known, its
     ``inverse``): outputs may change without refactorising, since only ``alpha``'s two
     triangular solves depend on them. ``outputs`` (N, J), if given, replace ``data.y``
-    with J output vectors at once: ``alpha`` is then (N, J), one column each."""
+    with J output vectors at once: ``alpha`` is then (N, J), one column each.
+    ``mean_data``, if given, is what a data-dependent prior mean reads instead of
+    ``data`` (fantasies: the real data, so fantasised outcomes do not move the mean)."""
     size = chol.factor.shape[0]
     if inverse is None and size <= INVERSE_LIMIT:
         inverse = solve_triangular(chol.factor, jnp.eye(size, dtype=chol.factor.dtype), lower=True)
-    prior = prior_mean(model, params, data)
+    prior = prior_mean(model, params, data, mean_data)
     if outputs is None:
         residual = jnp.where(data.mask, data.y, 0.0) - prior
     else:
         residual = jnp.where(data.mask[:, None], outputs, 0.0) - prior[:, None]
     half = solve_triangular(chol.factor, residual, lower=True)
     alpha = solve_triangular(chol.factor.T, half, lower=False)
-    return Posterior(params, data, chol.factor, alpha, chol.jitter, chol.ok, inverse)
+    return Posterior(params, data, chol.factor, alpha, chol.jitter, chol.ok, inverse, mean_data)
 
 
 @partial(jax.jit, static_argnums=0)
@@ -218,7 +233,7 @@ def _cross(model: GP, post: Posterior, x_star):
     """Predictive mean and ``v = L^{-1} k(X, x_star)`` shared by both predictions."""
     k_cross = gram(model.kernel, post.params["kernel"], post.data.x, x_star)
     k_cross = k_cross * post.data.mask[:, None].astype(k_cross.dtype)
-    prior = _prior_mean(model, post.params, x_star, post.data)
+    prior = _prior_mean(model, post.params, x_star, post.mean_reads)
     if post.alpha.ndim == 2:  # several output vectors: means (m, J)
         prior = prior[:, None]
     mean = prior + k_cross.T @ post.alpha

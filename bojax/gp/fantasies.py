@@ -95,7 +95,9 @@ def fantasize(
             conditioned = _columns(model, post, pending, mean, outcomes, chol, inverse)
         else:
             data = core.joined(post.data, pending._replace(y=outcomes[0]))
-            conditioned = core.solved(model, post.params, data, chol, inverse)
+            conditioned = core.solved(
+                model, post.params, data, chol, inverse, mean_data=post.mean_reads
+            )
         return conditioned, jnp.where(live, outcomes, jnp.inf)
 
     conditioned, outcomes = jax.vmap(one_sample)(jax.random.split(key, samples), posteriors)
@@ -108,7 +110,9 @@ def _columns(model: core.GP, post: core.Posterior, at: core.Data, mean, outcomes
     size = post.factor.shape[-1]
     data = core.joined(post.data, at._replace(y=mean))  # y: one vector, for the shapes
     ys = jnp.concatenate([jnp.broadcast_to(post.data.y, (len(outcomes), size)), outcomes], axis=1)
-    return core.solved(model, post.params, data, chol, inverse, ys.T)
+    # A data-dependent prior mean keeps reading the real data: fantasised outcomes are
+    # no observations (the exploration mean's min(y) moved with them, review BF).
+    return core.solved(model, post.params, data, chol, inverse, ys.T, post.mean_reads)
 
 
 def rows(mean: jax.Array, var: jax.Array) -> tuple[jax.Array, jax.Array]:
