@@ -72,13 +72,12 @@ ARMS = [
 
 
 def _parameters(design: dict, inputs: int = 40, classes: int = 10) -> int:
-    """Weights and biases of an MLP of ``layers`` x ``width`` (and layer-norm scales)."""
+    """Weights and biases of an MLP of ``layers`` x ``width``: its layer norm
+    (:mod:`bojax.objectives.mixednet`) learns no scale or shift, so it adds none (it
+    was charged ``2 width layers``, review BH)."""
     layers, width = int(design["layers"]), int(design["width"])
     count = inputs * width + width + (layers - 1) * (width * width + width)
-    count += width * classes + classes
-    if design.get("normalisation") == "layernorm":
-        count += 2 * width * layers
-    return count
+    return count + width * classes + classes
 
 
 @functools.cache

@@ -155,6 +155,35 @@ def test_mixed_benchmark_runs_keeps_its_runs_and_ranks_the_arms(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(("layers", "width"), [(1, 16), (3, 64)])
+@pytest.mark.parametrize("normalisation", ["none", "layernorm"])
+def test_the_training_tasks_size_counts_the_networks_trained_parameters(
+    layers, width, normalisation
+):
+    """``params`` of ``mnist1d-size`` is the number of weights the padded network trains
+    for the design: those a gradient reaches (layer norm adds none)."""
+    import jax
+    import jax.numpy as jnp
+
+    from bojax.objectives import mixednet
+
+    bench = load("multiobjective")
+    point = {"optimizer": "adam", "activation": "tanh", "normalisation": normalisation,
+             "layers": layers, "width": width, "learning_rate": 1e-3}  # fmt: skip
+    network = mixednet.MixedNetObjective.__new__(mixednet.MixedNetObjective)
+    network.space = mixednet.mixednet_space(3)
+    design = network.design(point)
+    _, (params, _) = mixednet._start(
+        jax.random.key(0), mixednet.Training(), 40, 10, design["width"]
+    )
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.normal(size=(64, 40)), jnp.float32)
+    y = jnp.asarray(rng.integers(0, 10, 64), jnp.int32)
+    grads = jax.grad(mixednet._loss)(params, design, x, y)
+    trained = sum(int(np.count_nonzero(np.asarray(g))) for g in jax.tree.leaves(grads))
+    assert bench._parameters(point) == trained
+
+
 def test_multiobjective_benchmark_keeps_its_runs_and_scores_hypervolumes(tmp_path):
     bench = load("multiobjective")
     argv = ["--seeds", "2", "--evaluations", "9", "--problems", "c-branin-currin",
