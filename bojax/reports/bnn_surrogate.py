@@ -10,7 +10,7 @@
 * Figure 10: BO of Forrester with the report's BNN and LCB from four random points; the model
   before evaluations ``snapshots``.
 * Figure 11: the BNN, in the report's set-up (``bnn-report``) and bojax's
-  (``bnn-hmc``: layerwise priors, MAP warm start, two chains, rank-warped outputs),
+  (``bnn-hmc``: layerwise priors, least-squares warm start, two chains, rank-warped outputs),
   against the engine's GP (``gp-map``, maximum a posteriori like the report's GPyOpt,
   and ``gp-slice``, slice-sampled) with LCB
   (kappa = 2) on Forrester (2 random initial points), Rosenbrock, McCormick and

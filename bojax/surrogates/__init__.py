@@ -54,7 +54,7 @@ _BUILT_IN: dict[str, Surrogate] = {
     "gp-slice-se": GPSurrogate(model=gp.GP(kernel="se"), method="slice"),
     # A Bayesian neural network, 3 x 50 tanh, HMC with Gibbs precisions (bojax.surrogates.bnn):
     # layerwise fan-in-scaled precisions, prior-matched masses, dual-averaged step size, a
-    # MAP warm start and rank-warped outputs.
+    # least-squares warm start (not the MAP: docs/design.md) and rank-warped outputs.
     "bnn-hmc": BNNSurrogate(),
     # The BNN report's own set-up (Agrawal 2016): one shared weight precision, unit masses,
     # its step-size rule, precisions held for half the first burn-in, standardised outputs.
