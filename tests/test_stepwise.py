@@ -2877,3 +2877,32 @@ def test_a_killed_asha_training_resumed_from_an_older_checkpoint_is_charged_once
         {k: untimed(r)[k] for k in keys} for r in whole.history
     ]
     assert resumed.steps == whole.steps
+
+
+def test_a_paused_design_the_model_does_not_see_is_no_thaw_candidate():
+    """Past MODEL_POINTS designs the model sees the best curves' last values: a paused
+    design with a poor curve is left out, and priced as a new design at its point (its
+    own curve ignored) it was thawed (review BJ)."""
+    from bojax.bo import freezethaw
+
+    space = bojax.Space([bojax.Real("a", 0.0, 1.0), bojax.Real("b", 0.0, 1.0)])
+    settings = bojax.Settings(max_step=27, early_stopping="freeze-thaw", surrogate="gp-map")
+    rng = np.random.default_rng(0)
+
+    def design(u, curve, complete):
+        return freezethaw.Design(np.asarray(u), space.from_unit(np.asarray(u)), curve, complete)
+
+    designs = []
+    for _ in range(freezethaw.MODEL_POINTS + 3):  # complete, 1 + |u|^2 + 1 / step
+        u = rng.random(2) * 0.8
+        designs.append(design(u, [[s, 1 + float(u @ u) + 1 / s] for s in (1, 3, 9, 27)], True))
+    designs.append(design([0.5, 0.5], [[1, 1.7], [3, 1.6]], False))  # seen: among the best
+    designs.append(design([0.0, 0.0], [[1, 4.9], [3, 4.7], [9, 4.1]], False))  # unseen
+    shown = {j for j, _, _ in freezethaw.observations(designs, freezethaw.MODEL_POINTS)}
+    assert len(designs) - 2 in shown and len(designs) - 1 not in shown
+    calls = []
+    model = freezethaw.FreezeThaw(space, settings)
+    worth = model.worth
+    model.worth = lambda d, going, pending=(): calls.append(list(going)) or worth(d, going, pending)
+    decision = model.decide(designs, len(designs))
+    assert calls == [[len(designs) - 2]] and decision.design != len(designs) - 1

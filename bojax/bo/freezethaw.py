@@ -333,6 +333,12 @@ class FreezeThaw:
                 if not observations(designs, 1):
                     raise
         paused = [j for j, d in enumerate(designs) if not (d.complete or d.failed or j in busy)]
+        # Past MODEL_POINTS designs the model sees the best curves' last values only: a
+        # paused design left out is among the worst by its best value, and its price
+        # would ignore its own curve (that of a new design there: 8.6x its price with
+        # the curve seen, review BJ), so it is no candidate while another is.
+        shown = {j for j, _, _ in observations(designs, MODEL_POINTS)}
+        paused = [j for j in paused if j in shown] or paused
         u_new, gains, costs, rows, success = self.worth(
             designs, paused, [designs[j].u for j in busy]
         )
