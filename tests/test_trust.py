@@ -167,6 +167,26 @@ def test_the_box_is_weighted_by_length_scales_and_spares_discrete_coordinates():
     assert np.prod(w) == pytest.approx(1.0)
 
 
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("length", [0.8, 0.4, 0.2, 0.05])
+def test_an_integer_coordinates_box_holds_every_point_rounded_from_it(length, log):
+    """The box on an integer is narrowed to the codes of the integers whose codes lie in
+    it: refined to its edge, a point rounded into the neighbouring integer's bin, outside
+    the box (5 of 30 local proposals, review BI)."""
+    space = bojax.Space([bojax.Real("a", 0.0, 1.0), bojax.Integer("k", 1, 5, log=log)])
+    centre = space.to_unit({"a": 0.3, "k": 3})
+    area = trust.with_box(trust.Region(np.arange(3), centre, length), space, None)
+    codes = space["k"].grid()
+    low, high = area.lower[1], area.upper[1]
+    assert low in codes and high in codes and low <= centre[1] <= high
+    # the integers kept are those whose codes lie in the unnarrowed box
+    inside = codes[np.abs(codes - centre[1]) <= length / 2]
+    assert (low, high) == (inside.min(), inside.max())
+    edges = np.array([[0.3, low], [0.3, high], [0.3, np.nextafter(high, 1.0)]])
+    snapped = space.snap(np.clip(edges, area.lower, area.upper))
+    assert np.all((snapped[:, 1] >= low) & (snapped[:, 1] <= high))
+
+
 def test_sampled_gps_become_their_map_twin_and_other_surrogates_stay():
     from bojax.surrogates import SURROGATES
 
