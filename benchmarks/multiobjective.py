@@ -389,7 +389,11 @@ def plot(summary: dict, path: Path) -> None:
     figure, axes = plt.subplots(rows, columns, figsize=(4 * columns, 3.2 * rows), squeeze=False)
     for ax, problem in zip(axes.flat, problems, strict=False):
         for arm, s in summary[problem].items():
-            ax.plot(np.arange(1, len(s["history_median"]) + 1), s["history_median"], label=arm)
+            # One colour per arm in every panel: the cycle's next colour gave the training
+            # task's random search BoTorch's (it has no BoTorch arm).
+            colour = f"C{ARMS.index(arm) % 10}" if arm in ARMS else None
+            ax.plot(np.arange(1, len(s["history_median"]) + 1), s["history_median"], label=arm,
+                    color=colour)  # fmt: skip
         ax.set_title(problem)
         ax.set_xlabel("evaluations")
         ax.set_ylabel("median hypervolume")
