@@ -1794,7 +1794,11 @@ def test_evaluations_an_executor_shut_down_did_not_take_are_kept_for_a_resume(tm
 
     run = dict(initial=4, iterations=0, q=2, surrogate="gp-map", progress=False, out=tmp_path)
     result = bojax.minimize(objective, space, executor=pool, **run)
-    assert "refused new work" in result.stopped and "kept in pending.json" in result.stopped
+    # Which the driver meets first is a race: the queued sibling's cancellation, or the
+    # pool refusing the next evaluation (the other path was red on a loaded CI machine).
+    said = ("refused new work", "the executor cancelled an evaluation")
+    assert any(why in result.stopped for why in said), result.stopped
+    assert "kept in pending.json" in result.stopped
     assert all(r["status"] == "ok" for r in result.history) and len(result.history) == 1
     assert len(json.loads((tmp_path / "pending.json").read_text())) == 1
     with concurrent.futures.ThreadPoolExecutor(1) as again:
