@@ -222,6 +222,15 @@ def starts_after(checkpoint: Checkpoint | None, recorded: int) -> int:
     return 0 if checkpoint is None else checkpoint.resumes_at(recorded)
 
 
+def kept_charge(charged: int, checkpoint: Checkpoint | None, recorded: int) -> int:
+    """A killed training's ``charged`` steps less those its resume trains again (past
+    the ``checkpoint`` it continues from, all of them without one): those are charged
+    when trained again, so the resumed run spends its budget as the uninterrupted one
+    (review BB: freeze-thaw charged them twice for an objective taking a checkpoint and
+    passing none)."""
+    return max(int(charged) - (recorded - starts_after(checkpoint, recorded)), 0)
+
+
 # Why a training ended that makes it complete, not stopped: it reached max_step, or
 # reported its last step itself (report(..., last=True)).
 COMPLETE = ("max_step", "last")
@@ -496,10 +505,7 @@ class StepRun:
                 training.checkpoint = checkpoint
                 training.curve.extend([int(s), float(v)] for s, v in curve)
                 training.reported = checkpoint.resumes_at(training.recorded)
-                # The steps past the checkpoint are trained again and charged then (as
-                # a freeze-thaw segment's, _FreezeThawRun._continued).
-                again = training.recorded - training.reported
-                training.charged = max(int(charged) - again, 0)
+                training.charged = kept_charge(charged, checkpoint, training.recorded)
                 self.spent += training.charged
                 for step, value in training.curve:
                     self.decide(training, step, value)
@@ -1090,14 +1096,8 @@ class _FreezeThawRun:
         resumes = None  # the checkpoint the segment continues from
         if takes(self.train, "checkpoint"):
             resumes = design.checkpoint = load_checkpoint(self.journal, j, design.step)
-        if design.step < min(until, self.settings.max_step):
-            # The steps past the checkpoint it continues from (all, without one) are
-            # trained again and charged then: the killed run's charge for them goes, as
-            # if it had never trained them, so the record is the uninterrupted run's
-            # whatever the objective's signature (review BB: one taking a checkpoint
-            # and passing none was charged twice).
-            again = design.step - starts_after(resumes, design.step)
-            kept = max(charged - again, 0)
+        if design.step < min(until, self.settings.max_step):  # (else killed at its end)
+            kept = kept_charge(charged, resumes, design.step)
             charged, seconds = kept, seconds * kept / charged if charged else 0.0
         self.spent += charged
         return freezethaw.Decision(j, u, until, phase, info), curve, charged, seconds
