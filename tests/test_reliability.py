@@ -1826,6 +1826,30 @@ def test_an_objective_a_process_pool_cannot_receive_is_refused_before_any_evalua
     assert not (tmp_path / "run" / "journal.jsonl").exists()
 
 
+def _closure(offset):
+    def train(point, report):
+        report(1, point["x"] + offset)
+
+    return train
+
+
+@pytest.mark.parametrize("kind", ["lambda", "step-wise closure"])
+def test_a_process_pool_is_checked_with_its_own_pickler_before_any_evaluation(tmp_path, kind):
+    """The check used cloudpickle, which takes lambdas and closures; the pool's standard
+    pickle does not, so each design was lost twice and journalled failed (review BK), and a
+    step-wise objective was not checked at all."""
+    import multiprocessing
+
+    objective = (lambda p: p["x"]) if kind == "lambda" else _closure(0.5)
+    extra = {} if kind == "lambda" else {"max_step": 3, "early_stopping": "asha"}
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+        with pytest.raises(ObjectiveError, match=r"process pool.*by reference"):
+            bojax.minimize(objective, SPACE, **FAST, **extra, executor=pool, out=tmp_path / "r")
+        assert not pool._processes  # nothing was submitted: no worker was started
+    assert not (tmp_path / "r" / "journal.jsonl").exists()
+
+
 def test_a_closed_dask_client_counts_as_one_worker_so_its_refusal_can_say_why():
     """Counting a closed client's workers raised AttributeError before any submission."""
     from bojax.bo.evaluation import concurrency

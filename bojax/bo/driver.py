@@ -60,9 +60,9 @@ from bojax.bo.evaluation import (
     evaluate_batch,
     failure_text,
     first_done,
-    pickled,
     refused,
     short_repr,
+    unsendable,
 )
 from bojax.bo.isolation import AnswerClock, evaluate_isolated
 from bojax.bo.journal import Journal, objective_name, run_header
@@ -362,8 +362,7 @@ def minimize(
     if (why := stepwise.unbindable(objective, {})) is not None:  # (else each design fails)
         raise ObjectiveError(f"the objective is called as objective(point): {why}")
     pool = as_executor(executor)
-    if isinstance(pool, cf.ProcessPoolExecutor) and (why := pickled(objective)[1]) is not None:
-        # (else each design was lost twice and journalled failed, the budget spent so)
+    if (why := unsendable(objective, pool)) is not None:
         raise ObjectiveError(f"the objective cannot be sent to the process pool: {why}")
     q = (1 if executor is None else concurrency(pool)) if settings.q is None else settings.q
     journal = Journal(out) if out is not None else None

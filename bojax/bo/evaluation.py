@@ -84,6 +84,28 @@ def pickled(value: Any) -> tuple[bytes | None, str | None]:
         return None, failure_text(error)
 
 
+def unsendable(objective: Any, pool: Any) -> str | None:
+    """Why ``pool`` cannot take ``objective``, or None. A ``ProcessPoolExecutor`` sends
+    its tasks with the standard pickle (multiprocessing's), which names a function by its
+    module and qualified name, so a lambda or a nested function fails there whatever
+    cloudpickle could do; other executors (threads, Dask, which uses cloudpickle) take
+    anything. Checked before a run, else each design is lost on every attempt and
+    journalled failed, the budget spent so."""
+    import concurrent.futures as cf
+    from multiprocessing.reduction import ForkingPickler
+
+    if not isinstance(pool, cf.ProcessPoolExecutor):
+        return None
+    try:
+        ForkingPickler.dumps(objective)
+    except Exception as error:  # pickling runs user code (__reduce__): anything may raise
+        return (
+            f"{failure_text(error)} (a process pool pickles by reference: define the "
+            "objective at a module's top level, or use a thread pool or Dask)"
+        )
+    return None
+
+
 def failure_text(error: BaseException) -> str:
     """How a failed evaluation is journalled: ``"Type: message"``, or the exit status
     of an objective that called ``sys.exit``; cut to ``ERROR_LIMIT`` characters, and

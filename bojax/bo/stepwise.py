@@ -69,7 +69,15 @@ import numpy as np
 
 from bojax.bo import schedulers
 from bojax.bo.deadline import Deadline
-from bojax.bo.evaluation import failure_text, finite_number, pickled, short_repr, unwrapped
+from bojax.bo.evaluation import (
+    as_executor,
+    failure_text,
+    finite_number,
+    pickled,
+    short_repr,
+    unsendable,
+    unwrapped,
+)
 from bojax.bo.journal import Journal, objective_name, run_header
 from bojax.bo.loop import ask_batch, init, tell
 from bojax.bo.records import ENDED, curve_ok
@@ -1353,6 +1361,8 @@ def minimize_steps(
     was), with ``steps`` the steps spent."""
     if (why := unbindable_train(train)) is not None:
         raise ObjectiveError(f"a step-wise objective is called as train(point, report): {why}")
+    if executor is not None and (why := unsendable(train, as_executor(executor))) is not None:
+        raise ObjectiveError(f"the objective cannot be sent to the process pool: {why}")
     batch = batch_of(train) if executor is None and (settings.q or 1) > 1 else None
     check_stepwise(settings, executor, batched=batch is not None)
     journal = Journal(out) if out is not None else None
