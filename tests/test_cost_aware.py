@@ -140,3 +140,42 @@ def test_success_and_cost_weight_the_acquisition_once(acquisition):
     score = loop._score_function(surrogate, record, None, classifier, cost.model)
     got = score(grid, (conditioned, best, options, *feasibility, *cost.costing))
     np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("costly_optimum", [True, False])
+def test_stop_tolerance_reads_the_acquisition_not_it_per_second(costly_optimum):
+    """Under ``cost_aware`` the proposal's score is EI times the geometric mean of the
+    seconds over the point's own; the stopping rule read that, so a run whose promising
+    corner was the costly one reported itself converged with EI far above the tolerance,
+    and one whose promising corner was cheap went on with EI below it (review BL)."""
+    import jax
+    import jax.numpy as jnp
+
+    from bojax.bo import loop
+    from bojax.bo.acquisition import get_acquisition
+
+    space = bojax.Space([Real("a", 0.0, 1.0), Real("b", 0.0, 1.0)])
+    points = np.random.default_rng(0).uniform(size=(25, 2))
+    sign = 1.0 if costly_optimum else -1.0
+
+    def state(tolerance):
+        s = loop.init(space, cost_aware=True, acquisition="ei", surrogate="gp-map", seed=1,
+                      initial=5, stop_tolerance=tolerance)  # fmt: skip
+        for u in points:
+            y = -3.0 * np.exp(-((u[0] - 0.9) ** 2 + (u[1] - 0.5) ** 2) / 0.05)
+            s = loop.tell(s, u, y, seconds=float(np.exp(sign * 9.0 * (u[0] - 0.5))))
+        return s
+
+    fitted_state = state(None)
+    surrogate, fitted, _, y, _, _ = loop.fit_surrogate(fitted_state)
+    args = (surrogate.conditioned(fitted), jnp.asarray(np.min(y)), {})
+    grid = jnp.asarray(space.sample(jax.random.PRNGKey(0), 4096, "sobol"))
+    ei = get_acquisition("ei")
+    plain = float(jnp.max(loop._score_function(surrogate, ei, None, None, None)(grid, args)))
+    cost = loop._cost_terms(fitted_state, len(fitted_state.y))
+    priced = loop._score_function(surrogate, ei, None, None, cost.model)
+    per_second = float(jnp.max(priced(grid, (*args, *cost.costing))))
+    assert (plain > 10 * per_second) if costly_optimum else (per_second > 10 * plain)
+    tolerance = float(np.sqrt(plain * per_second))  # between the two, far from both
+    _, _, info = loop.ask(state(tolerance))
+    assert bool(info["converged"]) == (not costly_optimum)  # converged iff EI < tolerance

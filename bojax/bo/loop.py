@@ -642,6 +642,9 @@ def ask_batch(
             info.update(area.info())
         if policies.explores(settings.policy) or settings.stop_tolerance is not None:
             args = (conditioned, incumbent, {}, *feasibility)
+            if cost is not None:  # the rule reads the acquisition itself, not it per second
+                unpriced = (conditioned, incumbent, options, *feasibility)
+                value = _unpriced_best(state, surrogate, acquire, classifier, unpriced, k, box)
             u, choice = _apply_policy(state, surrogate, classifier, args, u, value, k, taken, box)
             info.update(choice)
         if classifier is not None:
@@ -654,6 +657,27 @@ def ask_batch(
         if info.get("converged"):
             break
     return np.stack(points), state._replace(surrogate=fitted), infos
+
+
+def _unpriced_best(state: BOState, surrogate, acquire, classifier, args, k, box) -> float:
+    """The acquisition's best value without the cost weight, for ``stop_tolerance``
+    under ``cost_aware``: the proposal maximises EI per relative second, whose value is
+    EI times the geometric mean of the seconds over the point's own, so a run whose
+    promising region was the costly one stopped with EI far above the tolerance (and
+    one with cheap regions went on below it)."""
+    settings = state.settings
+    _, value = propose(
+        _keys(settings, k)[1],
+        _score_function(surrogate, acquire, None, classifier),
+        args,
+        state.space,
+        state.u,
+        method=settings.optimizer,
+        num_candidates=settings.num_candidates,
+        screen=_screen_function(surrogate, acquire, classifier),
+        box=box,
+    )
+    return value
 
 
 def _likeliest_successes(state: BOState, classifier, taken, first: int, q: int):

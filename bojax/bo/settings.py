@@ -197,7 +197,8 @@ class Settings:
     )
     stop_tolerance: float | None = setting(
         None,
-        "stop once the best acquisition value is below this (log EI: once EI is)",
+        "stop once the best acquisition value is below this (log EI: once EI is; "
+        "cost_aware: the acquisition's own best, not per second)",
         number(0.0, open_low=True, optional=True),
         omit_at_default=True,
     )
