@@ -474,14 +474,19 @@ class _Run:
         self._check_failures(state)
         self.next_proposal = max([f.proposal + 1 for f in queued] + [self.next_proposal])
         self.queued = list(queued)  # re-issued from a resumed run, in proposal order
-        first = len(state.y)  # evaluations journalled before this call
+        self.first = len(state.y)  # evaluations journalled before this call
         with _Progress(self.progress, total, len(self.history)) as bar:
             self.bar = bar
             while True:
                 room = min(self.q - len(self.running), total - len(state.y) - len(self.running))
                 concluded = False
-                if room > 0 and self.queued and not self.refusing:
+                if room > 0 and self.stopped is None and self._out_of_time(state):
+                    self.stopped = TIMED_OUT  # (said once the running ones are in)
+                if room > 0 and self.queued and not self.refusing and self.stopped is not TIMED_OUT:
                     for _ in range(min(room, len(self.queued))):
+                        if self._out_of_time(state):  # (an inline batch: one at a time)
+                            self.stopped = self.stopped or TIMED_OUT
+                            break
                         flight = self.queued.pop(0)._replace(issued=time.perf_counter())
                         if flight.attempts > self.retries:  # it was running when we died
                             state, concluded = (
@@ -492,16 +497,11 @@ class _Run:
                             future = self._submit(flight)
                             if future is not None and isinstance(self.pool, Inline):
                                 state, concluded = self._finish(state, future), True
-                elif (
-                    room > 0
-                    and self.stopped is None
-                    and self.deadline.reached(len(state.y) - first)
-                ):
-                    self.stopped = TIMED_OUT  # (said once the running ones are in)
                 elif room > 0 and self.stopped is None:
                     state = self._issue(state, room)
                 if not self.running:
-                    if concluded or (room > 0 and self.queued and not self.refusing):
+                    more = room > 0 and self.queued and not self.refusing
+                    if concluded or (more and self.stopped is not TIMED_OUT):
                         continue  # there may be more to issue
                     break
                 done = first_done(self.running, self._until_overdue())
@@ -515,11 +515,20 @@ class _Run:
                 done = future = None
         if self.stopped is TIMED_OUT:
             self.stopped = self.deadline.why(f"{len(state.y)} evaluations of {total}")
-        if self.refusing and self.queued:
+            if self.queued:  # proposed as the budget ran out: not started
+                kept = "kept in pending.json for a resume"
+                kept = "left out (no run folder to resume)" if self.journal is None else kept
+                self.stopped += f"; {len(self.queued)} proposal(s) made as it ran out are {kept}"
+        elif self.refusing and self.queued:
             kept = "kept in pending.json for a resume"
             kept = "left out (no run folder to resume)" if self.journal is None else kept
             self.stopped += f"; {len(self.queued)} evaluation(s) it did not run are {kept}"
         return state
+
+    def _out_of_time(self, state: BOState) -> bool:
+        """Whether the time budget forbids starting anything more (checked again after
+        each proposal: a fit that outlasts the budget must not start what it proposed)."""
+        return self.deadline.reached(len(state.y) - self.first)
 
     def _until_overdue(self) -> float | None:
         """Seconds until the first running evaluation is overdue; None without a limit."""
@@ -574,7 +583,11 @@ class _Run:
             flights.append(flight)
         batched = callable(getattr(self.objective, "batch", None))
         inline = isinstance(self.pool, Inline)
-        if inline and batched and len(flights) > 1 and not self.settings.isolated:
+        if self._out_of_time(state):  # the fit outlasted the budget: kept, not started
+            self.queued.extend(flights)
+            self._save_pending()
+            self.stopped = self.stopped or TIMED_OUT
+        elif inline and batched and len(flights) > 1 and not self.settings.isolated:
             self._submit_batch(flights)
         elif inline:  # one by one, each journalled before the next starts (by the loop)
             self.queued.extend(flights)

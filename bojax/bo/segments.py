@@ -441,6 +441,9 @@ class PooledSteps(_Pooled):
                         raise
                     self.exhausted = str(error)
                     break
+                if self.halted():  # its proposal outlasted the time budget: not started,
+                    self.restarts.append(design)  # kept open for a resume
+                    break
             self._submit(design)
 
     def _start(self) -> int:
@@ -559,6 +562,8 @@ class PooledFreezeThaw(_Pooled):
                 if self.limits is None:
                     raise
                 self.limits.refused = self.limits.refused or str(error)
+                break
+            if self.halted():  # the decision outlasted the time budget: a resume decides again
                 break
             self.next_k += 1
             decision.seconds = time.perf_counter() - tick

@@ -656,11 +656,15 @@ class StepRun:
         return None if not enough else (max(enough), reached[max(enough)])
 
     # -- one training --------------------------------------------------------------
-    def evaluate(self, design: int) -> dict[str, Any]:
-        """Propose design ``design``, train it under the scheduler, journal its record."""
+    def evaluate(self, design: int, go_on: Callable[[], bool] | None = None) -> dict | None:
+        """Propose design ``design``, train it under the scheduler, journal its record;
+        None, training nothing, where ``go_on()`` says after the proposal that nothing
+        more may start (its fit outlasted the time budget: a resume proposes it again)."""
         opened = self.restored.pop(design, None)
         if opened is None:
             opened = self.begin(design)
+            if go_on is not None and not go_on():
+                return None
         self.in_flight[design] = opened
         training = opened.training
         kwargs = {} if training.checkpoint is None else {"checkpoint": training.checkpoint.state}
@@ -692,10 +696,13 @@ class StepRun:
         start = max([*used, *self.restored, *self.in_flight], default=-1) + 1
         return restored + list(range(start, start + count - len(restored)))
 
-    def evaluate_batch(self, designs: list[int], batch: Callable) -> list[dict[str, Any]]:
+    def evaluate_batch(
+        self, designs: list[int], batch: Callable, go_on: Callable[[], bool] | None = None
+    ) -> list[dict[str, Any]]:
         """``designs`` trained together by one ``batch(points, reports)`` call (a vmapped
         trainer); each design's decisions are taken at its own reports. If the call
-        raises, every design of it fails."""
+        raises, every design of it fails. Nothing is trained where ``go_on()`` says after
+        the proposals that nothing more may start (as :meth:`evaluate`)."""
         opened: list[Opened] = []
         for design in designs:
             pending = np.array([o.u for o in opened], np.float64)
@@ -705,7 +712,10 @@ class StepRun:
                 if not opened:
                     raise
                 break
-            self.in_flight[design] = opened[-1]
+        if go_on is not None and not go_on():
+            return []
+        for o in opened:
+            self.in_flight[o.design] = o
         count = len(opened)
         failed: dict[int, str] = {}
 
@@ -1148,7 +1158,10 @@ class _FreezeThawRun:
         """Decision numbers (one per record; the designs are numbered by the model)."""
         return list(range(len(self.history), len(self.history) + count))
 
-    def evaluate(self, k: int) -> dict[str, Any]:
+    def evaluate(self, k: int, go_on: Callable[[], bool] | None = None) -> dict[str, Any] | None:
+        """Take decision ``k`` and train its segment; None, training nothing, where
+        ``go_on()`` says after the decision that nothing more may start (its fit outlasted
+        the time budget: a resume decides again)."""
         from bojax.bo import freezethaw
 
         tick = time.perf_counter()
@@ -1156,6 +1169,8 @@ class _FreezeThawRun:
         if self.journal is not None and packed is not None:  # so a resume need not replay
             self.journal.save_sampler(k, packed)
         decision = self.model.decide(self.designs, k)  # on resume, the fit it made
+        if self.in_flight is None and go_on is not None and not go_on():
+            return None
         before, charged, seconds = [], 0, 0.0
         if self.in_flight is not None:
             decision, before, charged, seconds = self._continued(self.in_flight)
@@ -1385,13 +1400,15 @@ def minimize_steps(
                     # No more designs than steps left: each costs at least its first step.
                     count = min(settings.q, run.budget - run.spent)
                     with limits.exhaustion():
-                        for record in run.evaluate_batch(run.next_designs(count), batch):
+                        designs = run.next_designs(count)
+                        for record in run.evaluate_batch(designs, batch, limits.allows):
                             bar.update(record)
             else:
                 while run.spent < run.budget and limits.why() is None:
                     with limits.exhaustion():  # (freeze-thaw: once none is left to thaw)
-                        record = run.evaluate(run.next_designs(1)[0])
-                        bar.update(record)
+                        record = run.evaluate(run.next_designs(1)[0], limits.allows)
+                        if record is not None:
+                            bar.update(record)
         ended = limits.why() if run.spent < run.budget else None  # the loops end at the budget
         return finished(journal, history, run.spent, time.perf_counter() - started, ended)
 
@@ -1478,6 +1495,11 @@ class Limits:
             yield
         except SpaceExhaustedError as error:
             self.refused = str(error)
+
+    def allows(self) -> bool:
+        """Whether a training or segment may start now (asked again after a proposal or
+        decision: a fit that outlasts the time budget must not start what it chose)."""
+        return self.why() is None
 
     def why(self) -> str | None:
         """Why ``run`` starts nothing more, or None while it may go on."""
