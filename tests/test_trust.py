@@ -232,6 +232,31 @@ def test_proposals_and_their_grid_stay_inside_the_box():
     np.testing.assert_allclose(u, box[1], atol=1e-6)
 
 
+def test_a_small_discrete_space_is_enumerated_inside_the_box_only():
+    """A space of few enough points is scored whole; past the exact limit its local model
+    chose anywhere in it, outside the trust region (58 of 228 local proposals, review
+    BO). With every point in the box taken, the caller's fallback takes the space."""
+    from bojax.errors import SpaceExhaustedError
+    from bojax.parameters import Categorical, Integer
+
+    space = bojax.Space([Categorical("c", ["a", "b", "c"]), Integer("i", 1, 20)])
+    centre = space.to_unit({"c": "b", "i": 5})
+    # The box as a trust region builds it: the categorical whole, the integer's codes.
+    low, high = trust._integer_span(space.parameters[1], centre[1] - 0.1, centre[1] + 0.1,
+                                    centre[1])  # fmt: skip
+    lower, upper = np.array([0.0, low]), np.array([1.0, high])
+    score, target = _toward(space.to_unit({"c": "c", "i": 20}))  # best far outside
+    u, _ = optimize.propose(jax.random.key(1), score, target, space, np.zeros((0, 2)),
+                            box=(lower, upper))  # fmt: skip
+    assert lower[1] - 1e-12 <= u[1] <= upper[1] + 1e-12
+    point = space.from_unit(u)
+    assert point["c"] == "c" and 3 <= point["i"] <= 7  # the box's best: its right edge
+    inside = [space.to_unit({"c": c, "i": i}) for c in "abc" for i in range(1, 21)]
+    inside = np.array([v for v in inside if lower[1] <= v[1] <= upper[1]])
+    with pytest.raises(SpaceExhaustedError, match="in the trust region"):
+        optimize.propose(jax.random.key(1), score, target, space, inside, box=(lower, upper))
+
+
 def test_the_best_new_point_is_found_past_a_chunk_of_repeats():
     taken = np.random.default_rng(0).uniform(size=(200, 2))
     points = np.concatenate([taken[:150], [[0.5, 0.5]]])  # the best 150 are all taken

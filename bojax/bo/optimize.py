@@ -119,6 +119,15 @@ def _limits(box: Box | None, dim: int) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(box[0], np.float64), np.asarray(box[1], np.float64)
 
 
+def _inside(points: np.ndarray, box: Box) -> np.ndarray:
+    """Which of ``points`` lie in ``box`` (an irrelevant coordinate anywhere: it has no
+    value to place). A trust region's integer coordinates span their codes exactly
+    (:func:`bojax.bo.trust`), so the comparison needs only a rounding margin."""
+    lower, upper = _limits(box, points.shape[1])
+    within = (points >= lower - 1e-12) & (points <= upper + 1e-12)
+    return np.all(within | (points == IRRELEVANT), axis=1)
+
+
 def _power_of_two_rows(points: np.ndarray) -> np.ndarray:
     """``points`` padded with copies of its first row to a power of two (at least 16)
     rows: batches of varying size then compile a logarithmic number of programs."""
@@ -305,7 +314,7 @@ def propose(
     screened ranking is the fallback only if all of those repeat taken points.
     ``incumbent`` (a unit point, the best evaluated so far) is refined too. ``box``
     (lower and upper corners) confines the grid and the refinement to a trust region
-    (:mod:`bojax.bo.trust`); a small discrete space is enumerated whole regardless.
+    (:mod:`bojax.bo.trust`), and a small discrete space's enumeration to its points there.
     """
     if method not in ("random", "sobol"):
         raise ValueError(f"method must be 'random' or 'sobol', got {method!r}")
@@ -324,10 +333,12 @@ def propose(
         if everything is not None and len(everything) > num_candidates:
             everything = None  # more distinct points than candidates: sample them
         if everything is not None:  # a small discrete space: score every point exactly
-            values = _batch_scores(score, args, everything)
-            return _best_or_exhausted(
-                everything, values, taken, f"all {len(everything)} of its points are"
-            )
+            which = f"all {len(everything)} of its points are"
+            if box is not None:  # (else a trust region's local model chose anywhere)
+                everything = everything[_inside(everything, box)]
+                which = f"all {len(everything)} of its points in the trust region are"
+            values = _batch_scores(score, args, everything) if len(everything) else np.zeros(0)
+            return _best_or_exhausted(everything, values, taken, which)
     candidates = candidate_grid(key, space, method, num_candidates, box)
     refining = method == "sobol" and num_refine > 0
     grid_score = screen if refining and screen is not None else score
