@@ -620,6 +620,23 @@ def test_bojax_pruner_stops_trials_outside_the_best_third_of_their_milestone():
             assert stopped_here == (not keep), (t.number, milestone)
 
 
+@pytest.mark.parametrize("kind", ["asha", "hyperband", "freeze-thaw"])
+def test_bojax_pruner_stops_a_diverged_trial_between_milestones(kind):
+    """A NaN or inf report between milestones (step 2 of 1, 3, 9) went on training to the
+    next milestone; a step-wise bojax run fails such a training at once (review BQ)."""
+    from bojax.integrations.optuna import BojaxPruner
+
+    pruner = BojaxPruner(max_resource=9, early_stopping=kind)
+    study = optuna.create_study(pruner=pruner)
+    for bad in (math.nan, math.inf, 1.0):
+        trial = study.ask()
+        trial.report(1.0, 1)
+        assert not trial.should_prune()  # the first trial at its milestone is kept
+        trial.report(bad, 2)
+        assert trial.should_prune() == (not math.isfinite(bad))
+        study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+
+
 @pytest.mark.slow  # 15 s, most of it compiling the curve model's MAP fit and optimiser
 def test_the_model_pruner_stops_trials_that_would_not_have_won(monkeypatch):
     from bojax.bo.freezethaw import FreezeThaw

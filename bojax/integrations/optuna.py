@@ -705,6 +705,8 @@ class BojaxPruner(BasePruner):
         step = trial.last_step
         if step is None:
             return False
+        if not math.isfinite(trial.intermediate_values[step]):
+            return True  # a diverged training does not go on to its next milestone either
         kind = "asha" if self._kind == "freeze-thaw" else self._kind
         rungs = schedulers.SCHEDULERS[kind](self._steps, self._eta)
         bracket = rungs.bracket(trial.number)
@@ -721,9 +723,6 @@ class BojaxPruner(BasePruner):
         if not crossed:
             return False
         self._decided[key] = step
-        value = sign * trial.intermediate_values[step]
-        if not math.isfinite(value):
-            return True  # a diverged training does not go on
         if self._kind == "freeze-thaw" and self._model_prunes(study, trial, sign) is False:
             return False  # worth finishing; where the model would stop it, ASHA decides
         states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
