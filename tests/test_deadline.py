@@ -247,3 +247,33 @@ def test_nothing_starts_after_a_fit_that_outlasts_the_time_budget(
     assert [[r[k] for k in keys] for r in resumed.history] == [
         [r[k] for k in keys] for r in whole.history
     ]
+
+
+def test_a_budget_spent_with_proposals_queued_after_another_stop_ends_the_run(monkeypatch):
+    """An inline batch whose first evaluation reached max_failures, the budget then spent
+    with its second one queued: the loop went round forever, starting nothing (review
+    BR). It ends with the first reason and starts nothing after the budget."""
+    from bojax.bo import driver
+
+    passes, out_of_time = [0], driver._Run._out_of_time
+
+    def counted(self, state):
+        passes[0] += 1
+        if passes[0] > 1000:
+            raise RuntimeError("the driver's loop goes round without end")
+        return out_of_time(self, state)
+
+    monkeypatch.setattr(driver._Run, "_out_of_time", counted)
+    calls: list = []
+
+    def objective(point):
+        calls.append(point)
+        time.sleep(0.4)  # past the budget: the next one must not start
+        return float("nan") if len(calls) == 1 else final_value(point)
+
+    from bojax.errors import ObjectiveError
+
+    with pytest.raises(ObjectiveError, match="max_failures=1"):  # (nothing succeeded)
+        bojax.minimize(objective, SPACE, initial=4, iterations=2, q=2, max_failures=1,
+                       time_budget=0.3, progress=False)  # fmt: skip
+    assert len(calls) == 1

@@ -257,6 +257,25 @@ def test_a_small_discrete_space_is_enumerated_inside_the_box_only():
         optimize.propose(jax.random.key(1), score, target, space, inside, box=(lower, upper))
 
 
+@pytest.mark.parametrize(
+    "extra", [{"policy": "hybrid"}, {"cost_aware": True, "stop_tolerance": 1e-300}]
+)
+def test_a_full_box_moves_every_proposal_of_a_discrete_space_to_the_whole_space(extra):
+    """The explorer's proposal and the unpriced one of the stopping rule kept to the box
+    with no fallback: once its points were taken the run said the space was exhausted
+    with most of it unevaluated (19 of 60 points, review BR)."""
+    from bojax.parameters import Categorical, Integer
+
+    space = bojax.Space([Categorical("c", ["a", "b", "c"]), Integer("i", 1, 10)])
+
+    def f(p):
+        return (p["i"] - 3) ** 2 / 10 + {"a": 0, "b": 1, "c": 2}[p["c"]]
+
+    run = bojax.minimize(f, space, initial=5, iterations=25, exact_limit=8, local_points=8,
+                         surrogate="gp-map", progress=False, **extra)  # fmt: skip
+    assert run.evaluations == 30 and not (run.stopped or "").startswith("the space")
+
+
 def test_the_best_new_point_is_found_past_a_chunk_of_repeats():
     taken = np.random.default_rng(0).uniform(size=(200, 2))
     points = np.concatenate([taken[:150], [[0.5, 0.5]]])  # the best 150 are all taken

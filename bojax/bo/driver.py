@@ -480,12 +480,13 @@ class _Run:
             while True:
                 room = min(self.q - len(self.running), total - len(state.y) - len(self.running))
                 concluded = False
-                if room > 0 and self.stopped is None and self._out_of_time(state):
+                late = room > 0 and self._out_of_time(state)  # nothing more starts
+                if late and self.stopped is None:
                     self.stopped = TIMED_OUT  # (said once the running ones are in)
-                if room > 0 and self.queued and not self.refusing and self.stopped is not TIMED_OUT:
+                if room > 0 and self.queued and not self.refusing and not late:
                     for _ in range(min(room, len(self.queued))):
                         if self._out_of_time(state):  # (an inline batch: one at a time)
-                            self.stopped = self.stopped or TIMED_OUT
+                            late, self.stopped = True, self.stopped or TIMED_OUT
                             break
                         flight = self.queued.pop(0)._replace(issued=time.perf_counter())
                         if flight.attempts > self.retries:  # it was running when we died
@@ -501,7 +502,7 @@ class _Run:
                     state = self._issue(state, room)
                 if not self.running:
                     more = room > 0 and self.queued and not self.refusing
-                    if concluded or (more and self.stopped is not TIMED_OUT):
+                    if concluded or (more and not late and self.stopped is not TIMED_OUT):
                         continue  # there may be more to issue
                     break
                 done = first_done(self.running, self._until_overdue())

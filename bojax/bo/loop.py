@@ -642,10 +642,13 @@ def ask_batch(
             info.update(area.info())
         if policies.explores(settings.policy) or settings.stop_tolerance is not None:
             args = (conditioned, incumbent, {}, *feasibility)
-            if cost is not None:  # the rule reads the acquisition itself, not it per second
+            # A trust region's box, then the whole space once every point in it is taken.
+            boxes = (box, None) if region else (box,)
+            if cost is not None and settings.stop_tolerance is not None:
+                # The rule reads the acquisition itself, not it per relative second.
                 unpriced = (conditioned, incumbent, options, *feasibility)
-                value = _unpriced_best(state, surrogate, acquire, classifier, unpriced, k, box)
-            u, choice = _apply_policy(state, surrogate, classifier, args, u, value, k, taken, box)
+                value = _unpriced_best(state, surrogate, acquire, classifier, unpriced, k, boxes)
+            u, choice = _apply_policy(state, surrogate, classifier, args, u, value, k, taken, boxes)
             info.update(choice)
         if classifier is not None:
             info.update(_success_diagnostics(state, u, k))
@@ -659,14 +662,15 @@ def ask_batch(
     return np.stack(points), state._replace(surrogate=fitted), infos
 
 
-def _unpriced_best(state: BOState, surrogate, acquire, classifier, args, k, box) -> float:
+def _unpriced_best(state: BOState, surrogate, acquire, classifier, args, k, boxes) -> float:
     """The acquisition's best value without the cost weight, for ``stop_tolerance``
     under ``cost_aware``: the proposal maximises EI per relative second, whose value is
     EI times the geometric mean of the seconds over the point's own, so a run whose
     promising region was the costly one stopped with EI far above the tolerance (and
     one with cheap regions went on below it)."""
     settings = state.settings
-    _, value = propose(
+    _, value = propose_within(
+        boxes,
         _keys(settings, k)[1],
         _score_function(surrogate, acquire, None, classifier),
         args,
@@ -675,7 +679,6 @@ def _unpriced_best(state: BOState, surrogate, acquire, classifier, args, k, box)
         method=settings.optimizer,
         num_candidates=settings.num_candidates,
         screen=_screen_function(surrogate, acquire, classifier),
-        box=box,
     )
     return value
 
@@ -806,17 +809,19 @@ def _conditioned(
 
 
 def _apply_policy(
-    state: BOState, surrogate: Surrogate, classifier, args, u, value, k, pending, box=None
+    state: BOState, surrogate: Surrogate, classifier, args, u, value, k, pending, boxes=(None,)
 ):
     """Choose between the acquisition maximiser ``u`` and the most uncertain point (each
-    score weighted by P(success) when a ``classifier`` is fitted)."""
+    score weighted by P(success) when a ``classifier`` is fitted), the latter in the first
+    of ``boxes`` with a point left (as :func:`bojax.bo.optimize.propose_within`)."""
     settings = state.settings
     # Keys of their own (fold_in 2), so the default loop's draws are left as they were.
     explore_key, draw_key = jax.random.split(jax.random.fold_in(_iteration_key(settings, k), 2))
     explore, sd, pi = u, math.nan, math.nan
     policy = policies.POLICIES.get(settings.policy)
     if policy.explores:
-        explore, sd = propose(
+        explore, sd = propose_within(
+            boxes,
             explore_key,
             _score_function(surrogate, policy.explore_with, None, classifier),
             args,
@@ -826,7 +831,6 @@ def _apply_policy(
             method=settings.optimizer,
             num_candidates=settings.num_candidates,
             screen=_screen_function(surrogate, policy.explore_with, classifier),
-            box=box,
         )
         pi_score = _score_function(surrogate, policy.improvement_with, None, classifier)
         pi = float(pi_score(jnp.asarray(explore[None]), args)[0])
