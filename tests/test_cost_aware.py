@@ -179,3 +179,26 @@ def test_stop_tolerance_reads_the_acquisition_not_it_per_second(costly_optimum):
     tolerance = float(np.sqrt(plain * per_second))  # between the two, far from both
     _, _, info = loop.ask(state(tolerance))
     assert bool(info["converged"]) == (not costly_optimum)  # converged iff EI < tolerance
+
+
+def test_the_stopping_rules_unpriced_best_skips_pending_points():
+    """With q > 1 the stopping rule read EI at a point already pending (review BS): its
+    best is over the points neither evaluated nor pending, as the proposal's is."""
+    import jax.numpy as jnp
+
+    from bojax.bo import loop
+    from bojax.bo.acquisition import get_acquisition
+    from bojax.parameters import Integer
+
+    space = bojax.Space([Integer("i", 1, 10)])
+    state = loop.init(space, cost_aware=True, surrogate="gp-map", acquisition="ei", initial=3)
+    for i in (2, 5, 9):
+        state = loop.tell(state, space.to_unit({"i": i}), (i - 4) ** 2 / 10, seconds=1.0 + i)
+    surrogate, fitted, _, y, _, _ = loop.fit_surrogate(state)
+    args = (surrogate.conditioned(fitted), jnp.asarray(np.min(y)), {})
+    ei = get_acquisition("ei")
+    grid = np.array([space.to_unit({"i": i}) for i in range(1, 11) if i not in (2, 5, 9)])
+    values = np.asarray(loop._score_function(surrogate, ei, None, None, None)(grid, args))
+    order = np.argsort(-values)
+    best = loop._unpriced_best(state, surrogate, ei, None, args, 3, (None,), grid[order[:1]])
+    assert best == pytest.approx(values[order[1]], rel=1e-9)  # the best one is pending

@@ -277,3 +277,48 @@ def test_a_budget_spent_with_proposals_queued_after_another_stop_ends_the_run(mo
         bojax.minimize(objective, SPACE, initial=4, iterations=2, q=2, max_failures=1,
                        time_budget=0.3, progress=False)  # fmt: skip
     assert len(calls) == 1
+
+
+@pytest.mark.filterwarnings("ignore:.*journalled for the objective")  # (a wrapper)
+def test_a_resume_fills_the_slot_its_reissued_proposal_leaves_free(tmp_path, monkeypatch):
+    """A run cut with one proposal kept, resumed with two workers: the driver waited for
+    the re-issued evaluation before asking for the next, so the resumed run asked one
+    evaluation late and its journal parted from the uninterrupted run's (review BS)."""
+    import threading
+    from types import SimpleNamespace
+
+    from bojax.bo import deadline, driver
+
+    settings = dict(initial=3, iterations=4, surrogate="gp-map", seed=1, progress=False)
+    skip, asked, ask = [0.0], [], driver.ask_batch
+
+    def outlasting(*args, **kwargs):
+        chosen = ask(*args, **kwargs)
+        asked.append(1)
+        if len(asked) == 5:
+            skip[0] = 1e9
+        return chosen
+
+    monkeypatch.setattr(
+        deadline, "time", SimpleNamespace(perf_counter=lambda: time.perf_counter() + skip[0])
+    )
+    monkeypatch.setattr(driver, "ask_batch", outlasting)
+    with cf.ThreadPoolExecutor(1) as pool:
+        cut = bojax.minimize(final_value, SPACE, executor=pool, out=tmp_path, time_budget=3600.0,
+                             **settings)  # fmt: skip
+    assert "1 proposal(s) made as it ran out are kept" in cut.stopped
+    monkeypatch.setattr(driver, "ask_batch", ask)
+    second, waited, calls = threading.Event(), [], []
+
+    def objective(point):
+        calls.append(point)
+        if len(calls) == 1:  # the re-issued one: the next must start beside it
+            waited.append(second.wait(30))
+        else:
+            second.set()
+        return final_value(point)
+
+    with cf.ThreadPoolExecutor(2) as pool:
+        bojax.minimize(objective, SPACE, executor=pool, out=tmp_path, resume=True, q=2,
+                       **settings)  # fmt: skip
+    assert waited == [True]

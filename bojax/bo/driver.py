@@ -498,7 +498,10 @@ class _Run:
                             future = self._submit(flight)
                             if future is not None and isinstance(self.pool, Inline):
                                 state, concluded = self._finish(state, future), True
-                elif room > 0 and self.stopped is None:
+                    room = min(self.q - len(self.running), total - len(state.y) - len(self.running))
+                # A slot the re-issued flights left free is filled now, as the run they come
+                # from would have (else a resumed q = 2 run asked one evaluation late).
+                if room > 0 and not (concluded or self.queued or late) and self.stopped is None:
                     state = self._issue(state, room)
                 if not self.running:
                     more = room > 0 and self.queued and not self.refusing

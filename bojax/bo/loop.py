@@ -647,7 +647,9 @@ def ask_batch(
             if cost is not None and settings.stop_tolerance is not None:
                 # The rule reads the acquisition itself, not it per relative second.
                 unpriced = (conditioned, incumbent, options, *feasibility)
-                value = _unpriced_best(state, surrogate, acquire, classifier, unpriced, k, boxes)
+                value = _unpriced_best(
+                    state, surrogate, acquire, classifier, unpriced, k, boxes, taken
+                )
             u, choice = _apply_policy(state, surrogate, classifier, args, u, value, k, taken, boxes)
             info.update(choice)
         if classifier is not None:
@@ -662,7 +664,9 @@ def ask_batch(
     return np.stack(points), state._replace(surrogate=fitted), infos
 
 
-def _unpriced_best(state: BOState, surrogate, acquire, classifier, args, k, boxes) -> float:
+def _unpriced_best(
+    state: BOState, surrogate, acquire, classifier, args, k, boxes, pending
+) -> float:
     """The acquisition's best value without the cost weight, for ``stop_tolerance``
     under ``cost_aware``: the proposal maximises EI per relative second, whose value is
     EI times the geometric mean of the seconds over the point's own, so a run whose
@@ -676,6 +680,7 @@ def _unpriced_best(state: BOState, surrogate, acquire, classifier, args, k, boxe
         args,
         state.space,
         state.u,
+        pending,
         method=settings.optimizer,
         num_candidates=settings.num_candidates,
         screen=_screen_function(surrogate, acquire, classifier),
