@@ -112,6 +112,36 @@ def test_a_hanging_evaluation_is_killed_at_its_timeout_with_what_it_started(tmp_
     assert not _alive(grandchild)  # killed with its whole session
 
 
+def _starts_a_loader(marker: str, then: str):
+    def objective(p):
+        import os
+        import signal
+        import subprocess
+
+        child = subprocess.Popen(["sleep", "300"])  # a data-loader worker, say
+        with open(marker, "w") as out:
+            out.write(str(child.pid))
+        if then == "crash":
+            os.kill(os.getpid(), signal.SIGKILL)  # killed for memory
+        return p["x"]
+
+    return objective
+
+
+@pytest.mark.parametrize("then", ["return", "crash"])
+def test_what_an_isolated_evaluation_started_ends_with_it(tmp_path, then):
+    """Only a timeout killed the child's session: a crashed, OOM-killed or even
+    successful evaluation left its loader re-parented to init and running (review BP)."""
+    marker = tmp_path / "child.pid"
+    y, why = evaluate_isolated(_starts_a_loader(str(marker), then), {"x": 0.5})
+    assert (y == 0.5) if then == "return" else "SIGKILL" in why
+    grandchild = int(marker.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(grandchild)
+
+
 def _hang_for_an_hour():
     time.sleep(3600)
 

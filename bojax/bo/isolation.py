@@ -6,7 +6,9 @@ it the objective and the point (pickled with ``cloudpickle``, so functions of ``
 and of objective files travel by value), waits at most ``timeout`` seconds, and reads the
 outcome back from a file (the objective's own prints go to the terminal as usual). The
 child runs in a session of its own, so a timeout kills it together with anything it
-started (data-loader processes, compilers). What is recorded when it goes wrong:
+started (data-loader processes, compilers), and whatever it started and left running
+when it ended (returned, crashed, killed for memory) is killed then. What is recorded
+when it goes wrong:
 
 * a timeout: ``"timed out after 60 s"``;
 * a signal: ``"the evaluation's process was killed by SIGKILL (out of memory?)"``, or
@@ -69,6 +71,17 @@ def _kill(process: subprocess.Popen) -> None:
     except (ProcessLookupError, PermissionError):
         process.kill()
     process.wait()
+
+
+def _end_session(process: subprocess.Popen) -> None:
+    """Kill what an ended child left running in its session (a data loader, a training
+    run as a subprocess): a process that crashed, was killed for memory or returned left
+    them re-parented to init, holding memory or a GPU. Its pid stays reserved while the
+    session has members, so the kill reaches none but them."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # none left
 
 
 def evaluate_isolated(
@@ -302,6 +315,7 @@ def run_isolated(task: Any, args: tuple, timeout: float | None = None) -> tuple[
                 _kill(process)
                 return False, f"the evaluation's process did not start in {STARTUP_SECONDS:g} s"
             returncode = process.wait(timeout=timeout)
+            _end_session(process)
         except subprocess.TimeoutExpired:
             _kill(process)
             return False, f"timed out after {timeout:g} s"
