@@ -2019,3 +2019,25 @@ def test_an_executor_that_cannot_send_the_objective_says_why_it_could_not():
     with pytest.raises(ObjectiveError, match=r"LLGExpr.*caused by TypeError: cannot pickle"):
         bojax.minimize(lambda p: p["x"], Space([Real("x", 0.0, 1.0)]), executor=Unsendable(),
                        initial=2, iterations=0, progress=False)  # fmt: skip
+
+
+def _crashes_at_step_two(point, report):
+    import os
+
+    for step in (1, 2, 3):
+        if step == 2:
+            os._exit(3)  # the process dies, and the reports of its segment with it
+        report(step, point["x"] + 1.0 / step)
+
+
+@pytest.mark.slow  # 9 s: four processes that import bojax
+def test_an_isolated_segment_that_crashes_is_charged_a_step_as_in_freeze_thaw():
+    """A later segment of an ASHA training that crashed (or timed out) came back with no
+    reports and was charged nothing, though it trained; freeze-thaw charges such a
+    segment one step, the floor of a failure that reports nothing (review BT)."""
+    run = bojax.minimize(_crashes_at_step_two, SPACE, max_step=3, eta=3, early_stopping="asha",
+                         step_budget=4, isolate=True, **FAST)  # fmt: skip
+    record = run.history[0]  # its first segment (1 step), then the crash at step 2
+    assert record["status"] == "failed" and "status 3" in record["error"]
+    assert record["diagnostics"]["charged"] == 2
+    assert run.steps == sum(r["diagnostics"]["charged"] for r in run.history) == 4

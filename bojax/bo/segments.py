@@ -500,6 +500,9 @@ class PooledSteps(_Pooled):
         if segment.checkpoint is not None:
             training.checkpoint = segment.checkpoint
         if segment.status == "failed":
+            if segment.charged == 0:  # a crash or a timeout took its reports with it:
+                self.run.spent += 1  # one step, as freeze-thaw charges such a segment
+                training.charged += 1
             return self._end(design, "failed", error=segment.error)
         if segment.status == "complete":
             for step, value in segment.curve:  # the milestones' records, as inline
