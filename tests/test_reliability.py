@@ -1752,6 +1752,8 @@ def test_the_figures_of_a_run_where_everything_failed_show_no_value(tmp_path, mo
     left, _ = figures["curves.png"].axes
     dots = [line for line in left.get_lines() if line.get_marker() == "o"]
     assert sorted(float(line.get_ydata()[0]) for line in dots) == [0.5, 1.5, 2.5, 3.5]
+    # The legend names only the kinds of curve drawn (a run with no failure had one).
+    assert [t.get_text() for t in left.get_legend().get_texts()] == ["failed"]
 
 
 def test_show_prints_no_nan_best_before_the_first_success(tmp_path):

@@ -319,10 +319,12 @@ def plot_curves(run: Run, path: Path) -> None:
         "stopped": ("0.55", 0.7, 0.5),
         "failed": ("tab:red", 0.7, 0.6),
     }
+    drawn = set()  # the legend names only the kinds of curve the run has
     for curve, status in design_curves(run.records):
         curve = np.array(curve, float).reshape(-1, 2)
         if not len(curve):
             continue
+        drawn.add(status)
         color, width, alpha = styles[status]
         left.plot(curve[:, 0], curve[:, 1], color=color, lw=width, alpha=alpha)
         if status == "stopped":
@@ -330,9 +332,9 @@ def plot_curves(run: Run, path: Path) -> None:
         elif status == "failed" or len(curve) == 1:
             left.plot(curve[-1, 0], curve[-1, 1], "o", ms=3, color=color)
     for status, (color, width, _) in styles.items():
-        left.plot(
-            [], [], color=color, lw=width, label={"ok": "trained to the end"}.get(status, status)
-        )
+        if status in drawn or not drawn:
+            label = {"ok": "trained to the end"}.get(status, status)
+            left.plot([], [], color=color, lw=width, label=label)
     left.set(xlabel="step", ylabel="reported value (minimised)", title="learning curves")
     left.legend(loc="best", fontsize=8)
     xs, any_values, done_values = best_against_steps(run.records)
