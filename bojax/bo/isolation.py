@@ -7,8 +7,10 @@ and of objective files travel by value), waits at most ``timeout`` seconds, and 
 outcome back from a file (the objective's own prints go to the terminal as usual). The
 child runs in a session of its own, so a timeout kills it together with anything it
 started (data-loader processes, compilers), and whatever it started and left running
-when it ended (returned, crashed, killed for memory) is killed then. What is recorded
-when it goes wrong:
+when it ended (returned, crashed, killed for memory) is killed then: what stays in its
+process group, which is all a plain ``subprocess``/``multiprocessing`` start does (one
+that moves itself to a group of its own is beyond reach). What is recorded when it
+goes wrong:
 
 * a timeout: ``"timed out after 60 s"``;
 * a signal: ``"the evaluation's process was killed by SIGKILL (out of memory?)"``, or
@@ -74,10 +76,10 @@ def _kill(process: subprocess.Popen) -> None:
 
 
 def _end_session(process: subprocess.Popen) -> None:
-    """Kill what an ended child left running in its session (a data loader, a training
-    run as a subprocess): a process that crashed, was killed for memory or returned left
-    them re-parented to init, holding memory or a GPU. Its pid stays reserved while the
-    session has members, so the kill reaches none but them."""
+    """Kill what an ended child left running in its process group (a data loader, a
+    training run as a subprocess): a process that crashed, was killed for memory or
+    returned left them re-parented to init, holding memory or a GPU. Its pid stays
+    reserved while the group has members, so the kill reaches none but them."""
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
