@@ -672,20 +672,26 @@ def _unpriced_best(
     EI times the geometric mean of the seconds over the point's own, so a run whose
     promising region was the costly one stopped with EI far above the tolerance (and
     one with cheap regions went on below it)."""
+    key = _keys(state.settings, k)[1]
+    return _maximise(state, surrogate, acquire, classifier, args, key, boxes, pending)[1]
+
+
+def _maximise(state: BOState, surrogate, record, classifier, args, key, boxes, pending):
+    """``(u, value)``: ``record``'s maximiser (weighted by P(success) with a
+    ``classifier``, never by cost) in the first of ``boxes`` with a point left."""
     settings = state.settings
-    _, value = propose_within(
+    return propose_within(
         boxes,
-        _keys(settings, k)[1],
-        _score_function(surrogate, acquire, None, classifier),
+        key,
+        _score_function(surrogate, record, None, classifier),
         args,
         state.space,
         state.u,
         pending,
         method=settings.optimizer,
         num_candidates=settings.num_candidates,
-        screen=_screen_function(surrogate, acquire, classifier),
+        screen=_screen_function(surrogate, record, classifier),
     )
-    return value
 
 
 def _likeliest_successes(state: BOState, classifier, taken, first: int, q: int):
@@ -825,17 +831,8 @@ def _apply_policy(
     explore, sd, pi = u, math.nan, math.nan
     policy = policies.POLICIES.get(settings.policy)
     if policy.explores:
-        explore, sd = propose_within(
-            boxes,
-            explore_key,
-            _score_function(surrogate, policy.explore_with, None, classifier),
-            args,
-            state.space,
-            state.u,
-            pending,
-            method=settings.optimizer,
-            num_candidates=settings.num_candidates,
-            screen=_screen_function(surrogate, policy.explore_with, classifier),
+        explore, sd = _maximise(
+            state, surrogate, policy.explore_with, classifier, args, explore_key, boxes, pending
         )
         pi_score = _score_function(surrogate, policy.improvement_with, None, classifier)
         pi = float(pi_score(jnp.asarray(explore[None]), args)[0])
