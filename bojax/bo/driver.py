@@ -517,15 +517,13 @@ class _Run:
                 # Let the finished futures go: Dask keeps a result while its future lives,
                 # and computes it again if the worker that holds it dies.
                 done = future = None
+        kept = "kept in pending.json for a resume"
+        kept = "left out (no run folder to resume)" if self.journal is None else kept
         if self.stopped is TIMED_OUT:
             self.stopped = self.deadline.why(f"{len(state.y)} evaluations of {total}")
             if self.queued:  # proposed as the budget ran out: not started
-                kept = "kept in pending.json for a resume"
-                kept = "left out (no run folder to resume)" if self.journal is None else kept
                 self.stopped += f"; {len(self.queued)} proposal(s) made as it ran out are {kept}"
         elif self.refusing and self.queued:
-            kept = "kept in pending.json for a resume"
-            kept = "left out (no run folder to resume)" if self.journal is None else kept
             self.stopped += f"; {len(self.queued)} evaluation(s) it did not run are {kept}"
         return state
 
