@@ -2043,3 +2043,34 @@ def test_an_isolated_segment_that_crashes_is_charged_a_step_as_in_freeze_thaw():
     assert record["status"] == "failed" and "status 3" in record["error"]
     assert record["diagnostics"]["charged"] == 2
     assert run.steps == sum(r["diagnostics"]["charged"] for r in run.history) == 4
+
+
+class _LosesLaterSegments(concurrent.futures.Executor):
+    """Runs the first segment, loses the next two (a killed worker, then its retry)."""
+
+    def __init__(self):
+        self.submitted = 0
+
+    def submit(self, fn, *args, **kwargs):
+        self.submitted += 1
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        if self.submitted in (2, 3):
+            future.set_exception(RuntimeError("the worker was killed"))
+        else:
+            future.set_result(fn(*args, **kwargs))
+        return future
+
+
+def test_a_segment_the_executor_loses_is_charged_a_step_as_a_crashed_one():
+    """A later segment that the executor lost (after its retries) was charged nothing,
+    where a crashed one is charged a step (review of 12a0da1)."""
+    def train(point, report):
+        for step in (1, 2, 3):
+            report(step, point["x"] + 1.0 / step)
+
+    run = bojax.minimize(train, SPACE, max_step=3, eta=3, early_stopping="asha", q=1,
+                         step_budget=4, executor=_LosesLaterSegments(), **FAST)  # fmt: skip
+    record = run.history[0]  # its first segment (1 step), then lost at step 2
+    assert record["status"] == "failed" and "segment lost" in record["error"]
+    assert record["diagnostics"]["charged"] == 2
+    assert run.steps == sum(r["diagnostics"]["charged"] for r in run.history) == 4

@@ -491,7 +491,7 @@ class PooledSteps(_Pooled):
             if entry.attempts <= self.retries:
                 self.ready.appendleft(design)
                 return None
-            return self._end(design, "failed", error=entry.lost)
+            return self._failed(design, entry.lost)
         entry.attempts, entry.lost = 0, None
         training = entry.training
         self.run.spent += segment.charged
@@ -500,10 +500,9 @@ class PooledSteps(_Pooled):
         if segment.checkpoint is not None:
             training.checkpoint = segment.checkpoint
         if segment.status == "failed":
-            if segment.charged == 0:  # a crash or a timeout took its reports with it:
-                self.run.spent += 1  # one step, as freeze-thaw charges such a segment
-                training.charged += 1
-            return self._end(design, "failed", error=segment.error)
+            if segment.charged:
+                return self._end(design, "failed", error=segment.error)
+            return self._failed(design, segment.error)  # a crash or a timeout
         if segment.status == "complete":
             for step, value in segment.curve:  # the milestones' records, as inline
                 self.run.decide(training, step, value)
@@ -519,6 +518,14 @@ class PooledSteps(_Pooled):
         self.ready.append(design)
         self.run.save_progress(design if segment.checkpoint is not None else None)
         return None
+
+    def _failed(self, design: int, error: str) -> dict[str, Any]:
+        """End ``design`` failed by a segment that took its reports with it (a crash, a
+        timeout, a segment the executor lost): one step is charged for it, as freeze-thaw
+        charges such a segment, so that the budget bounds a run of failures."""
+        self.run.spent += 1
+        self.open[design].training.charged += 1
+        return self._end(design, "failed", error=error)
 
     def _end(self, design: int, status: str, y=None, error=None) -> dict[str, Any]:
         entry = self.open.pop(design)
