@@ -115,6 +115,24 @@ def test_tell_snaps_a_point_to_what_the_model_reads_and_refuses_a_misplaced_sent
             tell(state, u, 1.0)  # (0.3 is choice 'b', under which m is in use)
 
 
+def test_a_pending_point_with_a_misplaced_sentinel_is_refused_as_tell_refuses_it():
+    """Snapped onto a real design, such a pending row took that design out of the
+    candidates: a small space's batch came back short, with no error (review BV)."""
+    from bojax.bo.loop import ask_batch
+    from bojax.errors import DataError
+    from bojax.parameters import Categorical
+
+    space = Space([Integer("a", 0, 1), Categorical("c", ["x", "y"])])
+    state = bojax.init(space, surrogate="gp-map", initial=2)
+    for y, point in enumerate(({"a": 0, "c": "y"}, {"a": 1, "c": "x"})):
+        state = bojax.tell(state, space.to_unit(point), float(y))
+    for pending in ([[-1.0, -1.0]], [[0.25, 0.25], [0.75, -1.0]]):
+        with pytest.raises(DataError, match="a pending point holds the sentinel -1.0 for"):
+            ask_batch(state, 2, pending=np.array(pending))
+    points, _, _ = ask_batch(state, 2, pending=np.array([[0.25, 0.25]]))  # ('a' 0, 'c' 'x')
+    assert [space.from_unit(u) for u in points] == [{"a": 1, "c": "y"}]
+
+
 def test_an_excluded_point_is_never_proposed_and_not_believed():
     from bojax.bo.loop import ask_batch
 

@@ -196,14 +196,19 @@ def _told_point(space: Space, u: Any) -> np.ndarray:
             f"tell's u must be the {dim} unit coordinates ask returned (each in [0, 1]; "
             f"space.to_unit(point) gives them), got {u!r:.200}"
         )
-    row = row.reshape(1, dim)
-    snapped = space.snap(row)
-    misplaced = np.flatnonzero((row[0] == IRRELEVANT) & (snapped[0] != IRRELEVANT))
+    return _snapped(space, row.reshape(1, dim), "tell's u", u)
+
+
+def _snapped(space: Space, rows: np.ndarray, what: str, given: Any) -> np.ndarray:
+    """``rows`` snapped to the space; DataError where a row holds the sentinel for a
+    parameter it uses (snapping would turn it into a real value: a design never asked)."""
+    snapped = space.snap(rows)
+    misplaced = np.argwhere((rows == IRRELEVANT) & (snapped != IRRELEVANT))
     if misplaced.size:
-        name = space.parameters[misplaced[0]].name
+        name = space.parameters[misplaced[0][1]].name
         raise DataError(
-            f"tell's u holds the sentinel {IRRELEVANT} for {name!r}, which this point "
-            f"uses (its condition holds, or it has none): got {u!r:.200}"
+            f"{what} holds the sentinel {IRRELEVANT} for {name!r}, which this point "
+            f"uses (its condition holds, or it has none): got {given!r:.200}"
         )
     return snapped
 
@@ -229,6 +234,8 @@ def _pending_points(space: Space, pending: Any) -> np.ndarray:
     rows = rows.reshape(-1, space.dim)
     if not _in_unit_cube(rows):
         raise DataError(f"pending points must lie in [0, 1] (or be the sentinel): {pending!r:.200}")
+    if rows.size:
+        _snapped(space, rows, "a pending point", pending)
     return rows
 
 
