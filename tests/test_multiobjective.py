@@ -207,8 +207,8 @@ def test_ask_tell_and_batches_with_pending_points():
     with pytest.raises(bojax.errors.DataError, match="must be numbers"):
         bojax.tell(state, points[0], {"left": 1.0, "right": "big"})
     for bad in ([1.0], [1.0, 2.0, 3.0], "abc", None, 2.5, [1.0, [2.0, 3.0]], ["1", "2"]):
-        with pytest.raises(bojax.errors.DataError):  # never a bare ValueError or TypeError
-            bojax.tell(state, points[0], bad)
+        with pytest.raises(bojax.errors.DataError, match="tell a dict of them"):
+            bojax.tell(state, points[0], bad)  # (never a one-objective run's wording)
     columns = bojax.tell(state, points[0], np.array([0.5, 0.25]))  # the columns in order
     assert columns.metrics[-1].tolist() == [0.5, 0.25]
     from decimal import Decimal  # numbers of any kind, as before; None is a failure

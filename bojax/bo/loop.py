@@ -144,8 +144,9 @@ def _told_row(metrics, y: Any) -> np.ndarray:
         row = np.asarray(y, dtype=object)
     except (TypeError, ValueError):  # a ragged list
         raise DataError(f"{expected}; got {short_repr(y)}") from None
-    if row.ndim == 0:
-        if not math.isnan(_told_value(y)):  # (a number, or a DataError)
+    if row.ndim == 0:  # NaN (or another non-finite number) marks a failure
+        value = None if y is None else _told_metric(y)
+        if value is None or math.isfinite(value):
             raise DataError(f"{expected}; got {short_repr(y)}")
         return np.full(len(metrics.columns), np.nan)
     values = [_told_metric(v) for v in row.ravel()]
