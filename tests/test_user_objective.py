@@ -1,6 +1,7 @@
 """Your own objective: space files, module:function references and `bojax optimize` on them."""
 
 import dataclasses
+import inspect
 import json
 import sys
 import textwrap
@@ -19,7 +20,8 @@ from bojax.user_code import load_objective
 runner = CliRunner()
 
 # The example in load_space's docstring, so the documented file is the tested one.
-SPACE_TOML = load_space.__doc__.split("::\n")[1].split("\n\n    A file holding")[0]
+# (cleandoc: Python 3.13 strips a docstring's indentation itself, 3.11 does not)
+SPACE_TOML = inspect.cleandoc(load_space.__doc__).split("::\n")[1].split("\n\nA file holding")[0]
 EXPECTED = Space(
     [
         Real("lr", 1e-4, 0.1, log=True),
