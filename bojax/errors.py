@@ -100,3 +100,22 @@ class CholeskyError(BojaxError, np.linalg.LinAlgError):
 def is_count(value: object) -> bool:
     """A non-negative integer, and not a bool: the check behind every count setting."""
     return not isinstance(value, bool) and isinstance(value, numbers.Integral) and value >= 0
+
+
+def require_positive_counts(owner: object, *names: str) -> None:
+    """SettingsError naming the first of ``owner``'s attributes ``names`` that is not a
+    whole number >= 1 (a training's epochs, a batch size, a layer count)."""
+    for name in names:
+        value = getattr(owner, name)
+        if not is_count(value) or value < 1:
+            raise SettingsError(f"{name} must be a positive integer, got {value!r}")
+
+
+def require_batch_fits(batch_size: int, examples: int) -> None:
+    """SettingsError where a minibatch is larger than the training set: every epoch would
+    drop its only partial batch and train on nothing."""
+    if batch_size > examples:
+        raise SettingsError(
+            f"batch_size ({batch_size}) exceeds the {examples} training examples: an epoch "
+            "takes whole batches only, so it would train on nothing"
+        )

@@ -152,3 +152,30 @@ def test_mnist1d_is_made_locally_reproducibly_and_leaves_global_random_state_alo
         np.sort(rows.sum(axis=1)),
         np.sort(np.concatenate([other.x_train, other.x_valid]).sum(axis=1)),
     )
+
+
+def test_training_settings_and_a_batch_larger_than_the_data_are_refused():
+    """A batch larger than the training set made every epoch drop its only batch: the
+    deep-net and mixed-net objectives crashed inside JAX (ZeroDivisionError, TypeError)
+    and the architecture objective scored an untrained network as trained (review BW)."""
+    from bojax.errors import SettingsError
+    from bojax.objectives import archnet, mixednet
+
+    for make in (
+        lambda: deepnet.Training(epochs=0),
+        lambda: deepnet.Training(batch_size=2.5),
+        lambda: mixednet.Training(max_layers=True),
+        lambda: archnet.ArchitectureObjective(archnet.moons(0, 20, 20, 20), max_units=0),
+    ):
+        with pytest.raises(SettingsError, match="must be a positive integer"):
+            make()
+    data = deepnet.digits()
+    too_big = len(data.x_train) + 1
+    for make in (
+        lambda: deepnet.DeepNetObjective(data, deepnet.Training(batch_size=too_big)),
+        lambda: mixednet.MixedNetObjective(data, mixednet.Training(batch_size=too_big)),
+        lambda: archnet.ArchitectureObjective(archnet.moons(0, 20, 20, 20), batch_size=21),
+    ):
+        with pytest.raises(SettingsError, match=r"batch_size \(\d+\) exceeds the \d+ training"):
+            make()
+    archnet.ArchitectureObjective(archnet.moons(0, 20, 20, 20), batch_size=20)  # one batch

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bojax.compilation import jit_quick_compile
-from bojax.errors import MissingParameterError
+from bojax.errors import MissingParameterError, require_batch_fits, require_positive_counts
 from bojax.objectives.deepnet import point_key
 from bojax.spaces import Integer, Real, Space
 
@@ -211,6 +211,10 @@ class ArchitectureObjective:
     max_units: int = 20
     batch_size: int = 10
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        require_positive_counts(self, "max_layers", "max_units", "batch_size")
+        require_batch_fits(self.batch_size, len(self.data.x_train))
 
     def design(self, point: Mapping[str, Any]) -> dict[str, float | int]:
         """``point`` checked and normalised: units ``n1 .. nk`` (``k <= max_layers``),

@@ -39,6 +39,7 @@ import numpy as np
 import optax
 
 from bojax.compilation import jit_quick_compile
+from bojax.errors import SettingsError, require_batch_fits, require_positive_counts
 from bojax.spaces import Condition, Integer, Real, Space
 
 
@@ -144,6 +145,9 @@ class Training:
     batch_size: int = 100
     max_layers: int = 5
     max_units: int = 128
+
+    def __post_init__(self) -> None:
+        require_positive_counts(self, "epochs", "batch_size", "max_layers", "max_units")
 
 
 class NetConfig(NamedTuple):
@@ -333,10 +337,11 @@ class DeepNetObjective:
         self.training, self.seed = training, seed
         self.space = deepnet_space(training.max_layers, training.max_units)
         if self.data.x_train.shape[1] > training.max_units:
-            raise ValueError(
+            raise SettingsError(
                 f"max_units ({training.max_units}) must be at least the input dimension "
                 f"({self.data.x_train.shape[1]}): inputs are padded to the hidden width"
             )
+        require_batch_fits(training.batch_size, len(self.data.x_train))
 
     def train(self, point: Mapping[str, Any], report, checkpoint=None) -> float:
         """A step-wise training for early stopping (``minimize(objective.train, ...,

@@ -53,7 +53,7 @@ from jaxtyping import Array, Float
 
 from bojax.bo.stepwise import takes
 from bojax.compilation import jit_quick_compile
-from bojax.errors import DataError, SettingsError, is_count
+from bojax.errors import DataError, SettingsError, is_count, require_positive_counts
 from bojax.objectives.batching import stacked, train_live_rows
 from bojax.spaces import Integer, Real, Space
 
@@ -70,10 +70,7 @@ class Architecture:
     inputs: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("max_layers", "max_width", "max_members", "inputs"):
-            value = getattr(self, name)
-            if not is_count(value) or value < 1:
-                raise SettingsError(f"{name} must be a positive integer, got {value!r}")
+        require_positive_counts(self, "max_layers", "max_width", "max_members", "inputs")
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bojax.errors import require_batch_fits, require_positive_counts
 from bojax.objectives.batching import stacked, train_live_rows
 from bojax.objectives.deepnet import Classification, mnist1d, point_key
 from bojax.parameters import Categorical, Ordinal
@@ -64,6 +65,9 @@ class Training:
     epochs: int = 10
     batch_size: int = 128
     max_layers: int = 3
+
+    def __post_init__(self) -> None:
+        require_positive_counts(self, "epochs", "batch_size", "max_layers")
 
 
 def _activation(index, z):
@@ -204,6 +208,7 @@ class MixedNetObjective:
         self.data = mnist1d() if data is None else data
         self.training, self.seed = training, seed
         self.space = mixednet_space(training.max_layers)
+        require_batch_fits(training.batch_size, len(self.data.x_train))
 
     def design(self, point: Mapping[str, Any]) -> dict:
         point = self.space.validate(point)
