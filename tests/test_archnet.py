@@ -158,6 +158,11 @@ def test_the_step_wise_training_is_evaluates_training_epoch_by_epoch():
     assert [step for step, _, _ in reports] == list(range(1, 13)) and final == reports[-1][1]
     assert final == pytest.approx(1 - objective(point), abs=1e-9)  # evaluate's 12 epochs
     assert reports[0][1] > final  # it learns
+    free = {k: v for k, v in point.items() if k != "epochs"}  # a space without epochs
+    curve = []
+    objective.train(free, lambda step, value, checkpoint: curve.append(value) or step < 12)
+    for epochs in (5, 12):  # the networks evaluate scores, at every E (review BW)
+        assert curve[epochs - 1] == pytest.approx(1 - objective({**free, "epochs": epochs}))
     resumed = []
     objective.train(point, lambda step, value, checkpoint: resumed.append((step, value)),
                     checkpoint=reports[5][2])  # fmt: skip

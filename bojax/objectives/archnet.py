@@ -231,9 +231,14 @@ class ArchitectureObjective:
         return space.validate(point)
 
     def _start(self, point: Mapping[str, Any]) -> tuple[Shape, jax.Array, Net]:
-        """The padded shape, the training key and the initial weights of ``point``."""
+        """The padded shape, the training key and the initial weights of ``point``. The
+        key leaves ``epochs`` out: a design trained E epochs is the same network as the
+        design trained longer, stopped at E, so :meth:`train`'s curve passes through
+        :meth:`evaluate`'s error at every E (with the epochs keyed, a space without them
+        optimised other networks than the ones evaluate scores)."""
         shape = shape_of(hidden_layers(point), self.max_layers, self.max_units)
-        init_key, train_key = jax.random.split(point_key(self.seed, point))
+        design = {name: value for name, value in point.items() if name != "epochs"}
+        init_key, train_key = jax.random.split(point_key(self.seed, design))
         return shape, train_key, init_net(init_key, self.max_layers, self.max_units)
 
     def train(self, point: Mapping[str, Any], report, checkpoint=None) -> float:
