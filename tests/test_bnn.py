@@ -2,6 +2,7 @@
 closed form, HMC on a Bayesian linear regression with known posterior, and the surrogate
 inside the BO loop (no recompiles, resumable, every acquisition)."""
 
+import math
 import time
 
 import jax
@@ -14,6 +15,7 @@ import bojax
 from bojax import gp
 from bojax.bo import acquisition
 from bojax.compilation import count_compilations
+from bojax.errors import SettingsError
 from bojax.objectives.problems import get_problem
 from bojax.surrogates import bnn
 
@@ -344,10 +346,14 @@ def test_settings_reach_the_bnn_and_bad_ones_are_typed():
     bad_settings = [
         dict(hidden=()), dict(num_samples=0), dict(chains=0), dict(burn_in=-1),
         dict(start_noise=0.0), dict(prior="flat"), dict(mass="full"), dict(warm_start="none"),
+        # these divided by zero, fitted NaN or failed inside JAX (review BW):
+        dict(gain=0.0), dict(bias_sd=0.0), dict(output_gain=math.nan), dict(num_samples=2.5),
+        dict(hidden=(1.5,)), dict(chains="2"), dict(burn_in=True), dict(rescale_tolerance=-1),
     ]  # fmt: skip
     for bad in bad_settings:
-        with pytest.raises(ValueError):
+        with pytest.raises(SettingsError):
             bnn.BNNSurrogate(**bad)
+    assert bnn.BNNSurrogate(rescale_tolerance=math.inf).rescale_tolerance == math.inf
     saved = SMALL.pack(SMALL.init(2))
     with pytest.raises(ValueError, match="parameters"):
         SMALL.unpack(1, saved)  # a journal from a 2-D run read by a 1-D one

@@ -10,6 +10,7 @@ each parameter moves on its prior's scale; the step size adapts during burn-in o
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, NamedTuple
@@ -20,7 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from bojax import gp, inference
+from bojax.errors import SettingsError, is_count, require_positive_counts
 from bojax.inference import DualAveraging, StepAdaptation
+from bojax.parameters.base import is_number
 from bojax.surrogates.bnn.model import (
     DEFAULT_HYPERPRIOR,
     LAYERWISE_HYPERPRIOR,
@@ -176,18 +179,32 @@ class BNNSurrogate:
     sampler: str = "hmc-gibbs"  # an HMC-within-Gibbs record of bojax.inference.SAMPLERS
 
     def __post_init__(self) -> None:
-        if not self.hidden or any(int(w) < 1 for w in self.hidden):
-            raise ValueError(f"hidden must be positive layer widths, got {self.hidden!r}")
-        for name in ("chains", "num_samples", "thin", "leapfrog_steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1")
-        if self.burn_in < 0 or self.burn_in_later < 0 or self.warm_start_steps < 0:
-            raise ValueError("burn_in, burn_in_later and warm_start_steps must be non-negative")
-        if not self.start_noise > 0:
-            raise ValueError("start_noise must be positive")
+        """SettingsError (a ValueError) for a setting the sampler cannot use: a zero
+        ``gain`` divided by zero and a NaN one fitted NaN everywhere, a fractional count
+        failed inside JAX (review BW)."""
+        hidden = self.hidden
+        if (
+            not isinstance(hidden, tuple | list)
+            or not hidden
+            or not all(is_count(w) and w >= 1 for w in hidden)
+        ):
+            raise SettingsError(f"hidden must be positive whole layer widths, got {hidden!r}")
+        require_positive_counts(self, "chains", "num_samples", "thin", "leapfrog_steps")
+        for name in ("burn_in", "burn_in_later", "warm_start_steps"):
+            if not is_count(getattr(self, name)):
+                raise SettingsError(
+                    f"{name} must be a whole number >= 0, got {getattr(self, name)!r}"
+                )
+        for name in ("start_noise", "gain", "bias_sd", "output_gain"):
+            value = getattr(self, name)
+            if not (is_number(value) and value > 0):
+                raise SettingsError(f"{name} must be a finite number > 0, got {value!r}")
+        tolerance = self.rescale_tolerance  # (infinite: never burn in longer)
+        if not (tolerance == math.inf or (is_number(tolerance) and tolerance >= 0)):
+            raise SettingsError(f"rescale_tolerance must be a number >= 0, got {tolerance!r}")
         for name, allowed in [("prior", PRIORS), ("mass", MASSES), ("warm_start", WARM_STARTS)]:
             if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+                raise SettingsError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
         inference.SAMPLERS.get(self.sampler)  # a typed error now for an unknown sampler
 
     def groups(self, dim: int) -> PrecisionGroups:
