@@ -6,13 +6,20 @@
 * :mod:`bojax.objectives.deepnet`: conditional deep nets on digits (the arc-kernel report).
 * :mod:`bojax.objectives.archnet`: architecture vectors (the architecture-search report).
 * :mod:`bojax.objectives.forest`: random-forest tree counts (the hybrid-exploration report).
+* :mod:`bojax.objectives.mixed`: test problems with categorical parameters.
+* :mod:`bojax.objectives.mixednet`: MLPs on MNIST-1D over every parameter kind.
+* :mod:`bojax.objectives.multiobjective`: test problems with several objectives.
+* :mod:`bojax.objectives.batching`: several step-wise trainings as one vmapped program.
 
 Each trains its networks in one jitted, padded program, so a BO run compiles once.
 """
 
 import importlib
 
-_SUBMODULES = ("problems", "datasets", "ensemble", "deepnet", "archnet", "forest")
+_SUBMODULES = (
+    "problems", "datasets", "ensemble", "deepnet", "archnet", "forest",
+    "mixed", "mixednet", "multiobjective", "batching",
+)  # fmt: skip
 
 
 def __getattr__(name: str):
