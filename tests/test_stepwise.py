@@ -1135,6 +1135,21 @@ def test_finishing_a_training_with_no_step_told_fails_it_in_trainings_words():
     assert record["error"] == f"finish({design}, value=nan): the value is not a finite number"
 
 
+def test_telling_a_step_a_value_that_is_no_number_is_a_data_error_not_a_failure():
+    """A string told as a step's value failed the whole training, with the step-wise
+    objective's words ('report(step, value)'); NaN still fails it (review BV)."""
+    from bojax.errors import DataError
+
+    trainings = bojax.Trainings(SPACE, max_step=9, early_stopping="none")
+    design, _ = trainings.ask()
+    for bad in ("0.4", None, True, [0.4]):
+        with pytest.raises(DataError, match=rf"tell\({design}, 1, value\): value must be a n"):
+            trainings.tell(design, 1, bad)
+    assert trainings.tell(design, 1, np.float32(0.4))  # nothing was lost: it goes on
+    assert not trainings.tell(design, 2, math.inf)  # a diverged training fails
+    assert trainings.finish(design)["status"] == "failed"
+
+
 def test_worker_threads_share_one_journalled_trainings(tmp_path):
     """Four threads each ask, tell and finish on one run: without a lock two were handed
     one design, and their writes of pending.json through one temporary file failed."""

@@ -943,8 +943,9 @@ class Trainings:
     def tell(self, design: int, step: int, value: float, last: bool = False) -> bool:
         """Record ``value`` at ``step``; whether the training goes on (False once it is
         stopped, or complete at ``max_step`` or, with ``last=True``, at this step: your
-        loop ended it by its own rule). A value that is not a finite number fails the
-        training (False); a step not above the last is a :class:`DataError`."""
+        loop ended it by its own rule). A number that is not finite (NaN, inf: a diverged
+        training) fails the training (False); a value that is no number at all (text,
+        None, a bool, a list) or a step not above the last is a :class:`DataError`."""
         opened = self._opened(design)
         if design in self._stopped:
             raise SettingsError(
@@ -959,6 +960,12 @@ class Trainings:
         except ValueError as error:
             if finite(value):
                 raise DataError(str(error)) from None
+            number = unwrapped(value)
+            if isinstance(number, bool) or not isinstance(number, numbers.Real):
+                raise DataError(  # the caller's slip, not the training's: nothing is lost
+                    f"tell({design}, {step!r}, value): value must be a number (NaN or inf "
+                    f"fails the training), got {short_repr(value)}"
+                ) from None
             training.over, training.error = "failed", failure_text(error)  # as minimize has it
             self._stopped.add(design)
             self._run.save_progress()  # ended: a resume journals it as it ended
