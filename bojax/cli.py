@@ -128,6 +128,7 @@ def optimize(**options: Any) -> None:
     _start_jax()
     from bojax.bo import cluster
     from bojax.bo.driver import minimize
+    from bojax.bo.interrupts import Terminated
     from bojax.bo.journal import Journal
     from bojax.bo.settings import Settings
     from bojax.errors import BojaxError, JournalError, SettingsError
@@ -179,7 +180,7 @@ def optimize(**options: Any) -> None:
     except BojaxError as error:
         print_error(console, error)
         raise typer.Exit(code=1) from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         folder = run["out"]
         # (the settings are journalled; where the run evaluated and its plugins are not)
         again = [("--out", folder)] + [("--plugin", p) for p in run["plugin"] or []]
@@ -188,8 +189,9 @@ def optimize(**options: Any) -> None:
         problem = shlex.quote(run["problem"])
         then = f"; continue it with: bojax optimize {problem} --resume {again}"
         then = then if folder is not None else ""
-        console.print(plain(f"interrupted{then}"))
-        raise typer.Exit(code=130) from None
+        terminated = isinstance(interrupt, Terminated)  # SIGTERM: a scheduler's preemption
+        console.print(plain(f"{'terminated (SIGTERM)' if terminated else 'interrupted'}{then}"))
+        raise typer.Exit(code=143 if terminated else 130) from None
     if result.pareto is not None:
         columns = list(settings.metrics.columns)
         constrained = bool(settings.metrics.constraints)

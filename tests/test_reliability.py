@@ -1591,12 +1591,54 @@ def test_ctrl_c_during_an_evaluation_does_not_count_against_its_design(tmp_path)
     assert result.failures == 0 and result.history[1]["x"]["x"] == interrupts[0]
 
 
+@pytest.mark.skipif(
+    threading.current_thread() is not threading.main_thread(), reason="signals: main thread"
+)
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # (the child only reads a handler)
+def test_sigterm_during_an_evaluation_stops_the_run_as_ctrl_c_does(tmp_path):
+    """A scheduler's preemption (SIGTERM) killed Python with the evaluation's start
+    charged: preempted twice, a good design was journalled as one that kills its process
+    (review BX). Forked children get SIGTERM's default action back."""
+    from bojax.bo.interrupts import Terminated
+
+    out, terminations, children = tmp_path / "run", [], []
+
+    def objective(p):
+        if len(terminations) < 2 and len(list(out.glob("journal.jsonl"))) and _count(out) == 1:
+            terminations.append(p["x"])
+            child = os.fork()
+            if child == 0:  # a forked worker: SIGTERM must still end it at once
+                os._exit(0 if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL else 1)
+            children.append(os.waitpid(child, 0)[1])
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # (the handler raises here)
+        return (p["x"] - 0.3) ** 2
+
+    run = dict(initial=3, iterations=0, out=out, **FAST)
+    for resume in (False, True):
+        with pytest.raises(Terminated):
+            bojax.minimize(objective, SPACE, resume=resume, **run)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # restored
+        (pending,) = json.loads((out / "pending.json").read_text())
+        assert pending["attempts"] == 0
+    result = bojax.minimize(objective, SPACE, resume=True, **run)
+    assert terminations == [terminations[0]] * 2 and children == [0, 0]
+    assert result.failures == 0 and result.history[1]["x"]["x"] == terminations[0]
+
+
 def _count(out: Path) -> int:
     return len((out / "journal.jsonl").read_text().splitlines())
 
 
 @pytest.mark.slow  # two fresh Pythons that import JAX
-def test_sigint_of_the_cli_says_how_to_resume_and_the_resume_loses_nothing(tmp_path):
+@pytest.mark.parametrize(
+    "stop, code, said",
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated (SIGTERM)")],
+)
+def test_sigint_of_the_cli_says_how_to_resume_and_the_resume_loses_nothing(
+    stop, code, said, tmp_path
+):
+    """As Ctrl-C, so SIGTERM (a scheduler's preemption; review BX)."""
     (tmp_path / "slow.py").write_text(
         "import time\n\ndef objective(p):\n    time.sleep(1.0)\n    return (p['x'] - 0.3) ** 2\n"
     )
@@ -1620,10 +1662,10 @@ def test_sigint_of_the_cli_says_how_to_resume_and_the_resume_loses_nothing(tmp_p
     while time.time() < deadline and _count(out) < 2:
         time.sleep(0.05)
     time.sleep(0.3)  # inside the third evaluation
-    driver.send_signal(signal.SIGINT)
+    driver.send_signal(stop)
     output, _ = driver.communicate(timeout=60)
-    assert driver.returncode == 130, output[-2000:]
-    said = f"interrupted; continue it with: bojax optimize {tmp_path / 'slow.py'}:objective"
+    assert driver.returncode == code, output[-2000:]
+    said = f"{said}; continue it with: bojax optimize {tmp_path / 'slow.py'}:objective"
     assert f"{said} --resume --out {out}" in output.replace("\n", "")
     assert "Traceback" not in output
     (pending,) = json.loads((out / "pending.json").read_text())
@@ -2064,6 +2106,7 @@ class _LosesLaterSegments(concurrent.futures.Executor):
 def test_a_segment_the_executor_loses_is_charged_a_step_as_a_crashed_one():
     """A later segment that the executor lost (after its retries) was charged nothing,
     where a crashed one is charged a step (review of 12a0da1)."""
+
     def train(point, report):
         for step in (1, 2, 3):
             report(step, point["x"] + 1.0 / step)

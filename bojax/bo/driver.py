@@ -64,6 +64,7 @@ from bojax.bo.evaluation import (
     short_repr,
     unsendable,
 )
+from bojax.bo.interrupts import sigterm_as_interrupt
 from bojax.bo.isolation import AnswerClock, evaluate_isolated
 from bojax.bo.journal import Journal, objective_name, run_header
 from bojax.bo.loop import BOState, ask_batch, fit_models, init, model_based
@@ -308,6 +309,7 @@ def _resumed_flights(journal: Journal, history: list[dict], space: Space) -> lis
     return flights
 
 
+@sigterm_as_interrupt  # a scheduler's preemption stops the run as Ctrl-C does
 def minimize(
     objective: Objective,
     space: Space,
