@@ -53,8 +53,9 @@ EXPECTED = {
         "architecture search",
         "Figures 3-4: the large network over-fits, its validation cost turns up",
     ): "reproduced",
-    # Only the slice-sampled GP's runs gain more than random search from the same designs.
-    ("architecture search", "BO finds a better design than its initial ones"): "partly",
+    # partly until 2026-11-30, when the objective stopped seeding networks by E (both GPs'
+    # runs now gain more than random search from the same designs; paper_figures/README.md)
+    ("architecture search", "BO finds a better design than its initial ones"): "reproduced",
     ("BNN surrogate", "Forrester: the BNN is competitive with the GP"): "reproduced",
     (
         "BNN surrogate",
@@ -98,6 +99,10 @@ def test_bo_against_its_initial_designs_is_judged_against_random_search():
     def judged() -> str:
         return architecture_search.claims(summary)[1].verdict
 
+    assert judged() == "reproduced"
+    for run in summary["runs"]["fixed"]:  # one surrogate's runs gain nothing
+        for row in run[initial:]:
+            row["validation_accuracy"] = 0.0
     assert judged() == "partly"
     for run in summary["runs"]["random"]:  # random search finds the best designs
         for row in run[initial:]:
