@@ -153,7 +153,8 @@ def optimize(**options: Any) -> None:
                 shown = _pairs({k: v for k, v in taken.items() if v != _default(k)})
                 # (said before the journal's check: a resume it refuses says why next)
                 header = Journal(run["out"]).header_path
-                console.print(plain(f"{header} sets what the command does not: {shown or '-'}"))
+                if shown:  # (nothing to say where the command gave every setting)
+                    console.print(plain(f"{header} sets what the command does not: {shown}"))
         objective, search_space, goal, optimum = _objective_and_space(
             run["problem"], run["space"], options["maximize"]
         )
@@ -407,19 +408,27 @@ def _objective_and_space(problem: str, space: Any, maximize: bool):
     """(objective, space, maximise?, known optimum or None) for a built-in problem or a
     ``module:function`` reference with its space (a file, or a resumed run's Space);
     typed errors before any run."""
-    from bojax.errors import SettingsError
+    from bojax.errors import SettingsError, UnknownNameError
     from bojax.spaces import Space, load_space
     from bojax.user_code import is_reference, load_objective
 
     if not is_reference(problem):
         from bojax.objectives.problems import get_problem
 
+        try:
+            spec = get_problem(problem)
+        except UnknownNameError:
+            if not (problem.endswith(".py") or "/" in problem):
+                raise
+            raise SettingsError(
+                f"{problem!r} is not a built-in problem; for your own objective name its "
+                f"function too: {problem}:FUNCTION"
+            ) from None
         if space is not None or maximize:
             raise SettingsError(
                 f"{problem!r} is a built-in problem with its own space and goal; "
                 "--space and --maximize are for your own objective (module:function)"
             )
-        spec = get_problem(problem)
         return spec, spec.space, spec.maximize, spec.optimum
     if space is None:
         raise SettingsError(f"{problem}: your own objective needs --space FILE (TOML or JSON)")

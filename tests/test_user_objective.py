@@ -329,6 +329,10 @@ def test_optimize_runs_your_objective_from_a_file_with_a_space_file(tmp_path):
         (["forrester", "--space", "s.toml"], "built-in problem with its own space"),
         (["forrester", "--maximize"], "built-in problem with its own space"),
         (["{tmp}/train_model.py:objective"], "needs --space"),
+        # (it said 'a built-in problem with its own space': review BX)
+        (["{tmp}/train_model.py", "--space", "{tmp}/space.toml"], r"py:FUNCTION"),
+        (["{tmp}/train_model.py"], "name its function too"),
+        (["forest-fire"], "unknown problem 'forest-fire'"),
         (["{tmp}/train_model.py:nothing", "--space", "{tmp}/space.toml"], "has no 'nothing'"),
         (["{tmp}/train_model.py:objective", "--space", "{tmp}/none.toml"], "cannot read"),
         (
@@ -464,6 +468,10 @@ def test_resume_out_alone_continues_a_cli_run_with_its_journalled_space_and_sett
     result = runner.invoke(cli.app, [*again, "--timeout", "none", "--retries", "3"])
     assert result.exit_code == 0, result.output
     assert json.loads((out / "run.json").read_text()) == header  # set back to None
+    # Every setting given: nothing taken, nothing said ('sets what ... not: -'; review BX).
+    given = [*again, "--space", str(space), *first[6:]]
+    result = runner.invoke(cli.app, given)
+    assert result.exit_code == 0 and "sets what the command does not" not in result.output
 
     result = runner.invoke(cli.app, [*again, "--retries", "0"])  # a run option: this call's
     assert result.exit_code == 0, result.output
