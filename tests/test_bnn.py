@@ -354,6 +354,7 @@ def test_settings_reach_the_bnn_and_bad_ones_are_typed():
         with pytest.raises(SettingsError):
             bnn.BNNSurrogate(**bad)
     assert bnn.BNNSurrogate(rescale_tolerance=math.inf).rescale_tolerance == math.inf
+    bnn.BNNSurrogate(gain=jnp.float64(1.5), bias_sd=np.float32(0.5))  # scalars of any kind
     saved = SMALL.pack(SMALL.init(2))
     with pytest.raises(ValueError, match="parameters"):
         SMALL.unpack(1, saved)  # a journal from a 2-D run read by a 1-D one

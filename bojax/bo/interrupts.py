@@ -47,7 +47,8 @@ os.register_at_fork(after_in_child=_default_in_child)
 
 def sigterm_as_interrupt(function: F) -> F:
     """``function`` with SIGTERM raising :class:`Terminated` while it runs (where that is
-    safe: see the module docstring), and SIGTERM's handler restored afterwards."""
+    safe: see the module docstring), and the default action restored afterwards unless
+    something (the objective, a library it started) installed a handler of its own."""
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -61,6 +62,7 @@ def sigterm_as_interrupt(function: F) -> F:
             return function(*args, **kwargs)
         finally:
             _installed = False
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            if signal.getsignal(signal.SIGTERM) is _raise_terminated:  # (not one set since)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
     return wrapper  # type: ignore[return-value]

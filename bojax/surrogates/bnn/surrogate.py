@@ -197,6 +197,8 @@ class BNNSurrogate:
                 )
         for name in ("start_noise", "gain", "bias_sd", "output_gain"):
             value = getattr(self, name)
+            if isinstance(value, np.ndarray | jax.Array) and value.shape == ():
+                value = value.item()  # (a NumPy or JAX scalar array)
             if not (is_number(value) and value > 0):
                 raise SettingsError(f"{name} must be a finite number > 0, got {value!r}")
         tolerance = self.rescale_tolerance  # (infinite: never burn in longer)
