@@ -445,6 +445,20 @@ def test_local_workers_allocate_gpu_memory_on_demand(monkeypatch):
         assert client.submit(preallocation, pure=False).result() == "false"
 
 
+@pytest.mark.slow  # a local cluster's worker process, started twice
+def test_a_local_worker_dask_retires_is_started_again():
+    """Dask closes and drops a worker slow to come back after it died, and replaces it
+    with none: designs that kill their worker retired every worker, and the run waited
+    for ever on a task no worker would take (review BY)."""
+    with bojax.bo.cluster.connect(workers=1) as client:
+        local = client.cluster
+        (name,) = list(local.workers)
+        local.sync(local.workers.pop(name).close)  # what its lost-worker-timeout does
+        assert not client.nthreads()
+        client.wait_for_workers(1, timeout=60)
+        assert client.submit(preallocation, pure=False).result(timeout=60) == "false"
+
+
 def test_an_unreachable_scheduler_is_a_settings_error():
     with pytest.raises(SettingsError, match="cannot reach a Dask scheduler"):
         with bojax.bo.cluster.connect(scheduler="tcp://127.0.0.1:1", timeout="1s"):

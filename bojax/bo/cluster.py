@@ -8,10 +8,11 @@
 
 Local workers are separate processes with one thread each (an objective that trains a
 network should own its process, and JAX is not fork-safe), each restarted by its nanny
-if it dies. A task whose worker dies is not rescheduled by Dask (``allowed_failures=0``):
-the driver resubmits it up to ``retries`` times, then records it as failed. A scheduler
-you start yourself should do the same (``distributed.scheduler.allowed-failures: 0``),
-or each of bojax's attempts is tried up to four times. Local workers allocate
+if it dies, and started again if Dask retires it (one slow to come back). A task whose
+worker dies is not rescheduled by Dask (``allowed_failures=0``): the driver resubmits it
+up to ``retries`` times, then records it as failed. A scheduler you start yourself
+should do the same (``distributed.scheduler.allowed-failures: 0``), or each of bojax's
+attempts is tried up to four times. Local workers allocate
 accelerator memory as they need it (``XLA_PYTHON_CLIENT_PREALLOCATE=false`` unless
 set): by default each JAX process takes 75 % of a GPU, so the second process on one GPU
 failed to start cuSolver. On a SLURM machine, start the scheduler and workers with
@@ -75,6 +76,22 @@ def _watch_workers(client: Any, address: str, stop: threading.Event) -> None:
             said = True
 
 
+# How often a local cluster is checked for workers Dask retired (see _revive_workers).
+REVIVE_SECONDS = 1.0
+
+
+def _revive_workers(local: Any, stop: threading.Event) -> None:
+    """Until ``stop``: start again the workers ``local`` (a ``LocalCluster``) retired. A
+    worker that has not come back to the scheduler ``lost-worker-timeout`` (15 s) after
+    it died is closed with its nanny and dropped, though the nanny may be restarting it,
+    and nothing replaces it: designs that kill their worker retired every worker, and the
+    run waited for ever on a task no worker would take (review BY). ``scale`` to the
+    cluster's own size starts the missing ones (Dask runs one correction at a time)."""
+    while not stop.wait(REVIVE_SECONDS):
+        if set(local.worker_spec) - set(local.workers):
+            local.scale(len(local.worker_spec))
+
+
 @contextlib.contextmanager
 def connect(
     workers: int | None = None,
@@ -128,4 +145,13 @@ def connect(
     if "XLA_PYTHON_CLIENT_PREALLOCATE" not in os.environ:
         options["env"] = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", **options.get("env", {})}
     with LocalCluster(**options) as local, Client(local) as client:
-        yield client
+        stop = threading.Event()
+        reviver = threading.Thread(
+            target=_revive_workers, args=(local, stop), daemon=True, name="bojax-worker-revive"
+        )
+        reviver.start()
+        try:
+            yield client
+        finally:
+            stop.set()
+            reviver.join()  # (before the cluster closes: no correction races its close)
