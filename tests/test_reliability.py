@@ -1908,7 +1908,7 @@ def test_an_objective_a_process_pool_cannot_receive_is_refused_before_any_evalua
 
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
-        with pytest.raises(ObjectiveError, match=r"cannot be sent to the process pool.*lock"):
+        with pytest.raises(ObjectiveError, match=r"cannot be sent to the executor's workers.*lock"):
             bojax.minimize(_HoldsALock(), SPACE, **FAST, executor=pool, out=tmp_path / "run")
     assert not (tmp_path / "run" / "journal.jsonl").exists()
 

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -21,7 +22,7 @@ import bojax
 from bojax import gp
 from bojax.bo.journal import Journal
 from bojax.cli import app
-from bojax.errors import JournalError, SettingsError
+from bojax.errors import JournalError, ObjectiveError, SettingsError
 from bojax.objectives.problems import get_problem
 from bojax.spaces import Integer, Space
 from bojax.surrogates import GPSurrogate
@@ -313,6 +314,25 @@ def branin_curve(point, report, checkpoint=None):
     for step in range(1 + (checkpoint or 0), 10):
         report(step, BRANIN(point) + 10.0 / step, checkpoint=step)
     return BRANIN(point)
+
+
+@pytest.mark.slow
+def test_an_objective_dask_cannot_send_is_refused_before_any_evaluation(client, tmp_path):
+    """Dask logged pages of pickling tracebacks, then the run ended with 'no evaluation
+    finished' (review BY); plain and step-wise runs now refuse it first, saying why."""
+    lock = threading.Lock()
+
+    def holds_a_lock(point, lock=lock):
+        return point["x1"]
+
+    def trains_holding_a_lock(point, report, lock=lock):
+        report(1, point["x1"])
+
+    for objective, more in ((holds_a_lock, {}), (trains_holding_a_lock, {"max_step": 1})):
+        with pytest.raises(ObjectiveError, match=r"executor's workers.*lock.*cloudpickle"):
+            bojax.minimize(objective, BRANIN.space, executor=client, out=tmp_path, **more,
+                           **FAST)  # fmt: skip
+        assert not (tmp_path / "journal.jsonl").exists()
 
 
 @pytest.mark.slow

@@ -365,7 +365,7 @@ def minimize(
         raise ObjectiveError(f"the objective is called as objective(point): {why}")
     pool = as_executor(executor)
     if (why := unsendable(objective, pool)) is not None:
-        raise ObjectiveError(f"the objective cannot be sent to the process pool: {why}")
+        raise ObjectiveError(f"the objective cannot be sent to the executor's workers: {why}")
     q = (1 if executor is None else concurrency(pool)) if settings.q is None else settings.q
     journal = Journal(out) if out is not None else None
     with contextlib.nullcontext() if journal is None else journal.lock():

@@ -88,12 +88,20 @@ def unsendable(objective: Any, pool: Any) -> str | None:
     """Why ``pool`` cannot take ``objective``, or None. A ``ProcessPoolExecutor`` sends
     its tasks with the standard pickle (multiprocessing's), which names a function by its
     module and qualified name, so a lambda or a nested function fails there whatever
-    cloudpickle could do; other executors (threads, Dask, which uses cloudpickle) take
-    anything. Checked before a run, else each design is lost on every attempt and
-    journalled failed, the budget spent so."""
+    cloudpickle could do; Dask uses cloudpickle, which still refuses a lock or an open
+    file the objective holds; threads take anything. Checked before a run, else each
+    design is lost on every attempt and journalled failed, the budget spent so."""
     import concurrent.futures as cf
     from multiprocessing.reduction import ForkingPickler
 
+    import cloudpickle
+
+    if type(pool).__module__.startswith("distributed"):  # Dask: cloudpickle, by value
+        try:
+            cloudpickle.dumps(objective)
+        except Exception as error:  # (a lock, an open file: Dask logged pages, then lost it)
+            return f"{failure_text(error)} (Dask sends it to its workers with cloudpickle)"
+        return None
     if not isinstance(pool, cf.ProcessPoolExecutor):
         return None
     try:

@@ -1384,7 +1384,7 @@ def minimize_steps(
     if (why := unbindable_train(train)) is not None:
         raise ObjectiveError(f"a step-wise objective is called as train(point, report): {why}")
     if executor is not None and (why := unsendable(train, as_executor(executor))) is not None:
-        raise ObjectiveError(f"the objective cannot be sent to the process pool: {why}")
+        raise ObjectiveError(f"the objective cannot be sent to the executor's workers: {why}")
     batch = batch_of(train) if executor is None and (settings.q or 1) > 1 else None
     check_stepwise(settings, executor, batched=batch is not None)
     journal = Journal(out) if out is not None else None
