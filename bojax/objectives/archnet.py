@@ -202,8 +202,9 @@ class ArchitectureObjective:
     """Validation accuracy of the network a design describes (to maximise).
 
     ``evaluate`` returns validation and test accuracy and the final training cost. The
-    initial weights and batch order come from ``(seed, design)``, so a design's score
-    is deterministic (the report's networks are seeded by ``randn``'s global state).
+    initial weights and batch order come from ``(seed, design)``, ``epochs`` left out (a
+    design trained longer is the same network), so a design's score is deterministic
+    (the report's networks are seeded by ``randn``'s global state).
     """
 
     data: Classes
