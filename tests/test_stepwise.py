@@ -2921,3 +2921,32 @@ def test_a_paused_design_the_model_does_not_see_is_no_thaw_candidate():
     model.worth = lambda d, going, pending=(): calls.append(list(going)) or worth(d, going, pending)
     decision = model.decide(designs, len(designs))
     assert calls == [[len(designs) - 2]] and decision.design != len(designs) - 1
+
+
+@pytest.mark.parametrize(
+    "scheduler, pool",
+    [("asha", 2), ("freeze-thaw", None), ("freeze-thaw", 2)],
+    ids=["asha-thread-pool", "freeze-thaw-inline", "freeze-thaw-thread-pool"],
+)
+def test_a_complete_training_keeps_its_final_checkpoint(tmp_path, scheduler, pool):
+    """On an executor an ASHA training's checkpoint stayed at its first segment's end, and
+    a freeze-thaw design's at its last pause: the complete one's is its final state
+    (README; review CB)."""
+    from bojax.bo.journal import Journal
+    from bojax.bo.stepwise import load_checkpoint
+
+    def train(point, report, checkpoint=None):
+        for epoch in range(1 if checkpoint is None else checkpoint + 1, 10):
+            if not report(epoch, point["w"] + 1.0 / epoch, checkpoint=epoch):
+                break
+
+    run = dict(max_step=9, early_stopping=scheduler, step_budget=40, initial=3, seed=0,
+               proposer="random", progress=False, surrogate="gp-map")  # fmt: skip
+    with cf.ThreadPoolExecutor(pool) if pool else contextlib.nullcontext() as executor:
+        result = bojax.minimize(train, SPACE, executor=executor, out=tmp_path, **run)
+    complete = [r for r in result.history if r["status"] == "ok"]
+    assert complete
+    for record in complete:
+        design = int(record["diagnostics"].get("design", record["proposal"]))  # (freeze-thaw's)
+        saved = load_checkpoint(Journal(tmp_path), design, 9)
+        assert saved is not None and saved.step == saved.state == 9, (design, saved)

@@ -390,7 +390,8 @@ def close_segment(run, decision: Decision, designs: list[Design], segment, secon
         charged = 1  # failing before a step costs one: the budget bounds a run of failures
     run.spent += charged
     design.complete, design.failed = status == "ok", status == "failed"
-    if run.journal is not None and design.checkpoint is not None and status == "stopped":
+    # A paused design thaws from it; a complete one keeps its final state, as ASHA's does.
+    if run.journal is not None and segment.checkpoint is not None and status != "failed":
         save_checkpoint(run.journal, decision.design, design.checkpoint)
     return {
         "phase": decision.phase,
