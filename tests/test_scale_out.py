@@ -465,6 +465,43 @@ def test_local_workers_allocate_gpu_memory_on_demand(monkeypatch):
         assert client.submit(preallocation, pure=False).result() == "false"
 
 
+class _LostResult:
+    """A Dask future whose task finished on a worker that then died: fetching its result
+    raises (Dask's KilledWorker, once the recomputation's worker died too)."""
+
+    status = "finished"
+
+    def __init__(self):
+        self.cancelled = False
+
+    def add_done_callback(self, fn):
+        fn(self)  # (Dask calls it at once for a future already done)
+
+    def result(self):
+        raise RuntimeError("KilledWorker: the worker holding the result died")
+
+    def cancel(self):
+        self.cancelled = True
+
+
+def test_a_dask_result_lost_with_its_worker_completes_the_future_as_lost():
+    """Dask's own executor completed its futures from a coroutine that the fetch's
+    KilledWorker escaped: the future never completed and the run waited for ever
+    (review CA). The outcome of the fetch is the future's, whatever it is."""
+    from bojax.bo.evaluation import DaskExecutor, as_executor
+
+    task = _LostResult()
+    client = type("Client", (), {"submit": lambda self, *a, **k: task, "get_executor": None})()
+    pool = as_executor(client)
+    assert isinstance(pool, DaskExecutor)
+    future = pool.submit(abs, -1)
+    with pytest.raises(RuntimeError, match="KilledWorker"):
+        future.result(timeout=10)
+    task.add_done_callback = lambda fn: None  # still running: cancelling it cancels the task
+    cancelled = pool.submit(abs, -1)
+    assert cancelled.cancel() and task.cancelled
+
+
 @pytest.mark.slow  # a local cluster's worker process, started twice
 def test_a_local_worker_dask_retires_is_started_again():
     """Dask closes and drops a worker slow to come back after it died, and replaces it

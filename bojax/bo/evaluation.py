@@ -96,7 +96,7 @@ def unsendable(objective: Any, pool: Any) -> str | None:
 
     import cloudpickle
 
-    if type(pool).__module__.startswith("distributed"):  # Dask: cloudpickle, by value
+    if isinstance(pool, DaskExecutor):  # Dask: cloudpickle, by value
         try:
             cloudpickle.dumps(objective)
         except Exception as error:  # (a lock, an open file: Dask logged pages, then lost it)
@@ -256,13 +256,58 @@ class Inline:
         return future
 
 
+class DaskExecutor(cf.Executor):
+    """A Dask ``Client`` as a ``concurrent.futures`` executor; tasks are impure, so a
+    retried one runs again.
+
+    Dask's own (``client.get_executor()``) completes each future from a coroutine on the
+    client's event loop, and when a worker died holding a finished result, the fetch's
+    ``KilledWorker`` escaped that coroutine: the future never completed and the run
+    waited for ever (review CA). Here the Dask future's done-callback hands its outcome
+    over from a thread of its own (fetching a result may wait for Dask to compute it
+    again), and any error of the fetch becomes the future's: an evaluation lost."""
+
+    def __init__(self, client: Any):
+        self._client = client
+
+    def submit(self, fn, *args, **kwargs) -> cf.Future:
+        task = self._client.submit(fn, *args, pure=False, **kwargs)
+        future: cf.Future = cf.Future()
+        future.add_done_callback(lambda f: task.cancel() if f.cancelled() else None)
+        task.add_done_callback(lambda done: _hand_over(done, future))
+        return future
+
+
+def _hand_over(task: Any, future: cf.Future) -> None:
+    """Complete ``future`` with Dask future ``task``'s outcome, from a new thread."""
+    import threading
+
+    def transmit() -> None:
+        if task.status == "cancelled":
+            if future.cancel():  # (wakes a waiter only with the call that follows)
+                future.set_running_or_notify_cancel()
+            return
+        try:
+            result = task.result()
+        except BaseException as error:  # the task's, or the fetch's (KilledWorker)
+            if not future.done():
+                future.set_exception(error)
+            return
+        if not future.done():
+            future.set_result(result)
+
+    threading.Thread(target=transmit, daemon=True, name="bojax-dask-result").start()
+
+
 def as_executor(executor: Any) -> Any:
-    """A ``concurrent.futures``-style executor for ``executor``: a Dask ``Client`` becomes
-    its executor (impure, so a retried task is run again), anything else is used as it is."""
+    """A ``concurrent.futures``-style executor for ``executor``: a Dask ``Client`` (or the
+    executor it makes) becomes a :class:`DaskExecutor`, anything else is used as it is."""
     if executor is None:
         return Inline()
     if hasattr(executor, "get_executor"):
-        return executor.get_executor(pure=False)
+        return DaskExecutor(executor)
+    if type(executor).__module__.startswith("distributed") and hasattr(executor, "_client"):
+        return DaskExecutor(executor._client)  # client.get_executor(): the same, but safe
     if not callable(getattr(executor, "submit", None)):
         raise SettingsError(f"executor must have a submit(fn, *args) method, got {executor!r}")
     return executor
