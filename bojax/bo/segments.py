@@ -504,12 +504,12 @@ class PooledSteps(_Pooled):
                 return self._end(design, "failed", error=segment.error)
             return self._failed(design, segment.error)  # a crash or a timeout
         if segment.status == "complete":
-            if segment.checkpoint is not None:  # a complete training keeps its final state
-                self.run.save_progress(design)
             for step, value in segment.curve:  # the milestones' records, as inline
                 self.run.decide(training, step, value)
             if not training.curve:
                 return self._end(design, "failed", error="train reported no value")
+            if segment.checkpoint is not None:  # a complete training keeps its final state
+                self.run.save_progress(design)
             return self._end(design, "ok", y=segment.y)
         milestone = next_milestone(self.run.steps, training)
         for step, value in segment.curve:
