@@ -129,8 +129,6 @@ def test_a_pending_point_with_a_misplaced_sentinel_is_refused_as_tell_refuses_it
     for pending in ([[-1.0, -1.0]], [[0.25, 0.25], [0.75, -1.0]]):
         with pytest.raises(DataError, match=r"a pending point holds the sentinel -1\.0 for"):
             ask_batch(state, 2, pending=np.array(pending))
-    points, _, _ = ask_batch(state, 2, pending=np.array([[0.25, 0.25]]))  # ('a' 0, 'c' 'x')
-    assert [space.from_unit(u) for u in points] == [{"a": 1, "c": "y"}]
 
 
 def test_an_excluded_point_is_never_proposed_and_not_believed():

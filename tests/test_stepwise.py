@@ -2923,6 +2923,7 @@ def test_a_paused_design_the_model_does_not_see_is_no_thaw_candidate():
     assert calls == [[len(designs) - 2]] and decision.design != len(designs) - 1
 
 
+@pytest.mark.slow  # (12 s: three step-wise runs with a journal)
 @pytest.mark.parametrize(
     "scheduler, pool",
     [("asha", 2), ("freeze-thaw", None), ("freeze-thaw", 2)],
