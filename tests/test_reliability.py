@@ -40,6 +40,7 @@ from bojax.errors import (
     ObjectiveError,
     RunFolderError,
     RunLockedError,
+    SettingsError,
     SpaceDefinitionError,
 )
 from bojax.parameters import Categorical
@@ -1946,6 +1947,18 @@ def test_a_closed_dask_client_counts_as_one_worker_so_its_refusal_can_say_why():
             raise AttributeError("'NoneType' object has no attribute 'ncores'")
 
     assert concurrency(Closed()) == 1
+
+
+def test_a_closed_dask_client_is_refused_as_a_setting_before_any_evaluation(tmp_path):
+    """It ran as an objective's failure: ObjectiveError 'no evaluation finished'."""
+    from distributed import Client, LocalCluster
+
+    client = Client(LocalCluster(n_workers=1, processes=False, dashboard_address=None))
+    client.close()
+    for executor in (client, client.get_executor()):
+        with pytest.raises(SettingsError, match="the Dask client is closed"):
+            bojax.minimize(lambda p: p["x"], SPACE, **FAST, executor=executor, out=tmp_path)
+    assert not (tmp_path / "journal.jsonl").exists()
 
 
 @pytest.mark.parametrize(

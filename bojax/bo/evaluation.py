@@ -14,6 +14,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import math
 import numbers
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
@@ -280,7 +281,6 @@ class DaskExecutor(cf.Executor):
 
 def _hand_over(task: Any, future: cf.Future) -> None:
     """Complete ``future`` with Dask future ``task``'s outcome, from a new thread."""
-    import threading
 
     def transmit() -> None:
         if task.status == "cancelled":
@@ -304,10 +304,12 @@ def as_executor(executor: Any) -> Any:
     executor it makes) becomes a :class:`DaskExecutor`, anything else is used as it is."""
     if executor is None:
         return Inline()
-    if hasattr(executor, "get_executor"):
-        return DaskExecutor(executor)
     if type(executor).__module__.startswith("distributed") and hasattr(executor, "_client"):
-        return DaskExecutor(executor._client)  # client.get_executor(): the same, but safe
+        executor = executor._client  # client.get_executor(): the same, but safe
+    if hasattr(executor, "get_executor"):
+        if getattr(executor, "status", None) in ("closing", "closed"):
+            raise SettingsError("executor: the Dask client is closed; pass an open one")
+        return DaskExecutor(executor)
     if not callable(getattr(executor, "submit", None)):
         raise SettingsError(f"executor must have a submit(fn, *args) method, got {executor!r}")
     return executor
