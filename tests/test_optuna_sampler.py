@@ -248,8 +248,9 @@ def test_a_resumed_rdb_study_continues_with_a_new_sampler(tmp_path):
 def test_bad_settings_fail_when_the_sampler_is_made():
     with pytest.raises(UnknownNameError, match="surrogate"):
         BojaxSampler(surrogate="gp-nope")
-    with pytest.raises(ValueError, match="n_startup_trials"):
-        BojaxSampler(n_startup_trials=0)
+    for startup in (0, True):  # a bool is an int to Python, not a count
+        with pytest.raises(ValueError, match="n_startup_trials"):
+            BojaxSampler(n_startup_trials=startup)
     with pytest.raises(SettingsError, match="below 2\\*\\*32"):  # Optuna's RandomSampler's
         BojaxSampler(seed=2**40)
     BojaxSampler(seed=2**40, independent_sampler=optuna.samplers.RandomSampler(seed=1))
@@ -1045,3 +1046,49 @@ def test_a_trial_that_finishes_while_a_proposal_is_made_is_data_or_pending(monke
     told, pending = seen[0]
     assert told == 4 and pending is not None  # A: not data yet (no y), but pending
     assert any(np.allclose(row, proposed) for row in pending)
+
+
+@pytest.mark.parametrize(
+    "direction", ["minimize", pytest.param("maximize", marks=pytest.mark.slow)]
+)
+def test_a_conditional_studys_branch_choice_stays_modelled_once_each_branch_is_tried(direction):
+    """The parameters every trial shares (the branch) make a space of three points; once
+    each was tried the sampler said the space was exhausted and chose branches at random
+    for the rest of the study (branch 'a' got 5 of 26 trials; review CD)."""
+    sign = -1.0 if direction == "maximize" else 1.0
+
+    def objective(trial):
+        branch = trial.suggest_categorical("k", ["a", "b", "c"])
+        if branch == "a":
+            return sign * (trial.suggest_float("xa", 0.0, 1.0) - 0.2) ** 2
+        if branch == "b":
+            return sign * (10.0 + trial.suggest_float("xb", 0.0, 1.0))
+        return sign * (10.0 + trial.suggest_int("nc", 0, 10))
+
+    study = optuna.create_study(
+        sampler=BojaxSampler(seed=0, n_startup_trials=4, **FAST), direction=direction
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        study.optimize(objective, n_trials=24)
+    assert not [w for w in caught if "exhausted" in str(w.message)]
+    chosen = [t.params["k"] for t in study.trials[4:]]
+    assert chosen.count("a") >= 15, chosen
+
+
+def test_a_parameter_suggested_from_differing_distributions_is_warned_about_once():
+    """An added trial with a wider range made Optuna's intersection drop ``x``, and every
+    later trial drew it at random without a word (review CD)."""
+    study = optuna.create_study(sampler=BojaxSampler(seed=0, n_startup_trials=3, **FAST))
+    study.add_trial(optuna.trial.create_trial(
+        params={"x": 2.9, "y": 0.0}, value=0.01,
+        distributions={"x": F(0.0, 20.0), "y": F(0.0, 1.0)},
+    ))  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        study.optimize(
+            lambda t: (t.suggest_float("x", 0.0, 10.0) - 3) ** 2 + t.suggest_float("y", 0.0, 1.0),
+            n_trials=6,
+        )
+    said = [str(w.message) for w in caught if "differing distributions" in str(w.message)]
+    assert len(said) == 1 and "parameter 'x'" in said[0], said

@@ -40,6 +40,14 @@ trial whose value is not finite (Optuna stores ``inf``) counts as failed, as a
 non-finite value does in bojax's own runs. Trials still running are pending points,
 conditioned on as fantasies, so parallel workers do not propose the same place.
 
+In a conditional study (parameters suggested in some branches only) the model sees the
+parameters every completed trial suggested from one distribution, the others going to
+the independent sampler, as in Optuna's GPSampler; a parameter left out because trials
+suggested it from differing distributions (an added trial's wider range) is warned about
+once. When those shared parameters are few and discrete (the branch choice) and each
+value has been tried, later values are chosen by Thompson sampling from the model rather
+than by chance: they repeat, but with other values of the branches' own parameters.
+
 A study may hold trials bojax could not have proposed: an enqueued value outside its
 distribution (Optuna warns and keeps it), a failed or running trial suggested from
 another distribution (wider bounds, other choices, a float for an int), a failed trial
@@ -224,6 +232,31 @@ def _failed_space(study: Study) -> dict[str, BaseDistribution]:
     return space or {}
 
 
+def _thompson_choice(state: Any, space: Space, seed: int, number: int) -> np.ndarray | None:
+    """A point of a small discrete ``space`` whose every point is evaluated, chosen by
+    Thompson sampling from the pooled posterior (one independent normal draw at each
+    point, the lowest wins after the sign of the direction; points the failure
+    classifier finds more likely to fail than not only while every point is). For a
+    conditional study, whose shared parameters repeat while the branches' own vary: the
+    model keeps choosing the branch, which the "exhausted" fallback left to chance (review
+    CD). None where the space cannot be listed."""
+    from bojax.bo.loop import _sign, predictor, success_predictor
+    from bojax.bo.optimize import ENUMERATION_LIMIT, enumeration
+
+    points = enumeration(space, ENUMERATION_LIMIT)
+    if points is None:
+        return None
+    mean, sd = predictor(state)(points)
+    draw = _sign(state) * mean + sd * np.random.default_rng([seed, number]).standard_normal(
+        len(points)
+    )
+    succeeds = success_predictor(state)
+    if succeeds is not None:
+        likely = np.asarray(succeeds(points)) >= 0.5
+        draw = np.where(likely | ~likely.any(), draw, np.inf)
+    return points[int(np.argmin(draw))]
+
+
 def _space(search_space: dict[str, BaseDistribution]) -> Space:
     return Space([_parameter(name, d) for name, d in sorted(search_space.items())])
 
@@ -252,7 +285,11 @@ class BojaxSampler(BaseSampler):
         from bojax.bo.acquisition import ACQUISITIONS
         from bojax.bo.settings import Settings
 
-        if not isinstance(n_startup_trials, int) or n_startup_trials < 1:
+        if (
+            not isinstance(n_startup_trials, int)
+            or isinstance(n_startup_trials, bool)
+            or n_startup_trials < 1
+        ):
             raise ValueError(f"n_startup_trials must be a positive int, got {n_startup_trials!r}")
         # No seed: a fresh one, as Optuna's samplers do (bojax's own runs default to 0).
         self._seed = int(np.random.SeedSequence().entropy % 2**31) if seed is None else int(seed)
@@ -294,6 +331,10 @@ class BojaxSampler(BaseSampler):
         self._chains: dict[tuple, Any] = {}  # (surrogate, classifier) states per search space
         self._left_out: set[tuple] = set()  # trials (_trial_key) warned about
         self._exhausted: set[str] = set()  # studies warned that their space is used up
+        # Per study: completed trials read, the parameters all of them suggested, and up
+        # to three distributions of each; (study, parameter) pairs warned about.
+        self._shared: dict[str, tuple[int, set | None, dict]] = {}
+        self._differing: set[tuple[str, str]] = set()
         # Trials of this process (n_jobs threads) proposed for and not yet finished:
         # _trial_key -> (space key, unit point). A trial's parameters reach the
         # storage only as its objective suggests them, so without this two trials asking
@@ -313,6 +354,8 @@ class BojaxSampler(BaseSampler):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
+        self.__dict__.setdefault("_shared", {})  # a sampler pickled by an older bojax
+        self.__dict__.setdefault("_differing", set())
 
     # -- Optuna's sampler interface ---------------------------------------------------------
     def reseed_rng(self) -> None:
@@ -326,7 +369,36 @@ class BojaxSampler(BaseSampler):
             or self._pruned_intersection.calculate(study)
             or _failed_space(study)
         )
+        self._warn_of_differing(study, space)
         return {name: d for name, d in space.items() if _modelled(name, d)}
+
+    def _warn_of_differing(self, study: Study, space: dict[str, BaseDistribution]) -> None:
+        """Warn once per study and parameter that every completed trial suggested but
+        from differing distributions (an added trial's wider range, a changed choice
+        list): Optuna's intersection leaves it out, and the independent sampler then
+        draws it for every trial, silently (review CD). Read incrementally: each
+        completed trial is looked at once."""
+        trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        read, common, seen = self._shared.get(study.study_name, (0, None, {}))
+        for trial in trials[read:]:
+            names = set(trial.distributions)
+            common = names if common is None else common & names
+            for name in names:
+                seen.setdefault(name, [])
+                if trial.distributions[name] not in seen[name] and len(seen[name]) < 3:
+                    seen[name].append(trial.distributions[name])
+        self._shared[study.study_name] = (len(trials), common, seen)
+        for name in sorted((common or set()) - set(space)):
+            if len(seen[name]) > 1 and (study.study_name, name) not in self._differing:
+                self._differing.add((study.study_name, name))
+                warnings.warn(
+                    f"BojaxSampler: parameter {name!r} was suggested from differing "
+                    f"distributions ({seen[name][0]} and {seen[name][1]}); Optuna's "
+                    "intersection search space leaves it out, so the independent sampler "
+                    "draws it. Suggest it from one distribution in every trial (an added "
+                    "trial's too) to have it modelled",
+                    stacklevel=3,
+                )
 
     def sample_relative(
         self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
@@ -392,6 +464,15 @@ class BojaxSampler(BaseSampler):
         try:
             points, state, _ = ask_batch(state, 1, pending, exclude=exclude)
         except SpaceExhaustedError as error:  # every point evaluated or being evaluated
+            # A conditional study's space holds only the parameters every trial shares
+            # (the branch choice): its points repeat, each with other branch values.
+            conditional = any(set(t.params) - set(search_space) for t, _ in observed)
+            if conditional and settings.metrics is None:
+                u = _thompson_choice(state, space, self._seed, trial.number)
+                if u is not None:
+                    self._proposed[_trial_key(study, trial)] = (space_key, u)
+                    return {n: _on_step(n, search_space[n], v)
+                            for n, v in space.from_unit(u).items()}  # fmt: skip
             if study.study_name not in self._exhausted:
                 self._exhausted.add(study.study_name)
                 warnings.warn(
