@@ -741,6 +741,37 @@ def test_bojax_pruner_settings_are_checked():
         BojaxPruner(reduction_factor=1)
     with pytest.raises(SettingsError, match=r"one of \('hyperband', 'asha', 'freeze-thaw'\)"):
         BojaxPruner(early_stopping="median")
+    with pytest.raises(SettingsError, match="max_resource must be an integer >= 1: the"):
+        BojaxPruner(max_resource=None)  # a TypeError comparing None with a step (review CH)
+    for kind in ("asha", "freeze-thaw"):  # one milestone, the last: it never pruned
+        with pytest.raises(SettingsError, match=r"max_resource \(5\) must be above min_resource"):
+            BojaxPruner(min_resource=5, max_resource=5, early_stopping=kind)
+
+
+@pytest.mark.parametrize("kind", ["asha", "hyperband"])
+def test_successive_halving_never_prunes_a_trial_at_or_past_its_last_step(kind):
+    """A trial whose first decided report was at max_resource (or past it) was judged
+    at the milestones it had crossed, and pruned though its training was over (review CH)."""
+    from bojax.integrations.optuna import BojaxPruner
+
+    study = optuna.create_study(pruner=BojaxPruner(1, 9, 3, early_stopping=kind))
+    for _ in range(6):
+        trial = study.ask()
+        trial.suggest_float("x", 0.0, 1.0)
+        for step in range(1, 10):
+            trial.report(0.0, step)
+        study.tell(trial, 0.0)
+    for steps in ([9], [1, 9], [20]):
+        trial = study.ask()
+        trial.suggest_float("x", 0.0, 1.0)
+        for step in steps:
+            trial.report(10.0, step)  # worse than all the others
+        assert not trial.should_prune(), steps
+        study.tell(trial, 10.0)
+    trial = study.ask()  # the rule itself still prunes it at a milestone before the last
+    trial.suggest_float("x", 0.0, 1.0)
+    trial.report(10.0, 3)
+    assert trial.should_prune()
 
 
 @pytest.mark.slow  # 9 s: a pruned Optuna study with the bojax sampler (fast tier at 300 s)

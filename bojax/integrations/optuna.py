@@ -712,14 +712,16 @@ def _constraints(trial: FrozenTrial) -> dict[str, float]:
     return {k: float(v) if isinstance(v, numbers.Real | np.bool_) else v for k, v in given.items()}
 
 
-__all__ = ["BojaxSampler"]
+__all__ = ["BojaxPruner", "BojaxSampler"]
 
 
 class BojaxPruner(BasePruner):
     """bojax's early stopping for Optuna trials that ``trial.report(value, step)``.
 
-    Milestones ``min_resource * reduction_factor^k`` up to ``max_resource``; decisions
-    are taken where a report reaches one (the last ends the training: none there).
+    Milestones ``min_resource * reduction_factor^k`` up to ``max_resource`` (above
+    ``min_resource``); decisions are taken where a report reaches one (the last ends the
+    training: a trial at or past ``max_resource`` is never pruned). A report that is not
+    finite prunes the trial before its last step (a diverged training).
 
     * ``early_stopping="hyperband"`` (the default) or ``"asha"``: a trial goes on if its
       value is among the best ``max(1, m // reduction_factor)`` of the ``m`` values that
@@ -759,6 +761,8 @@ class BojaxPruner(BasePruner):
 
         if early_stopping == "none":
             raise SettingsError("early_stopping='none' prunes nothing: use Optuna's NopPruner")
+        if max_resource is None:  # a bojax run's max_step may be None; a pruner's may not
+            raise SettingsError("max_resource must be an integer >= 1: the trials' last step")
         # Checked as a bojax run's settings are, the error naming this pruner's argument.
         ours = {"min_step": "min_resource", "max_step": "max_resource", "eta": "reduction_factor"}
         try:
@@ -772,9 +776,12 @@ class BojaxPruner(BasePruner):
                 text = re.sub(rf"\b{name}\b", argument, text)
             text = text.replace(", 'none'", "").replace("'none', ", "")  # refused above
             raise SettingsError(text) from None
-        if early_stopping == "freeze-thaw" and max_resource < 2:
-            raise SettingsError("freeze-thaw needs max_resource >= 2 (steps to decide between)")
         self._steps = schedulers.milestones(min_resource, max_resource, reduction_factor)
+        if len(self._steps) < 2:  # its one milestone ends the training: nothing to decide
+            raise SettingsError(
+                f"max_resource ({max_resource}) must be above min_resource ({min_resource}): "
+                "with one milestone, the last step, the pruner would never prune"
+            )
         self._eta, self._kind = reduction_factor, early_stopping
         self._models: dict[tuple, Any] = {}  # (study, parameters) -> FreezeThaw
         # (study, trial) -> the step up to which its milestones were decided: a trial may
@@ -784,8 +791,8 @@ class BojaxPruner(BasePruner):
 
     def prune(self, study: Study, trial: FrozenTrial) -> bool:
         step = trial.last_step
-        if step is None:
-            return False
+        if step is None or step >= self._steps[-1]:
+            return False  # at its last step the training is over: pruning it saves nothing
         if not math.isfinite(trial.intermediate_values[step]):
             return True  # a diverged training does not go on to its next milestone either
         kind = "asha" if self._kind == "freeze-thaw" else self._kind
