@@ -743,6 +743,8 @@ def test_bojax_pruner_settings_are_checked():
         BojaxPruner(early_stopping="median")
     with pytest.raises(SettingsError, match="max_resource must be an integer >= 1: the"):
         BojaxPruner(max_resource=None)  # a TypeError comparing None with a step (review CH)
+    with pytest.raises(SettingsError, match=r"max_resource must be an integer >= 1, got 0$"):
+        BojaxPruner(max_resource=0)  # not "or None": the pruner refuses None
     for kind in ("asha", "freeze-thaw"):  # one milestone, the last: it never pruned
         with pytest.raises(SettingsError, match=r"max_resource \(5\) must be above min_resource"):
             BojaxPruner(min_resource=5, max_resource=5, early_stopping=kind)
@@ -1123,3 +1125,21 @@ def test_a_parameter_suggested_from_differing_distributions_is_warned_about_once
         )
     said = [str(w.message) for w in caught if "differing distributions" in str(w.message)]
     assert len(said) == 1 and "parameter 'x'" in said[0], said
+
+
+def test_a_differing_distribution_of_a_trial_completing_late_is_warned_about():
+    """The check read completed trials from an offset, and missed trial 0 completing
+    after trials 1-5 (review CG)."""
+    study = optuna.create_study(sampler=BojaxSampler(seed=0, n_startup_trials=3, **FAST))
+
+    def objective(trial):
+        return (trial.suggest_float("x", 0.0, 10.0) - 3) ** 2 + trial.suggest_float("y", 0.0, 1.0)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        slow = study.ask()  # a slow worker's trial, still running
+        study.optimize(objective, n_trials=5)
+        slow.suggest_float("x", 0.0, 20.0), slow.suggest_float("y", 0.0, 1.0)
+        study.tell(slow, 0.5)
+        study.optimize(objective, n_trials=2)
+    assert sum("parameter 'x' was suggested from differing" in str(w.message) for w in caught) == 1
