@@ -1423,7 +1423,10 @@ def test_bojax_repair_prints_what_it_did(three_evaluations, tmp_path):
         held = runner.invoke(app, ["repair", str(folder)], env={"COLUMNS": "400"})
     assert held.exit_code == 1 and "in use by another run" in held.output
     empty = runner.invoke(app, ["repair", str(tmp_path / "nothing")])
-    assert empty.exit_code == 1 and "holds no run" in empty.output
+    assert empty.exit_code == 1 and "nothing does not exist" in empty.output
+    (tmp_path / "nothing").mkdir()
+    empty = runner.invoke(app, ["repair", str(tmp_path / "nothing")])
+    assert empty.exit_code == 1 and "holds no run (run.json is missing)" in empty.output
 
 
 @pytest.mark.slow  # a local Dask cluster of worker processes

@@ -111,6 +111,8 @@ def test_show_last_limits_the_rows(tmp_path):
 def test_show_refuses_a_folder_without_a_run(tmp_path):
     result = runner.invoke(app, ["show", str(tmp_path)])
     assert result.exit_code == 1 and "holds no run" in result.output
+    result = runner.invoke(app, ["show", str(tmp_path / "typo")], terminal_width=400)
+    assert result.exit_code == 1 and "typo does not exist" in result.output  # not "no run"
 
 
 @pytest.mark.parametrize("name", ["arc-seed0", "baseline-seed0"])
@@ -185,6 +187,43 @@ def test_plot_into_a_file_is_a_clear_error_not_a_traceback(tmp_path):
     (tmp_path / "a file").write_text("")
     result = runner.invoke(app, ["plot", str(tmp_path / "run"), "--out", str(tmp_path / "a file")])
     assert result.exit_code == 1 and "cannot make the figures' folder" in result.output
+
+
+def test_a_figure_that_cannot_be_written_is_a_clear_error_not_a_traceback(tmp_path):
+    """savefig's OSError (a read-only folder, a full disk, a folder in a figure's place)
+    escaped as a traceback; only making the folder was guarded (review CF)."""
+    journal = Journal(tmp_path / "run")
+    journal.start({"space": SPACE.to_dict(), "settings": {"surrogate": "gp-map"}})
+    journal.append(record(0, None, phase="initial", error="ValueError: nan"))
+    (tmp_path / "out" / "progress.png").mkdir(parents=True)
+    result = runner.invoke(
+        app, ["plot", str(tmp_path / "run"), "--out", str(tmp_path / "out")], terminal_width=400
+    )
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    assert "cannot write" in result.output and "progress.png: Is a directory" in result.output
+
+
+def test_long_names_are_cut_in_titles_and_labels_and_counts_tick_whole(tmp_path, monkeypatch):
+    """A 192-character name ran across its neighbours' titles and off the figure; an
+    evaluation axis of a short run ticked at 0.5 and 1.25 (review CF)."""
+    import bojax.reports.run_figures as run_figures
+
+    long = "x_" + "a" * 190
+    space = Space([Real(long, 0.0, 1.0), Real("lr", 1e-4, 1e-1, log=True)])
+    journal = Journal(tmp_path / "run")
+    journal.start({"space": space.to_dict(), "settings": {"surrogate": "gp-map"}})
+    for n in range(2):
+        x = {long: 0.25 * (n + 1), "lr": 1e-3}
+        journal.append({**record(n, 1.0 - n, phase="initial"), "x": x,
+                        "u": space.to_unit(x).tolist()})  # fmt: skip
+    drawn = []
+    monkeypatch.setattr(run_figures, "save", lambda fig, path, dpi=120: drawn.append(fig))
+    run_figures.plot_run(load_run(tmp_path / "run"), tmp_path / "figures", slices=False)
+    texts = [t for fig in drawn for ax in fig.axes for t in (ax.get_title(), ax.get_xlabel())]
+    assert max(map(len, texts)) <= run_figures.LONGEST_NAME
+    assert long[:39] + "\N{HORIZONTAL ELLIPSIS}" in texts
+    ticks = [tick for fig in drawn for ax in fig.axes for tick in ax.get_xticks()]
+    assert ticks and all(float(tick).is_integer() for tick in ticks)
 
 
 def test_plot_of_a_run_with_nothing_journalled_says_so_and_draws_nothing(tmp_path):

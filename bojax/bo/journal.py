@@ -232,6 +232,8 @@ class Journal:
         try:
             header = load_json(self.header_path.read_text())
         except FileNotFoundError:
+            if not self.folder.exists():
+                raise JournalError(f"{self.folder} does not exist") from None
             raise JournalError(
                 f"{self.folder} holds no run ({self.header_path.name} is missing)"
             ) from None

@@ -31,6 +31,7 @@ most :data:`MAX_PANELS` parameters and :data:`MAX_TICKS` labels per axis.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import fields
 from pathlib import Path
 
@@ -58,10 +59,31 @@ MAX_PANELS = 48
 MAX_TICKS = 40
 
 
-def _text(value: object) -> str:
+#: The longest a name is drawn as a title or an axis label: a longer one ran across
+#: its neighbours' panels and off the figure's edge (review CF).
+LONGEST_NAME = 40
+
+
+def _text(value: object, limit: int | None = None) -> str:
     """A run folder's text as a label: control characters shown as codes, and ``$``
-    escaped, so matplotlib does not parse it as mathtext (an odd ``$`` fails the draw)."""
-    return plain(value).replace("$", r"\$")
+    escaped, so matplotlib does not parse it as mathtext (an odd ``$`` fails the draw);
+    past ``limit`` characters, cut with an ellipsis."""
+    text = plain(value)
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1] + "\N{HORIZONTAL ELLIPSIS}"
+    return text.replace("$", r"\$")
+
+
+def _name(value: object) -> str:
+    """A parameter's or metric's name as a title or an axis label."""
+    return _text(value, LONGEST_NAME)
+
+
+def _whole_numbers(ax, axis: str = "x") -> None:
+    """Ticks at whole numbers only on an axis that counts (evaluations, steps)."""
+    from matplotlib.ticker import MaxNLocator
+
+    getattr(ax, f"{axis}axis").set_major_locator(MaxNLocator(integer=True))
 
 
 def _position(p, value):
@@ -116,6 +138,7 @@ def plot_progress(run: Run, path: Path) -> None:
         ax.set_title(f"no evaluation succeeded ({len(failed)} failed)", fontsize=9)
         ax.set_yticks([])
     ax.set_xlabel("evaluation")
+    _whole_numbers(ax)
     ax.set_ylabel("objective" + (" (maximised)" if run.maximize else " (minimised)"))
     ax.legend(loc="best", fontsize=8)
     save(fig, path, dpi=120)
@@ -135,6 +158,7 @@ def plot_hypervolume(run: Run, path: Path) -> None:
     ax.set_title(_text(f"hypervolume of the feasible evaluations (reference point {where})"),
                  fontsize=9)  # fmt: skip
     ax.set_xlabel("evaluation")
+    _whole_numbers(ax)
     ax.set_ylabel("hypervolume")
     save(fig, path, dpi=120)
 
@@ -165,7 +189,8 @@ def plot_front(run: Run, path: Path) -> None:
             ax.plot(n[front], objectives[front, 0], "*", ms=12, color="tab:orange",
                     label="best feasible")  # fmt: skip
         ax.set_xlabel("evaluation")
-        ax.set_ylabel(_text(f"{names[0]} ({metrics.objectives[0][1]})"))
+        _whole_numbers(ax)
+        ax.set_ylabel(f"{_name(names[0])} ({metrics.objectives[0][1]})")
         _legend_or_why(ax, len(run.records))
     elif len(names) == 2:
         fig, ax = plt.subplots(figsize=(6, 5))
@@ -183,8 +208,8 @@ def plot_front(run: Run, path: Path) -> None:
             ax.step(*objectives[front][order].T, where=where, color="tab:orange", alpha=0.6)
             ax.plot(*objectives[front].T, "*", ms=11, color="tab:orange", label="Pareto set")
         labels = [f"{n} ({d})" for n, d in metrics.objectives]
-        ax.set_xlabel(_text(labels[0]))
-        ax.set_ylabel(_text(labels[1]))
+        ax.set_xlabel(_text(labels[0], LONGEST_NAME + 6))
+        ax.set_ylabel(_text(labels[1], LONGEST_NAME + 6))
         _legend_or_why(ax, len(run.records))
     else:
         fig, ax = plt.subplots(figsize=(1.6 * len(names) + 3, 4.5))
@@ -196,7 +221,7 @@ def plot_front(run: Run, path: Path) -> None:
         for row, bold in zip(scaled, front[feasible], strict=True):
             ax.plot(axis, row, color="tab:orange" if bold else "0.7",
                     lw=2.0 if bold else 0.8, zorder=3 if bold else 1)  # fmt: skip
-        ax.set_xticks(axis, [_text(f"{n}\n({d})") for n, d in metrics.objectives], fontsize=8)
+        ax.set_xticks(axis, [f"{_name(n)}\n({d})" for n, d in metrics.objectives], fontsize=8)
         ax.set_ylabel("scaled to [0, 1] over the feasible evaluations")
         ax.set_title("feasible evaluations; the Pareto set in orange", fontsize=9)
         if not ok:
@@ -251,7 +276,8 @@ def plot_parameters(run: Run, path: Path) -> None:
     done = "trained to the end" if stepwise else "succeeded"
     for ax, p in zip(axes, parameters, strict=True):
         values = _values(run, p)
-        ax.plot(n[status == "ok"], values[status == "ok"], ".", ms=5, label=done)
+        ok = status == "ok"  # (an empty selection still gets its legend entry)
+        ax.plot(n[ok], values[ok], ".", ms=5, label=done if ok.any() else "_")
         # A training the scheduler stopped early is not a failure: grey, as in curves.png.
         stopped = status == "stopped"
         if stopped.any():
@@ -264,8 +290,9 @@ def plot_parameters(run: Run, path: Path) -> None:
                     color="tab:orange", label="best")  # fmt: skip
         _scale(ax, p, "y")
         ax.set_xlim(-0.5, len(run.records) - 0.5)  # the same evaluations on every panel
-        ax.set_title(_text(p.name), fontsize=9)
+        ax.set_title(_name(p.name), fontsize=9)
         ax.set_xlabel("evaluation", fontsize=8)
+        _whole_numbers(ax)
     if axes and (status != "ok").any():  # what the marks mean, once
         axes[0].legend(loc="best", fontsize=7)
     save(fig, path, dpi=110)
@@ -336,10 +363,13 @@ def plot_curves(run: Run, path: Path) -> None:
             label = {"ok": "trained to the end"}.get(status, status)
             left.plot([], [], color=color, lw=width, label=label)
     left.set(xlabel="step", ylabel="reported value (minimised)", title="learning curves")
+    _whole_numbers(left)
     left.legend(loc="best", fontsize=8)
     xs, any_values, done_values = best_against_steps(run.records)
     right.step(xs, any_values, where="post", color="tab:orange", label="best reported at any step")
-    right.step(xs, done_values, where="post", color="tab:blue", label="best trained to the end")
+    complete = any(r["status"] == "ok" for r in run.records)  # else no line: no entry
+    right.step(xs, done_values, where="post", color="tab:blue",
+               label="best trained to the end" if complete else "_")  # fmt: skip
     right.set(xlabel="steps spent", ylabel="best so far", title="best against steps spent")
     right.legend(loc="best", fontsize=8)
     if not any(len(curve) for curve, _ in design_curves(run.records)):  # empty axes mislead
@@ -452,7 +482,7 @@ def plot_slices(run: Run, slices: Path, slice2d: Path) -> list[Path]:
             ax.plot(where, np.zeros(len(where)), "|", ms=10, color="tab:red",
                     transform=ax.get_xaxis_transform())  # fmt: skip
         _scale(ax, p, "x")
-        ax.set_title(_text(p.name), fontsize=9)
+        ax.set_title(_name(p.name), fontsize=9)
     title = "posterior mean +- 2 sd through the best point"
     fig.suptitle(title + (f" ({note})" if note else ""), fontsize=10)
     save(fig, slices, dpi=110)
@@ -482,8 +512,8 @@ def plot_slices(run: Run, slices: Path, slice2d: Path) -> list[Path]:
         if failed:
             ax.plot([x[pa.name] for x in failed], [x[pb.name] for x in failed], "x",
                     color="tab:red", ms=6)  # fmt: skip
-        ax.set_xlabel(_text(pa.name))
-        ax.set_ylabel(_text(pb.name))
+        ax.set_xlabel(_name(pa.name))
+        ax.set_ylabel(_name(pb.name))
         ax.set_title(title, fontsize=10)
         _scale(ax, pa, "x")
         _scale(ax, pb, "y")
@@ -503,7 +533,21 @@ def _made(out: Path) -> None:
 
 def plot_run(run: Run, out: Path, slices: bool = True) -> list[Path]:
     """Write the run's figures into ``out``; returns their paths. A folder whose settings
-    the refit would not take is refused before any figure is written."""
+    the refit would not take is refused before any figure is written; one the figures
+    cannot be written into (read-only, full, a folder in a figure's place) is a
+    :class:`RunFolderError` saying so."""
+    try:
+        with warnings.catch_warnings():
+            # A name in a script the font lacks (CJK) draws as boxes; matplotlib said so
+            # for every glyph, twice, among the command's own lines.
+            warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+            return _plot_run(run, out, slices)
+    except OSError as error:
+        where = error.filename or out
+        raise RunFolderError(f"cannot write {where}: {error.strerror or error}") from None
+
+
+def _plot_run(run: Run, out: Path, slices: bool) -> list[Path]:
     if run.metrics is not None:  # several metrics: the front, not a posterior slice
         _made(out)
         paths = [out / "hypervolume.png", out / "front.png", out / "parameters.png"]
