@@ -620,7 +620,9 @@ def plot(
         if not record.records:  # a run started, nothing journalled yet: empty axes help no one
             console.print(f"{run}: no evaluation has ended yet, nothing to plot", highlight=False)
             return
-        paths = plot_run(record, out or run / "figures", slices=slices)
+        doing = "drawing the figures" + (" (the slices refit the surrogate)" if slices else "")
+        with console.status(doing):  # (seconds at thousands of evaluations; shown on a tty)
+            paths = plot_run(record, out or run / "figures", slices=slices)
     except BojaxError as error:
         print_error(console, error)
         raise typer.Exit(code=1) from None
