@@ -48,11 +48,9 @@ def _module_from_file(path: Path):
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as error:
+    except (Exception, SystemExit) as error:
         del sys.modules[name]
-        raise ObjectiveReferenceError(
-            f"importing {path} failed: {type(error).__name__}: {error}"
-        ) from error
+        raise ObjectiveReferenceError(_import_failed(path, error)) from error
     import cloudpickle
 
     cloudpickle.register_pickle_by_value(module)
@@ -102,10 +100,20 @@ def _module_by_name(name: str):
                 f"no module named {name!r} (is its package installed, or on PYTHONPATH?)"
             ) from error
         raise ObjectiveReferenceError(f"importing {name} failed: {error}") from error
-    except Exception as error:
-        raise ObjectiveReferenceError(
-            f"importing {name} failed: {type(error).__name__}: {error}"
-        ) from error
+    except (Exception, SystemExit) as error:
+        raise ObjectiveReferenceError(_import_failed(name, error)) from error
+
+
+def _import_failed(what: object, error: BaseException) -> str:
+    """Why importing ``what`` failed. A module that calls ``sys.exit()`` as it is
+    imported (a script without a ``__main__`` guard) ended the command silently, its
+    exit status the only trace (review CI)."""
+    if isinstance(error, SystemExit):
+        return (
+            f"importing {what} failed: the module called sys.exit({error.code!r}) as it was "
+            'imported (put a script\'s own run under `if __name__ == "__main__":`)'
+        )
+    return f"importing {what} failed: {type(error).__name__}: {error}"
 
 
 def is_reference(text: str) -> bool:

@@ -275,12 +275,16 @@ def test_a_file_reference_and_a_module_reference_load_the_function(tmp_path, mon
         ("{tmp}/train_model.py:objectiv", "has no 'objectiv'; its callables: half, objective"),
         ("{tmp}/train_model.py:not_a_function", "is a int, not a function"),
         ("{tmp}/broken.py:objective", "importing .* failed: ZeroDivisionError"),
+        ("{tmp}/script.py:objective", r"failed: the module called sys.exit\(2\) as it was"),
+        ("script:objective", r"importing script failed: the module called sys.exit\(2\)"),
         ("no_such_package_xyz.train:objective", "no module named"),
     ],
 )
-def test_a_bad_reference_is_a_typed_error(tmp_path, reference, message):
+def test_a_bad_reference_is_a_typed_error(tmp_path, reference, message, monkeypatch):
     write(tmp_path, "train_model.py", OBJECTIVE)
     write(tmp_path, "broken.py", "x = 1 / 0\n")
+    write(tmp_path, "script.py", "import sys\nsys.exit(2)\n")  # ended the command silently
+    monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(ObjectiveReferenceError, match=message):
         load_objective(reference.format(tmp=tmp_path))
 
