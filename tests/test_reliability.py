@@ -2146,3 +2146,15 @@ def test_a_segment_the_executor_loses_is_charged_a_step_as_a_crashed_one():
     assert record["status"] == "failed" and "segment lost" in record["error"]
     assert record["diagnostics"]["charged"] == 2
     assert run.steps == sum(r["diagnostics"]["charged"] for r in run.history) == 4
+
+
+def test_a_resume_with_the_budget_spent_says_it_evaluated_nothing(tmp_path):
+    """Every evaluation failed; the objective fixed, the resume with the same budget
+    repeated the journalled error as if the fixed objective had failed again (review CI)."""
+    with pytest.raises(ObjectiveError, match="every evaluation failed: 2 of 2") as first:
+        bojax.minimize(lambda p: "hello", SPACE, initial=2, iterations=0, out=tmp_path, **FAST)
+    assert "evaluated nothing" not in str(first.value)
+    fixed = dict(initial=2, out=tmp_path, resume=True, **FAST)
+    with pytest.raises(ObjectiveError, match="This call evaluated nothing: the run's 2 journal"):
+        bojax.minimize(lambda p: p["x"], SPACE, iterations=0, **fixed)
+    assert bojax.minimize(lambda p: p["x"], SPACE, iterations=1, **fixed).evaluations == 3
