@@ -240,16 +240,15 @@ def _thompson_choice(state: Any, space: Space, seed: int, number: int) -> np.nda
     conditional study, whose shared parameters repeat while the branches' own vary: the
     model keeps choosing the branch, which the "exhausted" fallback left to chance (review
     CD). None where the space cannot be listed."""
-    from bojax.bo.loop import _sign, predictor, success_predictor
+    from bojax.bo.loop import predictor, success_predictor
     from bojax.bo.optimize import ENUMERATION_LIMIT, enumeration
 
     points = enumeration(space, ENUMERATION_LIMIT)
     if points is None:
         return None
     mean, sd = predictor(state)(points)
-    draw = _sign(state) * mean + sd * np.random.default_rng([seed, number]).standard_normal(
-        len(points)
-    )
+    sign = -1.0 if state.settings.maximize else 1.0
+    draw = sign * mean + sd * np.random.default_rng([seed, number]).standard_normal(len(points))
     succeeds = success_predictor(state)
     if succeeds is not None:
         likely = np.asarray(succeeds(points)) >= 0.5
