@@ -620,7 +620,8 @@ def plot(
         if not record.records:  # a run started, nothing journalled yet: empty axes help no one
             console.print(f"{run}: no evaluation has ended yet, nothing to plot", highlight=False)
             return
-        doing = "drawing the figures" + (" (the slices refit the surrogate)" if slices else "")
+        refits = slices and record.metrics is None and not any("curve" in r for r in record.records)
+        doing = "drawing the figures" + (" (the slices refit the surrogate)" if refits else "")
         with console.status(doing):  # (seconds at thousands of evaluations; shown on a tty)
             paths = plot_run(record, out or run / "figures", slices=slices)
     except BojaxError as error:

@@ -2158,3 +2158,31 @@ def test_a_resume_with_the_budget_spent_says_it_evaluated_nothing(tmp_path):
     with pytest.raises(ObjectiveError, match="This call evaluated nothing: the run's 2 journal"):
         bojax.minimize(lambda p: p["x"], SPACE, iterations=0, **fixed)
     assert bojax.minimize(lambda p: p["x"], SPACE, iterations=1, **fixed).evaluations == 3
+
+
+def test_a_resume_of_a_stopped_run_says_it_evaluated_nothing(tmp_path):
+    """Stopped at max_failures, a resume ran nothing and repeated the error (review CJ)."""
+
+    def boom(point):
+        raise ValueError("boom")
+
+    stopped = dict(initial=4, iterations=2, max_failures=2, out=tmp_path, **FAST)
+    with pytest.raises(ObjectiveError, match="max_failures=2") as first:
+        bojax.minimize(boom, SPACE, **stopped)
+    assert "evaluated nothing" not in str(first.value)
+    with pytest.raises(ObjectiveError, match="evaluated nothing: the run had stopped before it"):
+        bojax.minimize(boom, SPACE, **stopped, resume=True)
+
+
+def test_a_step_wise_resume_that_trains_nothing_says_so(tmp_path):
+    """A step-wise resume repeated 'every training failed' as news (review CJ)."""
+
+    def train(point, report):
+        raise ValueError("tboom")
+
+    run = dict(initial=2, iterations=0, max_step=3, out=tmp_path, **FAST)
+    with pytest.raises(ObjectiveError, match="every training failed") as first:
+        bojax.minimize(train, SPACE, **run)
+    assert "trained nothing" not in str(first.value)
+    with pytest.raises(ObjectiveError, match="This call trained nothing: the run's step budget"):
+        bojax.minimize(train, SPACE, **run, resume=True)

@@ -187,6 +187,7 @@ def test_plot_into_a_file_is_a_clear_error_not_a_traceback(tmp_path):
     (tmp_path / "a file").write_text("")
     result = runner.invoke(app, ["plot", str(tmp_path / "run"), "--out", str(tmp_path / "a file")])
     assert result.exit_code == 1 and "cannot make the figures' folder" in result.output
+    assert "cannot write" not in result.output  # not wrapped twice (review CJ)
 
 
 def test_a_figure_that_cannot_be_written_is_a_clear_error_not_a_traceback(tmp_path):
@@ -224,6 +225,11 @@ def test_long_names_are_cut_in_titles_and_labels_and_counts_tick_whole(tmp_path,
     assert long[:39] + "\N{HORIZONTAL ELLIPSIS}" in texts
     ticks = [tick for fig in drawn for ax in fig.axes for tick in ax.get_xticks()]
     assert ticks and all(float(tick).is_integer() for tick in ticks)
+    drawn.clear()  # one evaluation: an axis from -0.5 to 0.5 holds one whole number
+    journal.records_path.write_text(journal.records_path.read_text().splitlines()[0] + "\n")
+    run_figures.plot_run(load_run(tmp_path / "run"), tmp_path / "figures", slices=False)
+    ticks = [tick for fig in drawn for ax in fig.axes for tick in ax.get_xticks()]
+    assert ticks and all(float(tick).is_integer() for tick in ticks), ticks
 
 
 def test_plot_of_a_run_with_nothing_journalled_says_so_and_draws_nothing(tmp_path):

@@ -379,14 +379,16 @@ def minimize(
             run.forgive_interrupted()
             raise
         where = f" Finished evaluations are in {journal.records_path}." if journal else ""
-        asked = settings.initial + settings.iterations
-        if run.resumed >= asked and len(history) == run.resumed:  # (review CI)
+        if run.resumed and len(history) == run.resumed:  # (reviews CI, CJ)
             # Else a resume with the objective fixed repeated the journalled error as news.
-            where = (
-                f" This call evaluated nothing: the run's {run.resumed} journalled "
-                f"evaluations are its whole budget (initial + iterations = {asked}); pass "
-                f"more iterations (--iterations) to go on.{where}"
+            asked = settings.initial + settings.iterations
+            why = (
+                f"the run's {run.resumed} journalled evaluations are its whole budget "
+                f"(initial + iterations = {asked}); pass more iterations (--iterations) to go on"
+                if run.resumed >= asked
+                else "the run had stopped before it, for the reason above"
             )
+            where = f" This call evaluated nothing: {why}.{where}"
         seconds = time.perf_counter() - run.started
         try:
             result = _result(settings, history, seconds, run.stopped, where)

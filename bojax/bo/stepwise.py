@@ -1397,6 +1397,7 @@ def minimize_steps(
         else:
             run = StepRun(train, space, settings, journal, history, progress, batch is None)
         limits = Limits(run, settings, started)
+        before = (len(history), run.spent)  # what a resume found
         with _StepProgress(progress, run) as bar:
             if executor is not None or (settings.isolated and isinstance(run, StepRun)):
                 from bojax.bo.segments import pooled
@@ -1417,7 +1418,16 @@ def minimize_steps(
                         if record is not None:
                             bar.update(record)
         ended = limits.why() if run.spent < run.budget else None  # the loops end at the budget
-        return finished(journal, history, run.spent, time.perf_counter() - started, ended)
+        idle = None
+        if before[0] and before == (len(history), run.spent):  # a resume that trained nothing
+            idle = (
+                f"the run's step budget ({run.budget}) was spent before it; pass a larger "
+                "step_budget (on the command line, more --iterations) to go on"
+                if run.spent >= run.budget
+                else "the run had stopped before it"
+            )
+        seconds = time.perf_counter() - started
+        return finished(journal, history, run.spent, seconds, ended, idle)
 
 
 def open_journal(
@@ -1453,10 +1463,11 @@ def open_journal(
     return history
 
 
-def finished(journal: Journal | None, history: list, spent: int, seconds: float, ended):
+def finished(journal: Journal | None, history: list, spent: int, seconds: float, ended, idle=None):
     """The :class:`~bojax.bo.driver.Result` of a step-wise run that spent ``spent`` steps
     (``ended``: why it stopped before its budget), also written to the journal's
-    summary; :class:`ObjectiveError` when every training failed."""
+    summary; :class:`ObjectiveError` when every training failed (``idle``: why a resume
+    trained nothing, said with it: the journalled error is not news; review CJ)."""
     from bojax.bo.driver import Result
 
     best = stepwise_best(history)
@@ -1465,7 +1476,8 @@ def finished(journal: Journal | None, history: list, spent: int, seconds: float,
             why = f"every training failed ({len(history)}); last error: {history[-1]['error']}"
         else:  # (an executor that ran nothing, or a time budget spent before any ended)
             why = "no training ended"
-        error = ObjectiveError(why + (f"; {ended}" if ended else ""))
+        idle = f". This call trained nothing: {idle}" if idle else ""
+        error = ObjectiveError(why + (f"; {ended}" if ended else "") + idle)
         if journal is not None:
             journal.write_failed_summary(history, error)
         raise error

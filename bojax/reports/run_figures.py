@@ -83,7 +83,8 @@ def _whole_numbers(ax, axis: str = "x") -> None:
     """Ticks at whole numbers only on an axis that counts (evaluations, steps)."""
     from matplotlib.ticker import MaxNLocator
 
-    getattr(ax, f"{axis}axis").set_major_locator(MaxNLocator(integer=True))
+    # (min_n_ticks=1: a single evaluation's axis, -0.5 to 0.5, holds one whole number)
+    getattr(ax, f"{axis}axis").set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
 
 
 def _position(p, value):
@@ -141,7 +142,7 @@ def plot_progress(run: Run, path: Path) -> None:
     _whole_numbers(ax)
     ax.set_ylabel("objective" + (" (maximised)" if run.maximize else " (minimised)"))
     ax.legend(loc="best", fontsize=8)
-    save(fig, path, dpi=120)
+    _save(fig, path, dpi=120)
 
 
 def plot_hypervolume(run: Run, path: Path) -> None:
@@ -160,7 +161,7 @@ def plot_hypervolume(run: Run, path: Path) -> None:
     ax.set_xlabel("evaluation")
     _whole_numbers(ax)
     ax.set_ylabel("hypervolume")
-    save(fig, path, dpi=120)
+    _save(fig, path, dpi=120)
 
 
 def plot_front(run: Run, path: Path) -> None:
@@ -207,9 +208,9 @@ def plot_front(run: Run, path: Path) -> None:
             where = "post" if metrics.signs[0] > 0 else "pre"
             ax.step(*objectives[front][order].T, where=where, color="tab:orange", alpha=0.6)
             ax.plot(*objectives[front].T, "*", ms=11, color="tab:orange", label="Pareto set")
-        labels = [f"{n} ({d})" for n, d in metrics.objectives]
-        ax.set_xlabel(_text(labels[0], LONGEST_NAME + 6))
-        ax.set_ylabel(_text(labels[1], LONGEST_NAME + 6))
+        labels = [f"{_name(n)} ({d})" for n, d in metrics.objectives]  # the direction kept
+        ax.set_xlabel(labels[0])
+        ax.set_ylabel(labels[1])
         _legend_or_why(ax, len(run.records))
     else:
         fig, ax = plt.subplots(figsize=(1.6 * len(names) + 3, 4.5))
@@ -226,7 +227,7 @@ def plot_front(run: Run, path: Path) -> None:
         ax.set_title("feasible evaluations; the Pareto set in orange", fontsize=9)
         if not ok:
             _legend_or_why(ax, len(run.records))
-    save(fig, path, dpi=120)
+    _save(fig, path, dpi=120)
 
 
 def _legend_or_why(ax, evaluations: int) -> None:
@@ -295,7 +296,7 @@ def plot_parameters(run: Run, path: Path) -> None:
         _whole_numbers(ax)
     if axes and (status != "ok").any():  # what the marks mean, once
         axes[0].legend(loc="best", fontsize=7)
-    save(fig, path, dpi=110)
+    _save(fig, path, dpi=110)
 
 
 def design_curves(records: list[dict]) -> list[tuple[list, str]]:
@@ -378,7 +379,7 @@ def plot_curves(run: Run, path: Path) -> None:
             ax.set(xticks=[], yticks=[])
         left.text(0.5, 0.5, f"no training reported a value\n({len(run.records)} failed)",
                   ha="center", va="center", transform=left.transAxes)  # fmt: skip
-    save(fig, path, dpi=120)
+    _save(fig, path, dpi=120)
 
 
 def refit_limit(run: Run) -> int:
@@ -485,7 +486,7 @@ def plot_slices(run: Run, slices: Path, slice2d: Path) -> list[Path]:
         ax.set_title(_name(p.name), fontsize=9)
     title = "posterior mean +- 2 sd through the best point"
     fig.suptitle(title + (f" ({note})" if note else ""), fontsize=10)
-    save(fig, slices, dpi=110)
+    _save(fig, slices, dpi=110)
 
     ordered = [j for j in live if not run.space.parameters[j].categorical]
     if len(ordered) < 2:  # the 2-D slice needs two ordered axes
@@ -517,7 +518,7 @@ def plot_slices(run: Run, slices: Path, slice2d: Path) -> list[Path]:
         ax.set_title(title, fontsize=10)
         _scale(ax, pa, "x")
         _scale(ax, pb, "y")
-    save(fig, slice2d, dpi=110)
+    _save(fig, slice2d, dpi=110)
     return [slices, slice2d]
 
 
@@ -536,14 +537,21 @@ def plot_run(run: Run, out: Path, slices: bool = True) -> list[Path]:
     the refit would not take is refused before any figure is written; one the figures
     cannot be written into (read-only, full, a folder in a figure's place) is a
     :class:`RunFolderError` saying so."""
+    with warnings.catch_warnings():
+        # A name in a script the font lacks (CJK) draws as boxes; matplotlib said so for
+        # every glyph, twice, among the command's own lines.
+        warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+        return _plot_run(run, out, slices)
+
+
+def _save(fig, path: Path, dpi: int) -> None:
+    """Write one figure, or a :class:`RunFolderError` saying why it cannot be written
+    (savefig's OSError was a traceback; review CF). Only the write is guarded: an error
+    of the refit's own is not a failed write (review CJ)."""
     try:
-        with warnings.catch_warnings():
-            # A name in a script the font lacks (CJK) draws as boxes; matplotlib said so
-            # for every glyph, twice, among the command's own lines.
-            warnings.filterwarnings("ignore", message="Glyph .* missing from font")
-            return _plot_run(run, out, slices)
+        save(fig, path, dpi=dpi)
     except OSError as error:
-        where = error.filename or out
+        where = error.filename or path
         raise RunFolderError(f"cannot write {where}: {error.strerror or error}") from None
 
 
