@@ -1,5 +1,6 @@
 """The command line as a user runs it: help, the demo (small settings) and the problem list."""
 
+import json
 import subprocess
 import sys
 
@@ -32,6 +33,12 @@ def test_demo_runs_the_ensemble_design_bo_and_writes_its_figures(tmp_path):
             assert image.size[0] > 600 and image.size[1] > 300
     assert "best found" in result.output and "report's best" in result.output
     assert "compiled 1 time(s)" in result.output
+    # The re-trained losses, the fair comparison of the two (review CK), are in the table.
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    for pick in ("best_observed", "report_design"):
+        entry = summary["selection"][pick]
+        said = f"{entry['retrained_mean']:.2f} ± {entry['retrained_sd']:.2f}"
+        assert said in " ".join(result.output.split()), said
     # A second demo into the same folder starts afresh instead of refusing.
     again = runner.invoke(app, ["demo", "--out", str(tmp_path), *options])
     assert again.exit_code == 0, again.output

@@ -232,6 +232,21 @@ def test_long_names_are_cut_in_titles_and_labels_and_counts_tick_whole(tmp_path,
     assert ticks and all(float(tick).is_integer() for tick in ticks), ticks
 
 
+def test_an_integer_parameters_axis_ticks_whole_numbers(tmp_path, monkeypatch):
+    """layers was ticked at 1.5 and 2.5, values it cannot take (review CK)."""
+    import bojax.reports.run_figures as run_figures
+
+    journal = Journal(tmp_path / "run")
+    journal.start({"space": SPACE.to_dict(), "settings": {"surrogate": "gp-map"}})
+    for n in range(3):
+        journal.append(record(n, 1.0 + n, phase="initial"))
+    drawn = []
+    monkeypatch.setattr(run_figures, "save", lambda fig, path, dpi=120: drawn.append(fig))
+    run_figures.plot_parameters(load_run(tmp_path / "run"), tmp_path / "parameters.png")
+    layers = next(ax for ax in drawn[0].axes if ax.get_title() == "layers")
+    assert all(float(tick).is_integer() for tick in layers.get_yticks()), layers.get_yticks()
+
+
 def test_plot_of_a_run_with_nothing_journalled_says_so_and_draws_nothing(tmp_path):
     journal = Journal(tmp_path / "run")
     journal.start({"space": SPACE.to_dict(), "settings": {"surrogate": "gp-map"}})

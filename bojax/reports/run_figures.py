@@ -116,6 +116,8 @@ def _scale(ax, p, axis: str) -> None:
     elif not p.continuous:  # an ordinal grid: its values as the ticks
         values = p.decode(p.grid())[_ticked(len(p.grid()))]
         getattr(ax, f"set_{axis}ticks")(values, [f"{v:g}" for v in values])
+    elif p.kind == "integer" and not getattr(p, "log", False):
+        _whole_numbers(ax, axis)  # (layers ticked at 1.5 read as a value it can take)
 
 
 def plot_progress(run: Run, path: Path) -> None:
