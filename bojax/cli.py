@@ -575,8 +575,9 @@ def show(
     if record.sampler is not None:
         console.print(
             plain(
-                f"sampler: chain state kept for iteration {record.sampler.get('iteration')} "
-                f"after {record.sampler.get('fits', '?')} fits"
+                # (a chain's state, or a MAP fit's: where a resume's first fit starts)
+                f"surrogate state kept from iteration {record.sampler.get('iteration')}: a "
+                "resume's first fit starts there"
             )
         )
 
