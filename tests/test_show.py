@@ -247,6 +247,31 @@ def test_an_integer_parameters_axis_ticks_whole_numbers(tmp_path, monkeypatch):
     assert all(float(tick).is_integer() for tick in layers.get_yticks()), layers.get_yticks()
 
 
+def test_a_parameter_no_evaluation_used_says_so_instead_of_empty_axes(tmp_path, monkeypatch):
+    """A conditional parameter whose condition never held drew empty axes on -0.05..0.05
+    (review CK)."""
+    import bojax.reports.run_figures as run_figures
+    from bojax.parameters import Categorical
+    from bojax.spaces import Condition
+
+    space = Space([
+        Categorical("opt", ["adam", "sgd"]),
+        Real("momentum", 0.0, 0.99, condition=Condition("opt", "==", "sgd")),
+    ])  # fmt: skip
+    journal = Journal(tmp_path / "run")
+    journal.start({"space": space.to_dict(), "settings": {"surrogate": "gp-map"}})
+    for n in range(2):
+        x = {"opt": "adam"}
+        journal.append({**record(n, 1.0 + n, phase="initial"), "x": x,
+                        "u": space.to_unit(x).tolist()})  # fmt: skip
+    drawn = []
+    monkeypatch.setattr(run_figures, "save", lambda fig, path, dpi=120: drawn.append(fig))
+    run_figures.plot_parameters(load_run(tmp_path / "run"), tmp_path / "parameters.png")
+    momentum = next(ax for ax in drawn[0].axes if ax.get_title() == "momentum")
+    assert any("not used by any evaluation" in t.get_text() for t in momentum.texts)
+    assert not list(momentum.get_yticks())
+
+
 def test_plot_of_a_run_with_nothing_journalled_says_so_and_draws_nothing(tmp_path):
     journal = Journal(tmp_path / "run")
     journal.start({"space": SPACE.to_dict(), "settings": {"surrogate": "gp-map"}})

@@ -292,6 +292,10 @@ def plot_parameters(run: Run, path: Path) -> None:
             ax.plot(best["iteration"], _position(p, best["x"][p.name]), "*", ms=12,
                     color="tab:orange", label="best")  # fmt: skip
         _scale(ax, p, "y")
+        if not np.isfinite(values).any():  # a conditional parameter no evaluation used
+            ax.set_yticks([])
+            ax.text(0.5, 0.5, "not used by any evaluation\n(its condition never held)",
+                    ha="center", va="center", fontsize=8, transform=ax.transAxes)  # fmt: skip
         ax.set_xlim(-0.5, len(run.records) - 0.5)  # the same evaluations on every panel
         ax.set_title(_name(p.name), fontsize=9)
         ax.set_xlabel("evaluation", fontsize=8)
