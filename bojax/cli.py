@@ -646,6 +646,19 @@ def plot(
             f"(at most {refit_limit(record)})",
             highlight=False,
         )
+    folder = out or run / "figures"
+    stale = [name for name in FIGURE_NAMES if name not in drawn and (folder / name).is_file()]
+    if stale:  # an earlier plot's (slices of an older model, say): not this run's state now
+        console.print(
+            f"left from an earlier plot, not redrawn: {', '.join(stale)}", highlight=False
+        )
+
+
+# Every figure bojax plot may write (those it does not redraw are named if present).
+FIGURE_NAMES = (
+    "progress.png", "parameters.png", "slices.png", "slice2d.png", "curves.png",
+    "hypervolume.png", "front.png",
+)  # fmt: skip
 
 
 # Reading a run back needs what its run imported: a plugin's parameter kind, surrogate, ...

@@ -272,6 +272,20 @@ def test_a_parameter_no_evaluation_used_says_so_instead_of_empty_axes(tmp_path, 
     assert not list(momentum.get_yticks())
 
 
+def test_plot_names_the_figures_an_earlier_plot_left_and_it_did_not_redraw(tmp_path):
+    """plot --no-slices left an older slices.png beside the new figures, unmentioned
+    (review CF)."""
+    journal = Journal(tmp_path / "run")
+    journal.start({"space": SPACE.to_dict(), "settings": {"surrogate": "gp-map"}})
+    journal.append(record(0, None, phase="initial", error="ValueError: nan"))
+    (tmp_path / "run" / "figures").mkdir()
+    (tmp_path / "run" / "figures" / "slices.png").write_bytes(b"an older model's")
+    result = runner.invoke(app, ["plot", str(tmp_path / "run")], terminal_width=400)
+    assert result.exit_code == 0, result.output
+    assert "left from an earlier plot, not redrawn: slices.png" in result.output
+    assert "slice2d.png" not in result.output  # (none there)
+
+
 def test_plot_of_a_run_with_nothing_journalled_says_so_and_draws_nothing(tmp_path):
     journal = Journal(tmp_path / "run")
     journal.start({"space": SPACE.to_dict(), "settings": {"surrogate": "gp-map"}})
