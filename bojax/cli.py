@@ -90,10 +90,12 @@ def demo(
 def _print_ensemble_summary(console: Console, summary: dict, out: Path, seconds: float) -> None:
     chosen = summary["selection"]
     seeds = len(chosen["training_seeds"])
-    table = Table(title="ensemble design, Experiment 1 (quick)")
-    retrained = f"re-trained test loss ({seeds} other seeds: mean ± sd)"
-    for column in ("", "design (L, D, N, p)", "test loss", "test MSE", "kept members", retrained):
-        table.add_column(column)
+    table = Table(
+        title="ensemble design, Experiment 1 (quick)",
+        caption=f"re-trained: the test loss with {seeds} other training seeds, mean ± sd",
+    )
+    for column in ("", "L, D, N, p", "test loss", "MSE", "kept", "re-trained"):
+        table.add_column(column, overflow="fold")
 
     def design(d: dict) -> str:
         return f"({d['layers']}, {d['width']}, {d['members']}, {d['keep']:.3f})"
@@ -102,8 +104,8 @@ def _print_ensemble_summary(console: Console, summary: dict, out: Path, seconds:
     # The run's best is a minimum over noisy losses (one training seed each): its
     # re-trained loss beside the report's design's is the fair comparison (review CK).
     for label, row, again in [
-        (f"best found (evaluation {best['iteration'] + 1})", best, chosen["best_observed"]),
-        ("the report's best design", ref, chosen["report_design"]),
+        (f"best found (#{best['iteration'] + 1})", best, chosen["best_observed"]),
+        ("the report's design", ref, chosen["report_design"]),
     ]:
         table.add_row(
             label,
@@ -114,13 +116,13 @@ def _print_ensemble_summary(console: Console, summary: dict, out: Path, seconds:
             f"{again['retrained_mean']:.2f} ± {again['retrained_sd']:.2f}",
         )
     floor, n_test = summary["dataset"]["test_loss_of_truth"], summary["dataset"]["n_test"]
-    table.add_row("true mean function", "-", f"{floor:.2f}", f"{floor**2 / n_test:.2f}", "-", "-")
+    table.add_row("true mean", "-", f"{floor:.2f}", f"{floor**2 / n_test:.2f}", "-", "-")
     console.print(table)
     compiled = summary["compilations_in_this_process"]["ensemble_training"]
     console.print(
-        f"{summary['evaluations']} designs evaluated in {summary['wall_seconds']:.0f} s "
-        f"({seconds:.0f} s with the re-training); the ensemble trainer compiled {compiled} "
-        f"time(s). Figures and summary.json in {out}/"
+        f"{summary['evaluations']} designs evaluated ({summary['wall_seconds']:.0f} s of "
+        f"training; {seconds:.0f} s in all, BO and re-training included); the ensemble "
+        f"trainer compiled {compiled} time(s). Figures and summary.json in {out}/"
     )
 
 

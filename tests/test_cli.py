@@ -31,7 +31,7 @@ def test_demo_runs_the_ensemble_design_bo_and_writes_its_figures(tmp_path):
     for name in ("figure3_data.png", "figure4_fits.png", "figure5_exploration.png"):
         with Image.open(tmp_path / name) as image:
             assert image.size[0] > 600 and image.size[1] > 300
-    assert "best found" in result.output and "report's best" in result.output
+    assert "best found" in result.output and "the report's design" in result.output
     assert "compiled 1 time(s)" in result.output
     # The re-trained losses, the fair comparison of the two (review CK), are in the table.
     summary = json.loads((tmp_path / "summary.json").read_text())

@@ -247,6 +247,26 @@ def test_an_integer_parameters_axis_ticks_whole_numbers(tmp_path, monkeypatch):
     assert all(float(tick).is_integer() for tick in layers.get_yticks()), layers.get_yticks()
 
 
+def test_a_short_log_axis_labels_more_than_its_power_of_ten(tmp_path, monkeypatch):
+    """A log integer on 1..8 was labelled 10^0 alone (review CL)."""
+    import bojax.reports.run_figures as run_figures
+
+    space = Space([Integer("n", 1, 8, log=True)])
+    journal = Journal(tmp_path / "run")
+    journal.start({"space": space.to_dict(), "settings": {"surrogate": "gp-map"}})
+    for k, n in enumerate((1, 3, 8)):
+        journal.append({**record(k, float(n), phase="initial"), "x": {"n": n},
+                        "u": space.to_unit({"n": n}).tolist()})  # fmt: skip
+    drawn = []
+    monkeypatch.setattr(run_figures, "save", lambda fig, path, dpi=120: drawn.append(fig))
+    run_figures.plot_parameters(load_run(tmp_path / "run"), tmp_path / "parameters.png")
+    (ax,) = drawn[0].axes
+    drawn[0].canvas.draw()
+    low, high = ax.get_ylim()
+    shown = [t.get_text() for t in ax.get_yticklabels() if low <= t.get_position()[1] <= high]
+    assert len([t for t in shown if t]) >= 3, shown
+
+
 def test_a_parameter_no_evaluation_used_says_so_instead_of_empty_axes(tmp_path, monkeypatch):
     """A conditional parameter whose condition never held drew empty axes on -0.05..0.05
     (review CK)."""

@@ -386,8 +386,10 @@ def minimize(
                 f"the run's {run.resumed} journalled evaluations are its whole budget "
                 f"(initial + iterations = {asked}); pass more iterations (--iterations) to go on"
                 if run.resumed >= asked
-                else "the run had stopped before it, for the reason above"
+                else "it stopped at once, for the reason in brackets above"
             )
+            if run.resumed < asked and "max_failures" in str(run.stopped):
+                why += "; raise max_failures (--max-failures) to go on"
             where = f" This call evaluated nothing: {why}.{where}"
         seconds = time.perf_counter() - run.started
         try:

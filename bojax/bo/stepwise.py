@@ -1424,7 +1424,7 @@ def minimize_steps(
                 f"the run's step budget ({run.budget}) was spent before it; pass a larger "
                 "step_budget (on the command line, more --iterations) to go on"
                 if run.spent >= run.budget
-                else "the run had stopped before it"
+                else "it stopped at once, for the reason given before"
             )
         seconds = time.perf_counter() - started
         return finished(journal, history, run.spent, seconds, ended, idle)

@@ -110,6 +110,13 @@ def _scale(ax, p, axis: str) -> None:
     grid's values for an ordinal."""
     if getattr(p, "log", False):
         _log_axis(ax, axis)
+        low, high = getattr(p, "low", None), getattr(p, "high", None)  # (an ordinal: none)
+        if low is not None and high <= 100 * low:  # 10^0 alone was labelled (review CL)
+            from matplotlib.ticker import FuncFormatter, LogLocator
+
+            scale = getattr(ax, f"{axis}axis")
+            scale.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+            scale.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     if p.categorical:
         ticks = _ticked(len(p.choices))
         getattr(ax, f"set_{axis}ticks")(ticks, [_text(p.choices[k]) for k in ticks])
