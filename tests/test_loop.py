@@ -131,6 +131,30 @@ def test_a_pending_point_with_a_misplaced_sentinel_is_refused_as_tell_refuses_it
             ask_batch(state, 2, pending=np.array(pending))
 
 
+def test_pending_points_are_snapped_as_told_points_are():
+    """An off-centre categorical coordinate of a pending point was a choice of its own to
+    the fantasies' overlap kernel: two rows naming one point gave different acquisition
+    values (review CM)."""
+    from bojax.bo.loop import ask_batch
+    from bojax.parameters import Categorical, Ordinal
+
+    space = Space([Categorical("c", ["a", "b", "c", "d"]), Real("x", 0.0, 1.0),
+                   Ordinal("o", [1, 2, 64])])  # fmt: skip
+    state = bojax.init(space, surrogate="gp-map", initial=3, seed=0)
+    level = {"a": 1, "b": 0.2, "c": 0.5, "d": 0.8}
+    for _ in range(5):
+        u, state, _ = bojax.ask(state)
+        point = space.from_unit(u)
+        state = bojax.tell(state, u, level[point["c"]] + point["x"])
+    centred = space.to_unit([{"c": "b", "x": 0.1, "o": 2}])
+    off = centred.copy()
+    off[0, 0], off[0, 2] = 0.26, off[0, 2] + 0.01
+    assert space.from_unit(off) == space.from_unit(centred)  # the same named point
+    values = [[i["acquisition_value"] for i in ask_batch(state, 2, pending=p)[2]]
+              for p in (centred, off)]  # fmt: skip
+    assert values[0] == values[1]
+
+
 def test_an_excluded_point_is_never_proposed_and_not_believed():
     from bojax.bo.loop import ask_batch
 

@@ -235,8 +235,9 @@ def _pending_points(space: Space, pending: Any) -> np.ndarray:
     rows = rows.reshape(-1, space.dim)
     if not _in_unit_cube(rows):
         raise DataError(f"pending points must lie in [0, 1] (or be the sentinel): {pending!r:.200}")
-    if rows.size:
-        _snapped(space, rows, "a pending point", pending)
+    if rows.size:  # snapped as tell snaps: the overlap kernel compares categoricals for
+        # equality, so an off-centre coordinate was a choice of its own (review CM)
+        rows = _snapped(space, rows, "a pending point", pending)
     return rows
 
 
