@@ -265,6 +265,14 @@ def test_a_short_log_axis_labels_more_than_its_power_of_ten(tmp_path, monkeypatc
     low, high = ax.get_ylim()
     shown = [t.get_text() for t in ax.get_yticklabels() if low <= t.get_position()[1] <= high]
     assert len([t for t in shown if t]) >= 3, shown
+    from bojax.reports.run_figures import _short_log_ticks
+
+    for low, high in ((3, 7), (1, 2), (10, 15)):  # whole numbers, not 3.5, 4.5 (review CN)
+        ticks = _short_log_ticks(low, high, integer=True)
+        assert ticks[0] == low and ticks[-1] == high and all(t.is_integer() for t in ticks)
+    assert _short_log_ticks(1e-3, 5e-2, integer=False) == pytest.approx(
+        [1e-3, 2e-3, 5e-3, 1e-2, 2e-2, 5e-2]
+    )
 
 
 def test_a_parameter_no_evaluation_used_says_so_instead_of_empty_axes(tmp_path, monkeypatch):

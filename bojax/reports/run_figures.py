@@ -105,6 +105,21 @@ def _ticked(count: int) -> np.ndarray:
     return np.unique(np.linspace(0, count - 1, MAX_TICKS).round().astype(int))
 
 
+def _short_log_ticks(low: float, high: float, integer: bool) -> list[float]:
+    """Ticks for a log axis on ``[low, high]`` spanning under two decades: the bounds, the
+    1-2-5 values between them and, on a range too short for those, a few geometric steps;
+    whole numbers only for an integer (matplotlib's own locator fell back to linear ticks
+    at 3.5, 4.5 there; review CN)."""
+    values = {low, high}
+    for power in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1):
+        values |= {m * 10.0**power for m in (1, 2, 5) if low <= m * 10.0**power <= high}
+    if len(values) < 3:
+        values |= set(np.geomspace(low, high, 5).tolist())
+    if integer:
+        values = {float(round(v)) for v in values}
+    return sorted(values)
+
+
 def _scale(ax, p, axis: str) -> None:
     """A log axis for log-spaced parameters; the choices' names for a categorical, the
     grid's values for an ordinal."""
@@ -112,11 +127,11 @@ def _scale(ax, p, axis: str) -> None:
         _log_axis(ax, axis)
         low, high = getattr(p, "low", None), getattr(p, "high", None)  # (an ordinal: none)
         if low is not None and high <= 100 * low:  # 10^0 alone was labelled (review CL)
-            from matplotlib.ticker import FuncFormatter, LogLocator
+            from matplotlib.ticker import NullLocator
 
-            scale = getattr(ax, f"{axis}axis")
-            scale.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-            scale.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+            ticks = _short_log_ticks(low, high, p.kind == "integer")
+            getattr(ax, f"set_{axis}ticks")(ticks, [f"{v:.3g}" for v in ticks])
+            getattr(ax, f"{axis}axis").set_minor_locator(NullLocator())
     if p.categorical:
         ticks = _ticked(len(p.choices))
         getattr(ax, f"set_{axis}ticks")(ticks, [_text(p.choices[k]) for k in ticks])
