@@ -1956,7 +1956,7 @@ def test_a_closed_dask_client_is_refused_as_a_setting_before_any_evaluation(tmp_
     """It ran as an objective's failure: ObjectiveError 'no evaluation finished'."""
     from distributed import Client, LocalCluster
 
-    client = Client(LocalCluster(n_workers=1, processes=False, dashboard_address=None))
+    client = Client(LocalCluster(n_workers=1, processes=False, dashboard_address="127.0.0.1:0"))
     client.close()
     for executor in (client, client.get_executor()):
         with pytest.raises(SettingsError, match="the Dask client is closed"):

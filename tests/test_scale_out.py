@@ -532,7 +532,7 @@ def test_a_scheduler_without_workers_is_reported_not_waited_on_silently(monkeypa
 
     monkeypatch.setattr(bojax.bo.cluster, "NO_WORKERS_SECONDS", 0.2)
     monkeypatch.setattr(bojax.bo.cluster, "WATCH_SECONDS", 0.1)
-    with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as empty:
+    with LocalCluster(n_workers=0, processes=False, dashboard_address="127.0.0.1:0") as empty:
         with bojax.bo.cluster.connect(scheduler=empty.scheduler_address):
             time.sleep(1.0)
     said = capfd.readouterr().err
