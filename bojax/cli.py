@@ -202,7 +202,9 @@ def optimize(**options: Any) -> None:
         then = f"; continue it with: bojax optimize {problem} --resume {again}"
         then = then if folder is not None else ""
         terminated = isinstance(interrupt, Terminated)  # SIGTERM: a scheduler's preemption
-        console.print(plain(f"{'terminated (SIGTERM)' if terminated else 'interrupted'}{then}"))
+        # soft_wrap: a command to copy must not come with line breaks put in its spaces
+        said = plain(f"{'terminated (SIGTERM)' if terminated else 'interrupted'}{then}")
+        console.print(said, soft_wrap=True)
         raise typer.Exit(code=143 if terminated else 130) from None
     if result.pareto is not None:
         columns = list(settings.metrics.columns)

@@ -1683,7 +1683,7 @@ def test_sigint_of_the_cli_says_how_to_resume_and_the_resume_loses_nothing(
     output, _ = driver.communicate(timeout=60)
     assert driver.returncode == code, output[-2000:]
     said = f"{said}; continue it with: bojax optimize {tmp_path / 'slow.py'}:objective"
-    assert f"{said} --resume --out {out}" in output.replace("\n", "")
+    assert f"{said} --resume --out {out}" in output  # on one line, to copy (a long path wrapped)
     assert "Traceback" not in output
     (pending,) = json.loads((out / "pending.json").read_text())
     assert pending["attempts"] == 0  # stopped by the user, not by its design
