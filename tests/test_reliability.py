@@ -1952,6 +1952,23 @@ def test_a_closed_dask_client_counts_as_one_worker_so_its_refusal_can_say_why():
     assert concurrency(Closed()) == 1
 
 
+def test_an_isolated_evaluation_that_leaves_a_thread_running_returns_its_value(tmp_path):
+    """The child's exit joined the objective's leftover non-daemon thread: the driver,
+    waiting for the exit, timed out with the value written (review CO)."""
+
+    def leaves_a_loader_running(point):
+        import threading
+        import time
+
+        threading.Thread(target=time.sleep, args=(3600,)).start()
+        return point["x"]
+
+    result = bojax.minimize(leaves_a_loader_running, SPACE, initial=2, iterations=0,
+                            isolate=True, timeout=30, **FAST)  # fmt: skip
+    assert [r["status"] for r in result.history] == ["ok", "ok"]
+    assert all(r["seconds"] < 25 for r in result.history)
+
+
 def test_a_closed_dask_client_is_refused_as_a_setting_before_any_evaluation(tmp_path):
     """It ran as an objective's failure: ObjectiveError 'no evaluation finished'."""
     from distributed import Client, LocalCluster

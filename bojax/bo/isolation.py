@@ -360,6 +360,26 @@ def _exit_with_parent(folder: Path, parent: int, interval: float = 0.5) -> None:
     threading.Thread(target=watch, name="bojax-parent-watch", daemon=True).start()
 
 
+def _leave(seconds: float = 5.0) -> None:
+    """End the child once its outcome is written: the exit handlers (a log's flush) get
+    ``seconds``, then the process exits without joining the threads and processes the
+    evaluation left running. A leftover non-daemon thread (a data loader's) made the
+    interpreter's exit wait for ever: the parent, waiting for the exit, timed out or hung
+    with the result written (review CO)."""
+    import atexit
+    import threading
+
+    handlers = threading.Thread(target=atexit._run_exitfuncs, daemon=True)
+    handlers.start()
+    handlers.join(seconds)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed by the evaluation
+            pass
+    os._exit(0)
+
+
 def _child(sent: str, outcome: str, parent: int) -> None:
     """The child's side: load the task, run it, write ``(done, result)`` atomically."""
     import cloudpickle
@@ -384,6 +404,7 @@ def _child(sent: str, outcome: str, parent: int) -> None:
     partial = Path(outcome + ".tmp")
     partial.write_bytes(payload)
     os.replace(partial, outcome)
+    _leave()
 
 
 if __name__ == "__main__":
