@@ -360,18 +360,23 @@ def _exit_with_parent(folder: Path, parent: int, interval: float = 0.5) -> None:
     threading.Thread(target=watch, name="bojax-parent-watch", daemon=True).start()
 
 
-def _leave(seconds: float = 5.0) -> None:
-    """End the child once its outcome is written: the exit handlers (a log's flush) get
-    ``seconds``, then the process exits without joining the threads and processes the
-    evaluation left running. A leftover non-daemon thread (a data loader's) made the
-    interpreter's exit wait for ever: the parent, waiting for the exit, timed out or hung
-    with the result written (review CO)."""
+def _leave(seconds: float = 10.0) -> None:
+    """End the child once its outcome is written. The threads the evaluation left
+    running (an asynchronous save, say) and then the exit handlers (a log's flush) get
+    ``seconds`` in all; then the process exits without waiting further. Python's own exit
+    joined every non-daemon thread without a limit: a data loader's that never ends made
+    the parent, waiting for the exit, time out or hang with the result written (review
+    CO)."""
     import atexit
     import threading
 
+    deadline = time.monotonic() + seconds
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join(max(0.0, deadline - time.monotonic()))
     handlers = threading.Thread(target=atexit._run_exitfuncs, daemon=True)
     handlers.start()
-    handlers.join(seconds)
+    handlers.join(max(1.0, deadline - time.monotonic()))
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
