@@ -1976,6 +1976,16 @@ def test_an_isolated_evaluation_that_leaves_a_thread_running_returns_its_value(t
     assert all(r["seconds"] < 30 for r in result.history)
     assert len(list(tmp_path.glob("saved-*"))) == 2
 
+    def keeps_a_pool(point):  # its idle workers end at Python's exit when told to
+        from concurrent.futures import ThreadPoolExecutor
+
+        keeps_a_pool.pool = ThreadPoolExecutor(2)
+        return sum(keeps_a_pool.pool.map(float, [point["x"]]))
+
+    result = bojax.minimize(keeps_a_pool, SPACE, initial=2, iterations=0, isolate=True,
+                            timeout=40, **FAST)  # fmt: skip
+    assert all(r["status"] == "ok" and r["seconds"] < 8 for r in result.history)
+
 
 def test_a_closed_dask_client_is_refused_as_a_setting_before_any_evaluation(tmp_path):
     """It ran as an objective's failure: ObjectiveError 'no evaluation finished'."""

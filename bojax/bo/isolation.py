@@ -371,6 +371,13 @@ def _leave(seconds: float = 10.0) -> None:
     import threading
 
     deadline = time.monotonic() + seconds
+    # First what Python's exit does before joining: its threading hooks tell a kept
+    # ThreadPoolExecutor's idle workers to end (else each evaluation waited the grace).
+    for hook in reversed(getattr(threading, "_threading_atexits", [])):
+        try:
+            hook()
+        except Exception:  # (as at Python's exit: one hook's error stops no other)
+            pass
     for thread in threading.enumerate():
         if thread is not threading.current_thread() and not thread.daemon:
             thread.join(max(0.0, deadline - time.monotonic()))
