@@ -1103,10 +1103,10 @@ def test_a_conditional_studys_branch_choice_stays_modelled_once_each_branch_is_t
     )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        study.optimize(objective, n_trials=24)
+        study.optimize(objective, n_trials=16)
     assert not [w for w in caught if "exhausted" in str(w.message)]
     chosen = [t.params["k"] for t in study.trials[4:]]
-    assert chosen.count("a") >= 15, chosen
+    assert chosen.count("a") >= 8, chosen  # (by chance: about 4 of the 12)
 
 
 def test_a_parameter_suggested_from_differing_distributions_is_warned_about_once():
