@@ -26,7 +26,9 @@ def test_console_script_help_lists_the_subcommands():
 @pytest.mark.slow
 def test_demo_runs_the_ensemble_design_bo_and_writes_its_figures(tmp_path):
     options = ["--iterations", "1", "--samples", "16", "--min-epochs", "5", "--max-epochs", "20"]
-    result = runner.invoke(app, ["demo", "--out", str(tmp_path), *options])
+    # Wide enough that no cell wraps (the table's layout is not what is checked here)
+    wide = {"terminal_width": 200, "env": {"COLUMNS": "200"}}
+    result = runner.invoke(app, ["demo", "--out", str(tmp_path), *options], **wide)
     assert result.exit_code == 0, result.output
     for name in ("figure3_data.png", "figure4_fits.png", "figure5_exploration.png"):
         with Image.open(tmp_path / name) as image:
