@@ -104,7 +104,7 @@ def _print_ensemble_summary(console: Console, summary: dict, out: Path, seconds:
     # The run's best is a minimum over noisy losses (one training seed each): its
     # re-trained loss beside the report's design's is the fair comparison (review CK).
     for label, row, again in [
-        (f"best found (#{best['iteration'] + 1})", best, chosen["best_observed"]),
+        (f"best found (iteration {best['iteration']})", best, chosen["best_observed"]),
         ("the report's design", ref, chosen["report_design"]),
     ]:
         table.add_row(
