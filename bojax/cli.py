@@ -506,7 +506,7 @@ def show(
     several = record.metrics is not None
     outcome = list(record.metrics.columns) if several else ["y"]
     progress = "hypervolume" if several else "best so far"
-    stepwise = any("curve" in entry for entry in record.records)  # train(point, report)
+    stepwise = record.stepwise  # train(point, report)
     steps = ["steps"] if stepwise else []
     shown = {"#", "phase", "point", *names, *steps, progress, "s"}
     # A metric named as a parameter (or as one of these columns) says which it is.
@@ -625,7 +625,12 @@ def plot(
     _start_jax()
     from bojax.bo.runs import load_run
     from bojax.errors import BojaxError
-    from bojax.reports.run_figures import plot_run, refit_limit, too_long_to_refit
+    from bojax.reports.run_figures import (
+        FIGURE_NAMES,
+        plot_run,
+        refit_limit,
+        too_long_to_refit,
+    )
 
     console = terminal.console()
     try:
@@ -634,7 +639,7 @@ def plot(
         if not record.records:  # a run started, nothing journalled yet: empty axes help no one
             console.print(f"{run}: no evaluation has ended yet, nothing to plot", highlight=False)
             return
-        refits = slices and record.metrics is None and not any("curve" in r for r in record.records)
+        refits = slices and record.refits
         doing = "drawing the figures" + (" (the slices refit the surrogate)" if refits else "")
         with console.status(doing):  # (seconds at thousands of evaluations; shown on a tty)
             paths = plot_run(record, out or run / "figures", slices=slices)
@@ -643,8 +648,8 @@ def plot(
         raise typer.Exit(code=1) from None
     for path in paths:
         console.print(f"wrote {path}", highlight=False)
-    drawn = {path.name for path in paths}  # (a front or curves are never refitted)
-    if slices and too_long_to_refit(record) and not drawn & {"front.png", "curves.png"}:
+    drawn = {path.name for path in paths}
+    if refits and too_long_to_refit(record):
         console.print(
             f"no slices: {len(record.records)} evaluations are more than bojax plot refits "
             f"(at most {refit_limit(record)})",
@@ -656,13 +661,6 @@ def plot(
         console.print(
             f"left from an earlier plot, not redrawn: {', '.join(stale)}", highlight=False
         )
-
-
-# Every figure bojax plot may write (those it does not redraw are named if present).
-FIGURE_NAMES = (
-    "progress.png", "parameters.png", "slices.png", "slice2d.png", "curves.png",
-    "hypervolume.png", "front.png",
-)  # fmt: skip
 
 
 # Reading a run back needs what its run imported: a plugin's parameter kind, surrogate, ...

@@ -48,6 +48,18 @@ class Run:
         return self.summary is not None
 
     @property
+    def stepwise(self) -> bool:
+        """Whether its objective was a step-wise ``train(point, report)``: records with
+        learning curves."""
+        return any("curve" in record for record in self.records)
+
+    @property
+    def refits(self) -> bool:
+        """Whether ``bojax plot`` refits its surrogate for slices: one objective, not
+        step-wise (a front or learning curves are drawn from the journal alone)."""
+        return self.metrics is None and not self.stepwise
+
+    @property
     def failures(self) -> list[dict[str, Any]]:
         return [r for r in self.records if r["status"] == "failed"]
 

@@ -55,6 +55,11 @@ LOCAL_REFIT_EVALUATIONS = 20_000
 #: Parameters drawn per figure (the first ones): the figures grow with their count, and
 #: past some 1 000 parameters matplotlib cannot allocate the image at all.
 MAX_PANELS = 48
+#: Every figure bojax plot may write (those a plot does not redraw are named if present).
+FIGURE_NAMES = (
+    "progress.png", "parameters.png", "slices.png", "slice2d.png", "curves.png",
+    "hypervolume.png", "front.png",
+)  # fmt: skip
 #: Labelled ticks per axis (a categorical with thousands of choices labels every k-th).
 MAX_TICKS = 40
 
@@ -297,7 +302,7 @@ def plot_parameters(run: Run, path: Path) -> None:
         fig.suptitle(note, fontsize=10)
     n = np.arange(len(run.records))
     status = np.array([r["status"] for r in run.records])
-    stepwise = any("curve" in r for r in run.records)
+    stepwise = run.stepwise
     done = "trained to the end" if stepwise else "succeeded"
     for ax, p in zip(axes, parameters, strict=True):
         values = _values(run, p)
@@ -591,7 +596,7 @@ def _plot_run(run: Run, out: Path, slices: bool) -> list[Path]:
         plot_front(run, paths[1])
         plot_parameters(run, paths[2])
         return paths
-    if any("curve" in record for record in run.records):  # step-wise: curves, no refit
+    if run.stepwise:  # curves, no refit
         _made(out)
         paths = [out / "curves.png", out / "parameters.png"]
         plot_curves(run, paths[0])
