@@ -201,6 +201,7 @@ def test_an_error_text_is_cut_and_a_message_that_raises_is_named_by_its_type():
     long = failure_text(ValueError("x" * 5_000_000))
     assert len(long) == ERROR_LIMIT and long.startswith("ValueError: xxx") and long.endswith("...")
     assert failure_text(SystemExit(3)) == "the objective called sys.exit(3)"
+    assert failure_text(MemoryError()) == "MemoryError"  # not "MemoryError: "
 
     def raises_unprintable(p):
         raise Unprintable()

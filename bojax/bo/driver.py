@@ -735,7 +735,7 @@ class _Run:
         if flight.attempts <= self.retries:
             self._submit(flight)  # writes the pending list (a refusal comes back as lost)
             return None
-        return f"evaluation lost after {flight.attempts} attempt(s): {_describe(lost)}"
+        return f"evaluation lost after {flight.attempts} attempt(s): {failure_text(lost)}"
 
     def forgive_interrupted(self) -> None:
         """After Ctrl-C: the evaluations in flight were stopped by the user, not by their
@@ -809,11 +809,6 @@ def _died(flight: Flight) -> str:
         f"the process died during this evaluation ({flight.attempts} start(s)); "
         "not retried again (retries setting)"
     )
-
-
-def _describe(error: BaseException) -> str:
-    text = str(error)
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def _result(

@@ -116,13 +116,16 @@ def unsendable(objective: Any, pool: Any) -> str | None:
 
 
 def failure_text(error: BaseException) -> str:
-    """How a failed evaluation is journalled: ``"Type: message"``, or the exit status
-    of an objective that called ``sys.exit``; cut to ``ERROR_LIMIT`` characters, and
-    never raising (an exception whose ``__str__`` raises is named by its type)."""
+    """How a failed evaluation is journalled: ``"Type: message"``, the type alone where
+    the message is empty (``MemoryError()`` read "MemoryError: " and, in a sentence,
+    "MemoryError: ."), or the exit status of an objective that called ``sys.exit``; cut
+    to ``ERROR_LIMIT`` characters, and never raising (an exception whose ``__str__``
+    raises is named by its type)."""
     if isinstance(error, SystemExit):
         return f"the objective called sys.exit({short_repr(error.code)})"
     try:
-        text = f"{type(error).__name__}: {error}"
+        message = str(error)
+        text = f"{type(error).__name__}: {message}" if message else type(error).__name__
     except Exception as broken:  # its __str__ raised: the objective's problem, not the run's
         text = f"{type(error).__name__} (its message raised {type(broken).__name__})"
     return text if len(text) <= ERROR_LIMIT else text[: ERROR_LIMIT - 3] + "..."

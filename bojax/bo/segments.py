@@ -234,7 +234,7 @@ NOT_STARTED = "the run ended before its training reported a step"
 
 def _lost(attempts: int, error: Exception) -> str:
     """Why a design failed whose segment the executor lost ``attempts`` times."""
-    return f"segment lost after {attempts} attempt(s): {type(error).__name__}: {error}"
+    return f"segment lost after {attempts} attempt(s): {failure_text(error)}"
 
 
 class _Pooled:
