@@ -1960,6 +1960,40 @@ def test_a_hanging_training_is_killed_by_its_timeout_and_the_run_goes_on(early_s
         assert any((tmp_path / "checkpoints").iterdir())
 
 
+def hangs_at_third(point, report, checkpoint=None):
+    """Reports two steps, then hangs (a training stuck in its third epoch)."""
+    for step in (1, 2):
+        report(step, 1.0 / step, seconds=0.5)
+    time.sleep(600)
+
+
+@pytest.mark.slow
+def test_a_segment_killed_by_its_timeout_keeps_the_steps_it_reported():
+    from bojax.bo.segments import run_segment_isolated
+
+    segment = run_segment_isolated(3, hangs_at_third, {"lr": 0.01, "w": 0.5}, 0, 4, 4, None)
+    assert segment.status == "failed" and segment.error == "timed out after 3 s"
+    assert segment.curve == [[1, 1.0], [2, 0.5]] and segment.charged == 2
+    assert segment.seconds == 1.0
+
+
+def test_a_segments_progress_file_is_read_back_without_a_line_the_kill_cut(tmp_path):
+    from bojax.bo.segments import SegmentReport, StopTraining, _progress, _write_progress
+
+    path = tmp_path / "progress.jsonl"
+    report = SegmentReport(after=1, until=3, max_step=4, on_report=_write_progress(path))
+    report(1, 0.9, seconds=0.25)  # charged, not recorded (a repeat of step 1)
+    report(2, 0.8, seconds=0.25)
+    with pytest.raises(StopTraining):
+        report(3, 0.7, seconds=0.25)
+    with open(path, "a") as file:
+        file.write("[[4, 0.6], 4, 1.")  # cut by the kill
+    segment = _progress(path)
+    assert segment.curve == [[2, 0.8], [3, 0.7]] and segment.charged == 3
+    assert segment.seconds == 0.75 and segment.status == "failed"
+    assert _progress(tmp_path / "absent.jsonl").curve == []
+
+
 # -- several trainings in one call (a vmapped trainer) --------------------------------
 class BatchTrainer:
     """make_train's curves, several designs a call: epoch by epoch over the live ones."""

@@ -287,46 +287,67 @@ def _remove_orphaned_folders() -> None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def run_isolated(task: Any, args: tuple, timeout: float | None = None) -> tuple[bool, Any]:
-    """``(True, task(*args))`` computed in a fresh process, or ``(False, why)`` when the
-    task could not be sent, timed out or its process died. ``task`` must not raise for
-    what user code does (:func:`~bojax.bo.evaluation.evaluate` does not); what it
-    returns travels back pickled."""
-    import cloudpickle
+_task_folder: Path | None = None  # set in an isolated child: its task's folder
 
+
+def task_folder() -> Path | None:
+    """The folder of the isolated task this process runs (where it may leave what a
+    ``salvage`` of :func:`run_isolated` reads back if it is killed), None elsewhere."""
+    return _task_folder
+
+
+def run_isolated(
+    task: Any, args: tuple, timeout: float | None = None, salvage=None
+) -> tuple[bool, Any]:
+    """``(True, task(*args))`` computed in a fresh process, or ``(False, why)`` when the
+    task could not be sent, timed out or its process died; then ``salvage(folder)``, if
+    given, reads what the task left in its folder (:func:`task_folder`) before the folder
+    goes. ``task`` must not raise for what user code does
+    (:func:`~bojax.bo.evaluation.evaluate` does not); what it returns travels back
+    pickled."""
     _remove_orphaned_folders()
     with tempfile.TemporaryDirectory(prefix=f"{PREFIX}{_owner()}-{os.getpid()}-") as folder:
-        sent, outcome = Path(folder) / "task.pkl", Path(folder) / "outcome.pkl"
-        try:
-            sent.write_bytes(cloudpickle.dumps((task, args)))
-        except Exception as error:
-            return False, f"the objective cannot be sent to a process: {error}"
-        env = dict(os.environ)
-        # The child sees the modules the parent sees (a script's folder, plugins).
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        process = subprocess.Popen(
-            [sys.executable, "-m", "bojax.bo.isolation", str(sent), str(outcome), str(os.getpid())],
-            env=env,
-            start_new_session=True,
-        )
-        try:
-            # The timeout counts from the task's start, not the process's: a start and
-            # its imports take seconds under load (review: 83 healthy segments of 129
-            # timed out at 5 s with two workers on a busy core).
-            if timeout is not None and not _wait_for_start(process, Path(folder) / STARTED):
-                _kill(process)
-                return False, f"the evaluation's process did not start in {STARTUP_SECONDS:g} s"
-            returncode = process.wait(timeout=timeout)
-            _end_session(process)
-        except subprocess.TimeoutExpired:
+        done, result = _run_in(Path(folder), task, args, timeout)
+        if not done and salvage is not None:
+            salvage(Path(folder))
+        return done, result
+
+
+def _run_in(folder: Path, task: Any, args: tuple, timeout: float | None) -> tuple[bool, Any]:
+    """:func:`run_isolated` with its task's ``folder``."""
+    import cloudpickle
+
+    sent, outcome = folder / "task.pkl", folder / "outcome.pkl"
+    try:
+        sent.write_bytes(cloudpickle.dumps((task, args)))
+    except Exception as error:
+        return False, f"the objective cannot be sent to a process: {error}"
+    env = dict(os.environ)
+    # The child sees the modules the parent sees (a script's folder, plugins).
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bojax.bo.isolation", str(sent), str(outcome), str(os.getpid())],
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        # The timeout counts from the task's start, not the process's: a start and
+        # its imports take seconds under load (review: 83 healthy segments of 129
+        # timed out at 5 s with two workers on a busy core).
+        if timeout is not None and not _wait_for_start(process, folder / STARTED):
             _kill(process)
-            return False, f"timed out after {timeout:g} s"
-        except BaseException:  # the driver is interrupted: leave no orphan behind
-            _kill(process)
-            raise
-        if returncode == 0 and outcome.exists():
-            return cloudpickle.loads(outcome.read_bytes())
-        return False, _why_died(returncode)
+            return False, f"the evaluation's process did not start in {STARTUP_SECONDS:g} s"
+        returncode = process.wait(timeout=timeout)
+        _end_session(process)
+    except subprocess.TimeoutExpired:
+        _kill(process)
+        return False, f"timed out after {timeout:g} s"
+    except BaseException:  # the driver is interrupted: leave no orphan behind
+        _kill(process)
+        raise
+    if returncode == 0 and outcome.exists():
+        return cloudpickle.loads(outcome.read_bytes())
+    return False, _why_died(returncode)
 
 
 def _wait_for_start(process: subprocess.Popen, started: Path) -> bool:
@@ -396,7 +417,11 @@ def _child(sent: str, outcome: str, parent: int) -> None:
     """The child's side: load the task, run it, write ``(done, result)`` atomically."""
     import cloudpickle
 
-    _exit_with_parent(Path(sent).parent, parent)
+    # This file runs as __main__: the tasks read the folder from the imported module.
+    from bojax.bo import isolation
+
+    isolation._task_folder = Path(sent).parent
+    _exit_with_parent(isolation._task_folder, parent)
     try:
         task, args = cloudpickle.loads(Path(sent).read_bytes())
     except Exception as error:

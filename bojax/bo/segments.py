@@ -26,10 +26,12 @@ crash fails that design only.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import json
 import time
 import warnings
 from collections import deque
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -43,7 +45,7 @@ from bojax.bo.evaluation import (
     pickled,
     refused,
 )
-from bojax.bo.isolation import AnswerClock, run_isolated
+from bojax.bo.isolation import AnswerClock, run_isolated, task_folder
 from bojax.bo.stepwise import (
     Checkpoint,
     Opened,
@@ -185,9 +187,57 @@ def run_segment(
 
 def run_segment_isolated(timeout: float | None, *args: Any) -> Segment:
     """:func:`run_segment` (``args`` are its arguments) in a fresh process, killed after
-    ``timeout`` seconds: a timeout or a crash is a failed segment saying why."""
-    done, result = run_isolated(portable_segment, args, timeout)
-    return result if done else Segment([], 0, "failed", None, result)
+    ``timeout`` seconds: a timeout or a crash is a failed segment saying why, with the
+    steps it reported before (read back from the process's :data:`PROGRESS` file; a
+    training that hung at its thirtieth epoch kept none of its curve, review)."""
+    reported: list[Segment] = []
+
+    def salvage(folder: Path) -> None:
+        reported.append(_progress(folder / PROGRESS))
+
+    done, result = run_isolated(portable_segment, args, timeout, salvage=salvage)
+    if done:
+        return result
+    return replace(reported[0] if reported else Segment([], 0, "failed"), error=result)
+
+
+# In an isolated process, a segment's reports as they come, one JSON line each:
+# ``[step, value]`` where the step was recorded (else ``null``), the steps charged and
+# the seconds so far.
+PROGRESS = "progress.jsonl"
+
+
+def _write_progress(path: Path):
+    """``on_report`` for :class:`SegmentReport` that appends each report to ``path``."""
+    written = [0]  # the curve's points already written
+
+    def on_report(report: SegmentReport) -> None:
+        point = report.curve[-1] if len(report.curve) > written[0] else None
+        written[0] = len(report.curve)
+        line = json.dumps([point, report.charged, report.seconds])
+        with open(path, "a") as file:
+            file.write(line + "\n")
+
+    return on_report
+
+
+def _progress(path: Path) -> Segment:
+    """The failed segment :func:`_write_progress` left in ``path``: its recorded steps,
+    charged steps and seconds (none where it wrote nothing; a line cut by the kill is
+    left out)."""
+    curve, charged, seconds = [], 0, 0.0
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        try:
+            point, charged, seconds = json.loads(line)
+        except ValueError:
+            break  # (only the last line can be cut)
+        if point is not None:
+            curve.append(point)
+    return Segment(curve, int(charged), "failed", seconds=float(seconds))
 
 
 def portable_segment(*args: Any) -> Segment:
@@ -195,8 +245,11 @@ def portable_segment(*args: Any) -> Segment:
     pool's): a checkpoint that cannot be pickled back (one holding a lock) is dropped,
     with a warning, so the steps come back (the design continues from its first step),
     as an inline run drops it from its journal
-    (:func:`bojax.bo.stepwise.save_checkpoint`). Before, the whole segment failed."""
-    segment = run_segment(*args)
+    (:func:`bojax.bo.stepwise.save_checkpoint`). Before, the whole segment failed. In
+    an isolated process each report is also written to its folder's :data:`PROGRESS`."""
+    folder = task_folder()
+    on_report = None if folder is None else _write_progress(folder / PROGRESS)
+    segment = run_segment(*args, on_report=on_report)
     if segment.checkpoint is None:
         return segment
     payload, why = pickled(segment.checkpoint)
