@@ -219,7 +219,12 @@ def test_a_run_interrupted_in_a_bo_step_resumes_to_the_uninterrupted_runs_points
 def test_samples_setting_sets_the_draws_per_fit():
     settings = bojax.Settings(iterations=1, initial=3, seed=0, samples=8)
     assert settings.make_surrogate().num_samples == 8
-    assert bojax.Settings(surrogate="gp-map", samples=8).make_surrogate().samples_per_fit == 1
+    # A MAP fit has no draws: the setting would do nothing yet enter the run's identity
+    # (a resume without it was refused, review CQ).
+    for name in ("samples", "burn_in"):
+        with pytest.raises(SettingsError, match=f"{name} sets the hyperparameter draws"):
+            bojax.Settings(surrogate="gp-map", **{name: 8})
+    assert bojax.Settings(surrogate="gp-map").make_surrogate().samples_per_fit == 1
     state = bojax.init(FORRESTER.space, settings)
     for _ in range(4):
         u, state, _ = bojax.ask(state)

@@ -6,6 +6,7 @@ import json
 import math
 import textwrap
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -19,6 +20,7 @@ from bojax.bo.settings import Settings
 from bojax.errors import SettingsError, UnknownNameError
 from bojax.objectives.problems import get_problem
 from bojax.registry import Registry
+from bojax.surrogates import GPSurrogate
 
 FAST = {"surrogate": "gp-map", "initial": 3, "num_candidates": 64, "progress": False}
 runner = CliRunner()
@@ -53,6 +55,39 @@ def test_records_are_checked_when_registered():
         ACQUISITIONS.register(lambda mean, var, best: mean, "bare")
     with pytest.raises(SettingsError, match="PolicyRecord"):
         POLICIES.register(Entry("p"))
+    # Options are settings: an unknown one failed after the initial design (review CQ).
+    reads = AcquisitionRecord("reads", lambda m, v, b, temperature: -m[0], options=("temperature",))
+    with pytest.raises(SettingsError, match=r"reads options \['temperature'\], which are not"):
+        ACQUISITIONS.register(reads)
+
+
+@pytest.mark.parametrize(
+    ("fn", "message"),
+    [
+        (lambda mean, var, best: -mean, r"one score per point.*returned shape \(2, 3\)"),
+        (lambda mean, var, best: jnp.mean(-mean), r"one score per point.*returned shape \(\)"),
+        (lambda mean, var, best: np.asarray(mean)[0], "fails on mean and var.*Tracer"),
+    ],
+)
+def test_an_acquisition_of_the_wrong_shape_is_refused_by_the_settings(fn, message):
+    with ACQUISITIONS.scoped(AcquisitionRecord("odd", fn)):
+        with pytest.raises(SettingsError, match=message):
+            Settings(acquisition="odd")
+
+
+def test_an_acquisition_that_scores_every_candidate_nan_is_warned_of():
+    nan = AcquisitionRecord("nan", lambda mean, var, best: jnp.full(mean.shape[1], jnp.nan))
+    problem = get_problem("forrester")
+    with ACQUISITIONS.scoped(nan), pytest.warns(RuntimeWarning, match="scored NaN at every"):
+        bojax.minimize(
+            problem, problem.space, acquisition="nan", surrogate="gp-map", initial=3,
+            iterations=1, num_candidates=64, progress=False,
+        )  # fmt: skip
+
+
+def test_a_setting_given_an_object_where_a_name_is_kept_says_to_register_it():
+    with pytest.raises(SettingsError, match=r"register it first \(SURROGATES.register"):
+        Settings(surrogate=GPSurrogate(method="map"))
 
 
 @pytest.mark.parametrize(

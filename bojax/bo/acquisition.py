@@ -29,6 +29,7 @@ the integrated ``P``: ``E_s,c[EI_s P_c] = E_s[EI_s] E_c[P_c]``.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -296,8 +297,52 @@ class AcquisitionRecord:
 
 
 def _check_record(record) -> None:
+    """SettingsError for a record that is not one, or whose ``options`` name no setting
+    (the run read them only after its initial design, as an AttributeError, review CQ)."""
     if not isinstance(record, AcquisitionRecord):
         raise SettingsError(f"register an AcquisitionRecord(name, fn, ...), got {record!r}")
+    from dataclasses import fields
+
+    from bojax.bo.settings import Settings
+
+    names = {spec.name for spec in fields(Settings)}
+    unknown = [option for option in record.options if option not in names]
+    if unknown:
+        raise SettingsError(
+            f"acquisition {record.name!r} reads options {unknown}, which are not settings: "
+            "options name Settings fields (kappa, tau, ...); bind a constant of its own into "
+            "fn (functools.partial, or a closure)"
+        )
+
+
+@functools.cache
+def check_scores(record: AcquisitionRecord) -> None:
+    """SettingsError unless ``record`` (one output) maps ``mean`` and ``var`` of shape
+    ``(S, M)`` to one score per point, ``(M,)``, checked by tracing it on ``(2, 3)``
+    inputs with the settings' defaults as options (once per record): a wrong shape failed
+    after the run's initial design, with numpy's "p must be 1-dimensional" (review CQ)."""
+    from dataclasses import fields
+
+    from bojax.bo.settings import Settings
+
+    defaults = {spec.name: spec.default for spec in fields(Settings)}
+    options = {name: defaults[name] for name in record.options}
+    given = jax.ShapeDtypeStruct((2, 3), jnp.float32)
+    try:
+        shape = jax.eval_shape(
+            lambda mean, var, best: record(mean, var, best, **options),
+            given, given, jax.ShapeDtypeStruct((), jnp.float32),
+        ).shape  # fmt: skip
+    except Exception as error:
+        raise SettingsError(
+            f"acquisition {record.name!r} fails on mean and var of shape (S, M) = (2, 3): "
+            f"{type(error).__name__}: {error}"
+        ) from error
+    if shape != (3,):
+        raise SettingsError(
+            f"acquisition {record.name!r} must return one score per point, shape (M,), from "
+            f"mean and var of shape (S, M); on (2, 3) it returned shape {shape}"
+        )
 
 
 ACQUISITIONS: Registry[AcquisitionRecord] = Registry("acquisition", _check_record)

@@ -25,6 +25,7 @@ import functools
 import itertools
 import math
 import numbers
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
@@ -645,6 +646,13 @@ def ask_batch(
             if points:
                 break
             raise
+        if math.isnan(value):  # NaN scores lose, so every one was NaN: a broken plugin?
+            warnings.warn(
+                f"acquisition {settings.acquisition!r} scored NaN at every candidate not "
+                f"taken, at proposal {k}: the proposal is an arbitrary candidate",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         diagnostics = getattr(fitted, "diagnostics", None) or {}  # optional (protocol)
         info = {"phase": "bo", "acquisition_value": value, **diagnostics}
         if area is not None:

@@ -113,6 +113,14 @@ def registered(registry: Callable[[], Any]) -> Check:
     """A name registered in ``registry()`` (an UnknownNameError lists the known ones)."""
 
     def check(name: str, value: Any) -> None:
+        if not isinstance(value, str):  # an object: `get_*` takes one, a run's settings not
+            names = registry()
+            where = names.plural.upper().replace(" ", "_")
+            raise SettingsError(
+                f"{name} takes the name of a registered {names.kind}, got a "
+                f"{type(value).__name__}: register it first ({where}.register, "
+                "docs/extending.md) and pass its name (a run's journal keeps the name)"
+            )
         registry().get(value)
 
     return check
@@ -395,7 +403,12 @@ class Settings:
 
         policies.check(self.policy, self.tau, self.scaling)  # tau's range is the policy's
         self._check_unused_policy_settings()
-        outputs = ACQUISITIONS().get(self.acquisition).outputs
+        record = ACQUISITIONS().get(self.acquisition)
+        outputs = record.outputs
+        if outputs == 1:
+            from bojax.bo.acquisition import check_scores
+
+            check_scores(record)
         if self.objectives is None and outputs != 1:
             raise SettingsError(
                 f"acquisition {self.acquisition!r} is for several metrics; name them with "
@@ -571,7 +584,8 @@ def inert_settings(settings: dict[str, Any]) -> dict[str, str]:
     """Those of ``settings`` (a :class:`Settings`' fields, or a journal's) that would do
     nothing, each with why: ``stop_tolerance`` in a step-wise run (``max_step``), then
     ``stop_sd``/``stop_noise`` without a stopping rule or an exploring policy, ``tau``
-    without an exploring policy, ``scaling`` without a policy that reads it."""
+    without an exploring policy, ``scaling`` without a policy that reads it, ``samples``
+    and ``burn_in`` with a surrogate that fits a point estimate."""
     from bojax.bo import policies
     from bojax.errors import UnknownNameError
 
@@ -612,7 +626,29 @@ def inert_settings(settings: dict[str, Any]) -> dict[str, str]:
             f"scaling chooses how the variable threshold reads its improvement "
             f"(policy='variable-threshold'); policy={policy!r} does not read it"
         )
+    drawn = [name for name in ("samples", "burn_in") if settings.get(name) is not None]
+    if drawn and _point_estimate(settings.get("surrogate", "gp-slice")):
+        for name in drawn:
+            inert[name] = (
+                f"{name} sets the hyperparameter draws of a sampled surrogate; surrogate="
+                f"{settings.get('surrogate')!r} fits one point estimate (leave samples and "
+                "burn_in out, or choose a sampled surrogate such as gp-slice)"
+            )
     return inert
+
+
+def _point_estimate(surrogate: str) -> bool:
+    """Whether the surrogate named ``surrogate`` fits its hyperparameters by a point
+    estimate (MAP, or fixed), so ``samples`` and ``burn_in`` do nothing (review CQ);
+    False for one not registered here (a plugin's, not loaded: its settings stand)."""
+    from bojax.errors import UnknownNameError
+
+    try:
+        model = SURROGATES().get(surrogate)
+    except UnknownNameError:
+        return False
+    sampler = getattr(model, "sampler", None)
+    return bool(getattr(sampler, "point", False))
 
 
 def without_inert(stored: dict[str, Any]) -> dict[str, Any]:
