@@ -624,9 +624,10 @@ def ask_batch(
     costed = _cost_terms(state, first, area) if cost is None else cost
     cost, costing, seconds_at = costed or (None, (), None)
     points, infos = [], []
+    believing = _believing_failures(state, surrogate, fitted, classifier, area, first)
     for k in range(first, first + q):
         conditioned, incumbent = _conditioned(
-            state, surrogate, fitted, (x, y), taken, k, best, local=area is not None
+            state, surrogate, believing, (x, y), taken, k, best, local=area is not None
         )
         try:
             u, value = propose_within(
@@ -679,6 +680,26 @@ def ask_batch(
         if info.get("converged"):
             break
     return np.stack(points), state._replace(surrogate=fitted), infos
+
+
+def _believing_failures(state: BOState, surrogate, fitted, classifier, area, k: int):
+    """``fitted`` conditioned on the failed evaluations' points with Kriging believers
+    (the GP's own mean, :mod:`bojax.gp.fantasies`), for the acquisition only: the mean
+    stays, the variance there shrinks. A failure says nothing of the objective, but a
+    point that failed is no place to learn it either; without this the regression GP
+    kept its prior variance wherever only failures were seen (a categorical choice that
+    always fails), and as the rest of the space was learnt, that region's EI outgrew the
+    weight P(success) put on it (review: the failing choice was 10 of 24 proposals).
+    Only with a failure model (``failure_model="none"`` drops failures) and a global GP
+    (a local model past ``exact_limit`` sees its region's rows only)."""
+    failed = state.u[~np.isfinite(state.y)]
+    if classifier is None or area is not None or not len(failed):
+        return fitted
+    if not hasattr(surrogate, "fantasize") or not hasattr(fitted, "posteriors"):
+        return fitted
+    key = jax.random.fold_in(_iteration_key(state.settings, k), 7)
+    believed, _ = surrogate.fantasize(key, fitted, failed, "believer", None)
+    return fitted._replace(posteriors=believed)
 
 
 def _unpriced_best(
