@@ -459,21 +459,32 @@ def _pairs(values: dict[str, Any], digits: int = 4) -> str:
     return ", ".join(f"{k}={_format_value(v, digits)}" for k, v in values.items())
 
 
+SHOW_ROWS = 1000  # evaluations `bojax show` lists unless --last or --all says otherwise
+
+
 @app.command()
 def show(
     run: Annotated[Path, typer.Argument(help="a run folder (--out of optimize, or a report's)")],
     last: Annotated[
-        int | None, typer.Option(min=1, help="only the last N evaluations [all]")
+        int | None,
+        typer.Option(min=1, help=f"only the last N evaluations [the last {SHOW_ROWS}]"),
     ] = None,
+    every: Annotated[
+        bool, typer.Option("--all", help="every evaluation, however many the run has")
+    ] = False,
     plugin: Plugins = None,
 ) -> None:
-    """Print a run while it runs or after: settings, space, every evaluation with the best
-    so far, failures, the best point and the sampler's diagnostics. Reads only."""
+    """Print a run while it runs or after: settings, space, its evaluations (the last
+    1,000 unless asked otherwise) with the best so far, failures, the best point and the
+    sampler's diagnostics. Reads only."""
     from bojax.bo.evaluation import finite_number
     from bojax.bo.runs import design_counts, load_run
-    from bojax.errors import BojaxError
+    from bojax.errors import BojaxError, SettingsError
 
     console = terminal.console()  # a run folder is untrusted: no markup, escapes shown
+    if last is not None and every:
+        print_error(console, SettingsError("--last and --all: give one of them"))
+        raise typer.Exit(code=1)
     try:
         _load_plugins(plugin)
         record = load_run(run)
@@ -517,7 +528,13 @@ def show(
     for column in ("acquisition", "ess", "P(success)"):
         table.add_column(column, justify="right")
     best_so_far = record.best_so_far()
-    start = 0 if last is None else max(0, len(record.records) - last)
+    rows = None if every else (last or SHOW_ROWS)
+    start = 0 if rows is None else max(0, len(record.records) - rows)
+    if start and last is None:  # (a run of 20,000 printed for 20 s, review CP)
+        table.caption = (
+            f"the last {SHOW_ROWS:,} of {len(record.records):,} evaluations: --last N, or "
+            "--all for every one"
+        )
     for entry, best in zip(record.records[start:], best_so_far[start:], strict=True):
         point = entry["x"]
         values = (

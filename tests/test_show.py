@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from bojax import cli
 from bojax.bo.journal import Journal
 from bojax.bo.runs import load_run
 from bojax.cli import app
@@ -106,6 +107,29 @@ def test_show_last_limits_the_rows(tmp_path):
     assert "failed at #3" in result.output  # the failures among the rows shown, only
     result = runner.invoke(app, ["show", str(folder), "--last", "1"], terminal_width=200)
     assert result.exit_code == 0 and "failed at" not in result.output
+
+
+def test_show_lists_the_last_thousand_rows_unless_told_otherwise(tmp_path, monkeypatch):
+    """A run of 20,000 evaluations printed every row, for 20 s (review CP): by default the
+    last ``SHOW_ROWS``, saying so; ``--all`` lists every one."""
+    folder = live_run(tmp_path / "run")
+    monkeypatch.setattr(cli, "SHOW_ROWS", 2)
+    wide = {"terminal_width": 200, "env": {"COLUMNS": "200"}}
+
+    def rows(*options):
+        result = runner.invoke(app, ["show", str(folder), *options], **wide)
+        assert result.exit_code == 0, result.output
+        lines = [line for line in result.output.splitlines() if line.startswith("│")]
+        return [line.split("│")[1].strip() for line in lines], result.output
+
+    shown, output = rows()
+    assert shown == ["3", "4"] and "the last 2 of 5 evaluations: --last N, or --all" in output
+    shown, output = rows("--all")
+    assert shown == ["0", "1", "2", "3", "4"] and "--all for every one" not in output
+    shown, output = rows("--last", "4")
+    assert shown == ["1", "2", "3", "4"] and "--all for every one" not in output
+    result = runner.invoke(app, ["show", str(folder), "--last", "2", "--all"], **wide)
+    assert result.exit_code == 1 and "--last and --all: give one of them" in result.output
 
 
 def test_show_refuses_a_folder_without_a_run(tmp_path):
