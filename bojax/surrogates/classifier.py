@@ -39,6 +39,7 @@ import numpyro.distributions as dist
 from jax.scipy.special import log_ndtr, logsumexp
 
 from bojax import gp, inference
+from bojax.errors import SettingsError
 from bojax.gp import core, priors
 
 PyTree = Any
@@ -102,9 +103,9 @@ class GPClassifier:
         for name in ("num_samples", "thin", "latent_steps"):
             value = getattr(self, name)
             if not (isinstance(value, int) and value >= 1):
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+                raise SettingsError(f"{name} must be a positive integer, got {value!r}")
         if not (isinstance(self.burn_in, int) and self.burn_in >= 0):
-            raise ValueError(f"burn_in must be a non-negative integer, got {self.burn_in!r}")
+            raise SettingsError(f"burn_in must be a non-negative integer, got {self.burn_in!r}")
         priors.get_prior(self.prior)
 
     def for_space(self, space) -> GPClassifier:

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 
 from bojax import gp, inference
+from bojax.errors import SettingsError
 from bojax.gp import fantasies as fantasy
 from bojax.gp import priors
 from bojax.spaces import STEP
@@ -86,7 +87,7 @@ class GPSurrogate:
     def __post_init__(self) -> None:
         sampler = self.sampler  # a typed error now for an unknown method
         if sampler.moves == (self.fixed is not None):
-            raise ValueError("method='fixed' needs fixed=(model, dim) -> params, and only it")
+            raise SettingsError("method='fixed' needs fixed=(model, dim) -> params, and only it")
         counts = (
             "num_samples",
             "chains",
@@ -99,21 +100,21 @@ class GPSurrogate:
         for name in counts:
             value = getattr(self, name)
             if not (isinstance(value, int) and value >= 1):
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+                raise SettingsError(f"{name} must be a positive integer, got {value!r}")
         if self.burn_in < 0 or self.warmup_later < 0:
-            raise ValueError("burn_in and warmup_later must be non-negative")
+            raise SettingsError("burn_in and warmup_later must be non-negative")
         if self.adapts_every_fit and min(self.burn_in, self.warmup_later) < 1:
-            raise ValueError(  # (BlackJAX's window adaptation fails on 0 steps)
+            raise SettingsError(  # (BlackJAX's window adaptation fails on 0 steps)
                 f"method={self.method!r} adapts afresh every fit, for burn_in steps on the "
                 f"first and warmup_later after: both must be at least 1, got burn_in = "
                 f"{self.burn_in}, warmup_later = {self.warmup_later}"
             )
         if self.num_samples % self.chains:
-            raise ValueError(
+            raise SettingsError(
                 f"num_samples ({self.num_samples}) must be a multiple of chains ({self.chains})"
             )
         if self.chains > 1 and sampler.point:
-            raise ValueError(f"method={self.method!r} has no chains; leave chains at 1")
+            raise SettingsError(f"method={self.method!r} has no chains; leave chains at 1")
         priors.get_prior(self.prior)  # a typed error now for an unknown prior set
 
     @property

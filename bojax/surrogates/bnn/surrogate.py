@@ -91,7 +91,7 @@ def sample(
     if groups is None:
         groups = precision_groups(net, state.theta, "shared")
     if mass not in MASSES:
-        raise ValueError(f"mass must be one of {MASSES}, got {mass!r}")
+        raise SettingsError(f"mass must be one of {MASSES}, got {mass!r}")
 
     def logdensity(theta, precisions):
         tau_p, tau_n = precisions
