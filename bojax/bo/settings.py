@@ -626,7 +626,8 @@ def inert_settings(settings: dict[str, Any]) -> dict[str, str]:
             f"scaling chooses how the variable threshold reads its improvement "
             f"(policy='variable-threshold'); policy={policy!r} does not read it"
         )
-    drawn = [name for name in ("samples", "burn_in") if settings.get(name) is not None]
+    # (a value that is no count is the count check's to refuse, not dropped as inert)
+    drawn = [name for name in ("samples", "burn_in") if is_count(settings.get(name))]
     if drawn and _point_estimate(settings.get("surrogate", "gp-slice")):
         for name in drawn:
             inert[name] = (
