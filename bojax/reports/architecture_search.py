@@ -271,11 +271,12 @@ def search(cfg: Config, data, progress: bool) -> dict[str, list[list[dict]]]:
         initial_designs = None
         for method, surrogate in SURROGATE_OF.items():
             tick = time.perf_counter()
+            # (fixed hyperparameters have no draws: a run refuses samples for them)
+            draws = {"samples": cfg.samples, "burn_in": cfg.burn_in} if method == "sampled" else {}
             result = minimize(
                 objective, space, surrogate=surrogate, optimizer="random",
                 initial=cfg.initial, iterations=cfg.iterations, seed=seed, maximize=True,
-                num_candidates=cfg.candidates, samples=cfg.samples, burn_in=cfg.burn_in,
-                progress=False,
+                num_candidates=cfg.candidates, progress=False, **draws,
             )  # fmt: skip
             rows = [
                 {**r["x"], **objective.evaluate(r["x"]), "hidden": list(hidden_layers(r["x"]))}
