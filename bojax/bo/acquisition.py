@@ -301,12 +301,7 @@ def _check_record(record) -> None:
     (the run read them only after its initial design, as an AttributeError, review CQ)."""
     if not isinstance(record, AcquisitionRecord):
         raise SettingsError(f"register an AcquisitionRecord(name, fn, ...), got {record!r}")
-    from dataclasses import fields
-
-    from bojax.bo.settings import Settings
-
-    names = {spec.name for spec in fields(Settings)}
-    unknown = [option for option in record.options if option not in names]
+    unknown = [option for option in record.options if option not in _setting_defaults()]
     if unknown:
         raise SettingsError(
             f"acquisition {record.name!r} reads options {unknown}, which are not settings: "
@@ -316,17 +311,23 @@ def _check_record(record) -> None:
 
 
 @functools.cache
+def _setting_defaults() -> dict:
+    """Every :class:`~bojax.bo.settings.Settings` field's default, by name: the options
+    an acquisition may read (imported late: the settings module imports this one)."""
+    from dataclasses import fields
+
+    from bojax.bo.settings import Settings
+
+    return {spec.name: spec.default for spec in fields(Settings)}
+
+
+@functools.cache
 def check_scores(record: AcquisitionRecord) -> None:
     """SettingsError unless ``record`` (one output) maps ``mean`` and ``var`` of shape
     ``(S, M)`` to one score per point, ``(M,)``, checked by tracing it on ``(2, 3)``
     inputs with the settings' defaults as options (once per record): a wrong shape failed
     after the run's initial design, with numpy's "p must be 1-dimensional" (review CQ)."""
-    from dataclasses import fields
-
-    from bojax.bo.settings import Settings
-
-    defaults = {spec.name: spec.default for spec in fields(Settings)}
-    options = {name: defaults[name] for name in record.options}
+    options = {name: _setting_defaults()[name] for name in record.options}
     given = jax.ShapeDtypeStruct((2, 3), jnp.float32)
     try:
         shape = jax.eval_shape(
