@@ -689,7 +689,7 @@ def _believing_failures(state: BOState, surrogate, fitted, classifier, area, k: 
     point that failed is no place to learn it either; without this the regression GP
     kept its prior variance wherever only failures were seen (a categorical choice that
     always fails), and as the rest of the space was learnt, that region's EI outgrew the
-    weight P(success) put on it (review: the failing choice was 10 of 24 proposals).
+    weight P(success) put on it (the failing choice drew 7-10 of 24 proposals).
     Only with a failure model (``failure_model="none"`` drops failures) and a global GP
     (a local model past ``exact_limit`` sees its region's rows only)."""
     failed = state.u[~np.isfinite(state.y)]

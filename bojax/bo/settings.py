@@ -628,11 +628,12 @@ def inert_settings(settings: dict[str, Any]) -> dict[str, str]:
         )
     # (a value that is no count is the count check's to refuse, not dropped as inert)
     drawn = [name for name in ("samples", "burn_in") if is_count(settings.get(name))]
-    if drawn and _point_estimate(settings.get("surrogate", "gp-slice")):
+    surrogate = settings.get("surrogate", Settings.__dataclass_fields__["surrogate"].default)
+    if drawn and _point_estimate(surrogate):
         for name in drawn:
             inert[name] = (
                 f"{name} sets the hyperparameter draws of a sampled surrogate; surrogate="
-                f"{settings.get('surrogate')!r} fits one point estimate (leave samples and "
+                f"{surrogate!r} fits one point estimate (leave samples and "
                 "burn_in out, or choose a sampled surrogate such as gp-slice)"
             )
     return inert
