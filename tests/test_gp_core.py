@@ -276,6 +276,33 @@ def test_bucket_sizes():
     assert all(gp.bucket_size(gp.bucket_size(n)) == gp.bucket_size(n) for n in range(1, 20_000))
 
 
+
+def test_batch_buckets_are_wide_enough_to_skip_every_other_batch():
+    """A run adding ``batch`` points at a time meets a new bucket at most every other
+    step (else each batch compiles its fit anew); batches up to 8 keep the usual sizes."""
+    for batch in (1, 2, 8):
+        assert all(gp.bucket_size(n, batch=batch) == gp.bucket_size(n) for n in range(1, 2000))
+    for batch in (9, 16, 17, 32, 64):
+        sizes = [gp.bucket_size(n, batch=batch) for n in range(8, 1024 - batch, batch)]
+        assert all(size >= n for size, n in zip(sizes, range(8, 1024, batch), strict=False))
+        changes = sum(a != b for a, b in zip(sizes, sizes[1:], strict=False))
+        assert changes <= len(sizes) // 2, (batch, sizes)
+    assert all(
+        gp.bucket_size(gp.bucket_size(n, batch=q), batch=q) == gp.bucket_size(n, batch=q)
+        for q in (9, 16, 100, 600)
+        for n in range(1, 3000)
+    )
+
+
+def test_pending_rows_pad_for_the_room_a_batch_reaches():
+    pending = np.random.default_rng(0).uniform(size=(15, 3))
+    sizes = {fantasies.pending_data(pending[:p], room=15).x.shape[0] for p in range(1, 16)}
+    assert sizes == {fantasies.pending_data(pending).x.shape[0]}
+    padded = fantasies.pending_data(pending[:2], room=15)
+    assert padded.mask.sum() == 2 and np.array_equal(padded.x[:2], pending[:2])
+    assert fantasies.pending_data(pending[:3]).x.shape[0] == 8  # without room: unchanged
+
+
 @pytest.mark.parametrize(
     "x, y, message",
     [

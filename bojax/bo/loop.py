@@ -394,7 +394,8 @@ def fit_surrogate(state: BOState) -> SurrogateFit:
     warp = output_warping(state, raw)  # a local model's outputs get their own scale
     y = warp.forward(raw)
     previous = previous if previous is not None else surrogate.init(state.space.dim)
-    fitted = surrogate.fit(_keys(settings, n)[0], previous, gp.make_data(x, y))
+    data = gp.make_data(x, y, size=gp.bucket_size(len(y), batch=settings.q or 1))
+    fitted = surrogate.fit(_keys(settings, n)[0], previous, data)
     if area is not None:
         area = trust.with_box(area, state.space, trust.fitted_lengthscales(fitted, x.shape[1]))
     return SurrogateFit(surrogate, fitted, x, y, warp, area)
@@ -490,12 +491,15 @@ class FirstColumns:
         return self.surrogate.predictive(conditioned, x[..., : self.dim])
 
 
-def fit_cost(space: Space, u: np.ndarray, seconds: np.ndarray, key: jax.Array) -> CostFit:
+def fit_cost(
+    space: Space, u: np.ndarray, seconds: np.ndarray, key: jax.Array, batch: int = 1
+) -> CostFit:
     """A MAP GP (``COST_MODEL``) fitted to the standardised log ``seconds`` at unit points
-    ``u`` of ``space``. Each ask fits it afresh (nothing carried, so a resume replays
-    it), from the two starts a warm-started fit gets rather than the eight of a run's
-    first: log seconds are smooth, and on six smooth cost surfaces with 256 points both
-    found the same optimum (1.15 s against 0.27 s a fit)."""
+    ``u`` of ``space``, padded for a run adding ``batch`` points at a time. Each ask fits
+    it afresh (nothing carried, so a resume replays it), from the two starts a
+    warm-started fit gets rather than the eight of a run's first: log seconds are
+    smooth, and on six smooth cost surfaces with 256 points both found the same optimum
+    (1.15 s against 0.27 s a fit)."""
     from bojax.surrogates import SURROGATES, for_space
 
     model = for_space(SURROGATES.get(COST_MODEL), space)
@@ -503,7 +507,8 @@ def fit_cost(space: Space, u: np.ndarray, seconds: np.ndarray, key: jax.Array) -
     log_seconds = np.log(seconds)
     scale = float(np.std(log_seconds)) or 1.0
     center = float(np.mean(log_seconds))
-    fitted = model.fit(key, model.init(space.dim), gp.make_data(u, (log_seconds - center) / scale))
+    data = gp.make_data(u, (log_seconds - center) / scale, gp.bucket_size(len(u), batch=batch))
+    fitted = model.fit(key, model.init(space.dim), data)
     conditioned = model.conditioned(fitted)
 
     def seconds_at(point: np.ndarray) -> float:
@@ -525,7 +530,7 @@ def _cost_terms(state: BOState, k: int, area: trust.Region | None = None) -> Cos
     rows = slice(None)
     if area is not None:
         rows = trust.nearest(state.u, area.centre, state.settings.local_points)
-    return fit_cost(state.space, state.u[rows], state.seconds[rows], key)
+    return fit_cost(state.space, state.u[rows], state.seconds[rows], key, state.settings.q or 1)
 
 
 def _success_diagnostics(state: BOState, u: np.ndarray, k: int) -> dict[str, float]:
@@ -625,9 +630,12 @@ def ask_batch(
     cost, costing, seconds_at = costed or (None, (), None)
     points, infos = [], []
     believing = _believing_failures(state, surrogate, fitted, classifier, area, first)
+    # The most fantasies this batch's proposals condition on (a run's last, shorter
+    # batch pads as its others did).
+    room = len(taken) + max(q, settings.q or 1) - 1
     for k in range(first, first + q):
         conditioned, incumbent = _conditioned(
-            state, surrogate, believing, (x, y), taken, k, best, local=area is not None
+            state, surrogate, believing, (x, y), taken, k, best, room, local=area is not None
         )
         try:
             u, value = propose_within(
@@ -829,10 +837,12 @@ def _unseen_point(space: Space, seen: np.ndarray) -> np.ndarray | None:
 
 
 def _conditioned(
-    state: BOState, surrogate: Surrogate, fitted, data, pending, k: int, best, local=False
+    state: BOState, surrogate: Surrogate, fitted, data, pending, k: int, best, room, local=False
 ):
     """What the acquisition reads: the fitted surrogate and the incumbent, with fantasies
-    for ``pending`` (then one incumbent per fantasy, :func:`bojax.gp.fantasies.incumbents`).
+    for ``pending`` (then one incumbent per fantasy, :func:`bojax.gp.fantasies.incumbents`),
+    padded for ``room`` of them, the most the batch reaches, so its proposals share one
+    compiled acquisition.
     A ``local`` model (past ``exact_limit``) takes Kriging believers whatever
     ``settings.fantasy`` says: its one MAP draw would otherwise carry 128 fantasies, and
     a batch of 16 took 17-48 s at d = 20 instead of a few.
@@ -847,12 +857,13 @@ def _conditioned(
     if hasattr(surrogate, "fantasize"):
         strategy = "believer" if local else settings.fantasy
         conditioned, outcomes = surrogate.fantasize(
-            key, fitted, pending, strategy, settings.fantasies
+            key, fitted, pending, strategy, settings.fantasies, room=room
         )
         return conditioned, fantasies.incumbents(best, outcomes)
     mean, _ = surrogate.predict(fitted, jnp.asarray(pending))
     believed = np.asarray(jnp.mean(mean, axis=0))
-    data = gp.make_data(np.concatenate([x, pending]), np.concatenate([y, believed]))
+    size = gp.bucket_size(len(y) + room, batch=settings.q or 1)  # one per batch, as above
+    data = gp.make_data(np.concatenate([x, pending]), np.concatenate([y, believed]), size)
     refitted = surrogate.fit(key, fitted, data)
     return surrogate.conditioned(refitted), fantasies.incumbents(best, jnp.asarray(believed[None]))
 

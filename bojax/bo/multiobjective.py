@@ -101,9 +101,9 @@ def violations(state) -> np.ndarray:
     return out
 
 
-def _fit_column(surrogate: Surrogate, key, previous, dim: int, x, y):
+def _fit_column(surrogate: Surrogate, key, previous, dim: int, x, y, batch: int):
     previous = surrogate.init(dim) if previous is None else previous
-    return surrogate.fit(key, previous, gp.make_data(x, y))
+    return surrogate.fit(key, previous, gp.make_data(x, y, gp.bucket_size(len(y), batch=batch)))
 
 
 def _modelled(metrics: Metrics, parego: bool) -> tuple[list[int], dict[int, int]]:
@@ -174,8 +174,9 @@ def fit_models(state, k: int | None = None, area: trust.Region | None = None) ->
         surrogate = trust.local_surrogate(surrogate)
         previous = tuple(None if p is None else trust.carried(p) for p in previous)
     fit_key = keys.proposal_keys(settings.seed, n)[0]
+    batch = settings.q or 1  # the points a run adds at a time widen its buckets
     fitted = tuple(
-        _fit_column(surrogate, jax.random.fold_in(fit_key, i), previous[i], space.dim, x, y)
+        _fit_column(surrogate, jax.random.fold_in(fit_key, i), previous[i], space.dim, x, y, batch)
         for i, y in enumerate(outputs)
     )
     if area is not None:  # the box follows the objectives' models' length-scales
@@ -284,12 +285,13 @@ def _padded(lower: np.ndarray, upper: np.ndarray, size: int):
     return lower, upper, live
 
 
-def _believed(surrogate: Surrogate, fitted, key, x, y, pending: np.ndarray):
-    """``(conditioned, believed outcomes (P,))``: the Kriging believer for one output."""
+def _believed(surrogate: Surrogate, fitted, key, x, y, pending: np.ndarray, room: int):
+    """``(conditioned, believed outcomes (P,))``: the Kriging believer for one output
+    (padded for ``room`` pending points, as :func:`bojax.bo.loop.ask_batch` does)."""
     if len(pending) == 0:
         return surrogate.conditioned(fitted), np.zeros(0)
     if hasattr(surrogate, "fantasize"):
-        conditioned, outcomes = surrogate.fantasize(key, fitted, pending, "believer", 1)
+        conditioned, outcomes = surrogate.fantasize(key, fitted, pending, "believer", 1, room=room)
         return conditioned, np.asarray(jnp.mean(outcomes, axis=0))[: len(pending)]
     mean, _ = surrogate.predict(fitted, jnp.asarray(pending))
     believed = np.asarray(jnp.mean(mean, axis=0))
@@ -335,15 +337,20 @@ def propose_batch(state, classifier, feasibility, taken, first: int, q: int, are
     draws = surrogate.predictive(surrogate.conditioned(fitted[0]), jnp.asarray(x[:1]))[0]
     draws = int(np.shape(draws)[0]) if np.ndim(draws) > 1 else 1
     points, infos = [], []
+    room = len(taken) + max(q, settings.q or 1) - 1
     for k in range(first, first + q):
         if parego and k > first:  # a new scalarisation per proposal
             outputs = [_scalarised(state, z, k), *outputs[1:]]
             key = jax.random.fold_in(keys.proposal_keys(settings.seed, k)[0], 0)
-            fitted = (_fit_column(surrogate, key, fitted[0], space.dim, x, outputs[0]), *fitted[1:])
+            batch = settings.q or 1
+            refit = _fit_column(surrogate, key, fitted[0], space.dim, x, outputs[0], batch)
+            fitted = (refit, *fitted[1:])
         believe_key = jax.random.fold_in(keys.iteration_key(settings.seed, k), 3)
         conditioned, believed = [], []
         for i, (model, y) in enumerate(zip(fitted, outputs, strict=True)):
-            c, b = _believed(surrogate, model, jax.random.fold_in(believe_key, i), x, y, taken)
+            c, b = _believed(
+                surrogate, model, jax.random.fold_in(believe_key, i), x, y, taken, room
+            )
             conditioned.append(c)
             believed.append(b)
         believed = np.stack(believed, axis=1) if len(taken) else np.zeros((0, len(fitted)))

@@ -22,7 +22,8 @@ improvement (Ginsbourger et al. 2010).
 
 The hyperparameter samples themselves come from the real data only, as in Spearmint.
 Pending rows are padded to their own small bucket and appended after the real data's,
-so a BO run with a steady number of workers compiles this once per pair of buckets.
+so a BO run with a steady number of workers compiles this once per pair of buckets; a
+batch pads for the most pending rows it reaches (``room``), so its proposals share one.
 """
 
 from __future__ import annotations
@@ -49,11 +50,12 @@ def per_sample(strategy: str, samples: int, fantasies: int | None) -> int:
     return fantasies if fantasies is not None else max(1, math.ceil(DEFAULT_TOTAL / samples))
 
 
-def pending_data(pending) -> core.Data:
-    """Pending unit points padded to a small bucket (outputs 0 until fantasised)."""
+def pending_data(pending, room: int = 0) -> core.Data:
+    """Pending unit points padded to a small bucket, that of ``room`` points if more
+    (outputs 0 until fantasised)."""
     pending = np.asarray(pending, np.float64)
     p = len(pending)
-    size = core.bucket_size(p, minimum=8)
+    size = core.bucket_size(max(p, room), minimum=8)
     return core.Data(
         x=jnp.asarray(np.concatenate([pending, np.zeros((size - p, pending.shape[1]))])),
         y=jnp.zeros(size),

@@ -245,14 +245,14 @@ class GPSurrogate:
         }
 
     def fantasize(
-        self, key, state: GPState, pending, strategy: str, fantasies: int | None
+        self, key, state: GPState, pending, strategy: str, fantasies: int | None, room: int = 0
     ) -> tuple[gp.Posterior, jax.Array]:
         """The conditioned GPs with ``pending`` unit points given fantasy outcomes, and
-        those outcomes (see :mod:`bojax.gp.fantasies`)."""
+        those outcomes (see :mod:`bojax.gp.fantasies`); padded for ``room`` pending points
+        if more than ``pending``'s."""
         num = fantasy.per_sample(strategy, self.samples_per_fit, fantasies)
-        return fantasy.fantasize(
-            self.model, strategy, num, key, self.conditioned(state), fantasy.pending_data(pending)
-        )
+        pending = fantasy.pending_data(pending, room)
+        return fantasy.fantasize(self.model, strategy, num, key, self.conditioned(state), pending)
 
     def unpack(self, dim: int, saved: dict[str, Any]) -> GPState:
         template = self.init(dim)

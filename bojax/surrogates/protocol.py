@@ -47,8 +47,10 @@ class Surrogate(Protocol):
     # A method ``noise_sd(conditioned) -> float`` gives the fitted noise sd, which the
     # noise-relative stopping rule reads (bojax.bo.policies; without it that rule is off).
     # A fitted state's attribute ``diagnostics`` (a dict of floats: acceptance, ess, ...)
-    # is journalled with each proposal; a method ``fantasize`` conditions on pending
-    # points (bojax.gp.fantasies; without it the loop refits on believed outcomes).
+    # is journalled with each proposal; a method ``fantasize(key, state, pending, strategy,
+    # fantasies, room=0)`` conditions on pending points (bojax.gp.fantasies; ``room``, the
+    # most pending points the batch reaches, sizes the padding; without the method the
+    # loop refits on believed outcomes).
 
 
 def for_space(model: Any, space: Any) -> Any:
