@@ -1,5 +1,6 @@
 """GP core: gradients, the jitter ladder, padding, compilation counts and data validation."""
 
+import itertools
 from functools import partial
 
 import jax
@@ -276,16 +277,16 @@ def test_bucket_sizes():
     assert all(gp.bucket_size(gp.bucket_size(n)) == gp.bucket_size(n) for n in range(1, 20_000))
 
 
-
 def test_batch_buckets_are_wide_enough_to_skip_every_other_batch():
     """A run adding ``batch`` points at a time meets a new bucket at most every other
     step (else each batch compiles its fit anew); batches up to 8 keep the usual sizes."""
     for batch in (1, 2, 8):
         assert all(gp.bucket_size(n, batch=batch) == gp.bucket_size(n) for n in range(1, 2000))
     for batch in (9, 16, 17, 32, 64):
-        sizes = [gp.bucket_size(n, batch=batch) for n in range(8, 1024 - batch, batch)]
-        assert all(size >= n for size, n in zip(sizes, range(8, 1024, batch), strict=False))
-        changes = sum(a != b for a, b in zip(sizes, sizes[1:], strict=False))
+        steps = range(8, 1024 - batch, batch)
+        sizes = [gp.bucket_size(n, batch=batch) for n in steps]
+        assert all(size >= n for size, n in zip(sizes, steps, strict=True))
+        changes = sum(a != b for a, b in itertools.pairwise(sizes))
         assert changes <= len(sizes) // 2, (batch, sizes)
     assert all(
         gp.bucket_size(gp.bucket_size(n, batch=q), batch=q) == gp.bucket_size(n, batch=q)

@@ -253,19 +253,19 @@ def test_a_bo_run_compiles_once_per_bucket_not_per_iteration():
     assert counts.of("_negated_total") == 1, counts
 
 
-
+@pytest.mark.slow  # compiles from a clean slate (10 s); test_gp_core tests the buckets fast
 def test_batches_of_16_do_not_compile_every_batch():
-    """Four batches of 16 (n = 16, 32, 48, 64 when each is proposed): the data's buckets
+    """Three batches of 16 (n = 16, 32, 48 when each is proposed): the data's buckets
     widen to 32 rows, so two fits compile, and each batch's fantasies pad to the most
     pending points it reaches, so its 15 fantasised proposals share one program (it was a
     fit, two fantasy programs and three acquisitions per batch: 79 % of such a run's
     seconds went to compiling)."""
     with count_compilations(fresh=True) as counts:
         result = bojax.minimize(
-            FORRESTER, FORRESTER.space, q=16, initial=16, iterations=64, seed=3,
+            FORRESTER, FORRESTER.space, q=16, initial=16, iterations=48, seed=3,
             surrogate="gp-map", fantasy="believer", **QUIET,
         )  # fmt: skip
-    assert result.evaluations == 80
+    assert result.evaluations == 64
     assert counts.of("_fit") == 2, counts
     assert counts.of("fantasize") == 2, counts
     assert counts.of("score") == 4, counts  # with and without fantasies, per bucket
