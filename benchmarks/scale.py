@@ -257,9 +257,9 @@ class Turbo:
 
 def make_arm(arm: str, d: int, seed: int, initial: int):
     if arm == "bojax":
-        return Bojax(d, seed, initial)
+        return Bojax(d, seed, initial, q=Q)
     if arm == "bojax-exact":
-        return Bojax(d, seed, initial, exact_limit=None)
+        return Bojax(d, seed, initial, q=Q, exact_limit=None)
     if arm == "turbo":
         return Turbo(d, seed, initial)
     if arm in ("optuna-gp", "tpe"):

@@ -237,6 +237,12 @@ def test_a_sequential_run_does_not_change_with_the_inline_batch_code():
     assert [r["u"] for r in alone.history] == [r["u"] for r in pooled.history]
 
 
+def test_a_batch_as_large_as_the_run_warns_that_no_model_proposes():
+    with pytest.warns(UserWarning, match="none from the model"):
+        result = bojax.minimize(BRANIN, BRANIN.space, q=4, initial=2, iterations=2, **FAST)
+    assert [r["phase"] for r in result.history] == ["initial"] * 4
+
+
 def test_bad_scale_out_settings_are_typed_errors():
     with pytest.raises(SettingsError, match="q must"):
         bojax.minimize(BRANIN, BRANIN.space, q=0, **FAST)

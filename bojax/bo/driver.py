@@ -41,6 +41,7 @@ import concurrent.futures as cf
 import contextlib
 import math
 import time
+import warnings
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -367,6 +368,14 @@ def minimize(
     if (why := unsendable(objective, pool)) is not None:
         raise ObjectiveError(f"the objective cannot be sent to the executor's workers: {why}")
     q = (1 if executor is None else concurrency(pool)) if settings.q is None else settings.q
+    if settings.iterations > 0 and q >= settings.initial + settings.iterations:
+        warnings.warn(
+            f"q = {q} evaluations at once is at least this run's initial + iterations = "
+            f"{settings.initial + settings.iterations}: they are all proposed before any "
+            "finishes, so all come from the initial design and none from the model",
+            UserWarning,
+            stacklevel=2,
+        )
     journal = Journal(out) if out is not None else None
     with contextlib.nullcontext() if journal is None else journal.lock():
         state, history, queued = _open(

@@ -585,6 +585,10 @@ def ask_batch(
     position in the batch) draws its randomness from ``k``, so ``ask_batch(state, 1)``
     without pending points is the sequential loop. Fewer than ``q`` points come back only
     when a small integer space runs out; :class:`SpaceExhaustedError` if none does.
+
+    Asking batches of more than 8, set the settings' ``q`` to that size (``init(space,
+    q=16)``): the data are then padded to buckets twice the batch wide, so a batch does
+    not meet new shapes, and compile the fit and acquisition again, every time.
     """
     if not is_count(q) or q < 1:
         raise SettingsError(f"q must be a positive integer, got {q!r}")
