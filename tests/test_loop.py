@@ -271,6 +271,28 @@ def test_batches_of_16_do_not_compile_every_batch():
     assert counts.of("score") == 4, counts  # with and without fantasies, per bucket
 
 
+@pytest.mark.slow  # compiles from a clean slate
+def test_batches_of_16_with_failures_do_not_compile_every_batch():
+    """As above with a failing region: the failure classifier's data and the failed
+    points' believers pad as the surrogate's do (the classifier's fit, and with its
+    shapes the weighted acquisition, compiled anew every batch: review CS)."""
+
+    def flaky(point):
+        if point["x"] > 0.8:
+            raise RuntimeError("diverged")
+        return FORRESTER(point)
+
+    with count_compilations(fresh=True) as counts:
+        result = bojax.minimize(
+            flaky, FORRESTER.space, q=16, initial=16, iterations=48, seed=3,
+            surrogate="gp-map", fantasy="believer", **QUIET,
+        )  # fmt: skip
+    assert result.failures > 0
+    assert counts.of("_fit") == 2, counts
+    assert counts.of("_fit_classifier") == 2, counts
+    assert counts.of("score") == 4, counts
+
+
 @pytest.mark.slow  # a slice-sampled run of 14 (test_failures.py models failures fast)
 def test_failures_are_recorded_and_skipped(tmp_path):
     def flaky(point):

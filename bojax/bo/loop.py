@@ -319,7 +319,8 @@ def fit_classifier(state: BOState) -> BOState:
     if area is not None:  # past exact_limit, the evaluations nearest the incumbent
         rows = trust.nearest(u, area.centre, settings.local_points)
         u, success = u[rows], success[rows]
-    return state._replace(classifier=classifier.fit(key, previous, u, success))
+    fitted = classifier.fit(key, previous, u, success, batch=settings.q or 1)
+    return state._replace(classifier=fitted)
 
 
 @with_blas_threads
@@ -710,7 +711,8 @@ def _believing_failures(state: BOState, surrogate, fitted, classifier, area, k: 
     if not hasattr(surrogate, "fantasize") or not hasattr(fitted, "posteriors"):
         return fitted
     key = jax.random.fold_in(_iteration_key(state.settings, k), 7)
-    believed, _ = surrogate.fantasize(key, fitted, failed, "believer", None)
+    room = gp.bucket_size(len(failed), minimum=8, batch=state.settings.q or 1)
+    believed, _ = surrogate.fantasize(key, fitted, failed, "believer", None, room=room)
     return fitted._replace(posteriors=believed)
 
 

@@ -285,9 +285,10 @@ def _padded(lower: np.ndarray, upper: np.ndarray, size: int):
     return lower, upper, live
 
 
-def _believed(surrogate: Surrogate, fitted, key, x, y, pending: np.ndarray, room: int):
+def _believed(surrogate: Surrogate, fitted, key, x, y, pending: np.ndarray, room: int, batch):
     """``(conditioned, believed outcomes (P,))``: the Kriging believer for one output
-    (padded for ``room`` pending points, as :func:`bojax.bo.loop.ask_batch` does)."""
+    (padded for ``room`` pending points in a run adding ``batch`` at a time, as
+    :func:`bojax.bo.loop.ask_batch` does)."""
     if len(pending) == 0:
         return surrogate.conditioned(fitted), np.zeros(0)
     if hasattr(surrogate, "fantasize"):
@@ -295,7 +296,8 @@ def _believed(surrogate: Surrogate, fitted, key, x, y, pending: np.ndarray, room
         return conditioned, np.asarray(jnp.mean(outcomes, axis=0))[: len(pending)]
     mean, _ = surrogate.predict(fitted, jnp.asarray(pending))
     believed = np.asarray(jnp.mean(mean, axis=0))
-    data = gp.make_data(np.concatenate([x, pending]), np.concatenate([y, believed]))
+    size = gp.bucket_size(len(y) + room, batch=batch)
+    data = gp.make_data(np.concatenate([x, pending]), np.concatenate([y, believed]), size)
     return surrogate.conditioned(surrogate.fit(key, fitted, data)), believed
 
 
@@ -329,9 +331,10 @@ def propose_batch(state, classifier, feasibility, taken, first: int, q: int, are
     fitted, outputs = models.fitted, models.outputs
     observed_front = z[feasible, :count]
     if settings.incumbent == "posterior_mean" and found and not parego:  # the noisy variant
-        observed_front = pooled_means(surrogate, fitted, x[feasible], count)
+        observed_front = pooled_means(surrogate, fitted, x[feasible], count, settings.q or 1)
     if sampled and found:  # the baseline depends on the fit only, not on the batch so far
-        at = x[feasible][baseline(x[feasible], observed_front, surrogate, fitted, count)]
+        kept = baseline(x[feasible], observed_front, surrogate, fitted, count, settings.q or 1)
+        at = x[feasible][kept]
     # Rows each box sum runs over: the predictive's draws (a GP's samples; one for a BNN,
     # whose predictive is one Gaussian however many networks it keeps).
     draws = surrogate.predictive(surrogate.conditioned(fitted[0]), jnp.asarray(x[:1]))[0]
@@ -349,8 +352,9 @@ def propose_batch(state, classifier, feasibility, taken, first: int, q: int, are
         conditioned, believed = [], []
         for i, (model, y) in enumerate(zip(fitted, outputs, strict=True)):
             c, b = _believed(
-                surrogate, model, jax.random.fold_in(believe_key, i), x, y, taken, room
-            )
+                surrogate, model, jax.random.fold_in(believe_key, i), x, y, taken, room,
+                settings.q or 1,
+            )  # fmt: skip
             conditioned.append(c)
             believed.append(b)
         believed = np.stack(believed, axis=1) if len(taken) else np.zeros((0, len(fitted)))
@@ -427,10 +431,11 @@ def _front_beyond(state, models: Models, count: int) -> tuple[np.ndarray, np.nda
     return z[on_front & outside, :count], z[feasible, :count]
 
 
-def pooled_means(surrogate, fitted, x: np.ndarray, count: int) -> np.ndarray:
+def pooled_means(surrogate, fitted, x: np.ndarray, count: int, batch: int = 1) -> np.ndarray:
     """``(n, count)``: each objective's posterior mean at ``x``, pooled over the draws."""
     n = len(x)  # padded to a bucket: one compilation per bucket, not per step
-    at = jnp.asarray(np.concatenate([x, np.repeat(x[:1], gp.bucket_size(n) - n, axis=0)]))
+    size = gp.bucket_size(n, batch=batch)
+    at = jnp.asarray(np.concatenate([x, np.repeat(x[:1], size - n, axis=0)]))
     means = [jnp.mean(surrogate.predict(fitted[j], at)[0], axis=0) for j in range(count)]
     return np.stack([np.asarray(m)[:n] for m in means], axis=1)
 
@@ -439,11 +444,13 @@ FRONTS = 32  # sampled fronts in all by default: 2 per draw of a 16-draw chain
 BASELINE_LIMIT = 64  # sampled fronts: at most this many baseline points
 
 
-def baseline(x: np.ndarray, observed: np.ndarray, surrogate, fitted, count: int) -> np.ndarray:
+def baseline(
+    x: np.ndarray, observed: np.ndarray, surrogate, fitted, count: int, batch: int = 1
+) -> np.ndarray:
     """Indices of the feasible points whose fronts noisy EHVI samples: those on the
     observed front or on the front of the pooled posterior means (a point just behind
     the observed front may lead in a sample), at most :data:`BASELINE_LIMIT`."""
-    believed = pooled_means(surrogate, fitted, x, count)
+    believed = pooled_means(surrogate, fitted, x, count, batch)
     keep = pareto.pareto_mask(observed) | pareto.pareto_mask(believed)
     return np.flatnonzero(keep)[:BASELINE_LIMIT]
 

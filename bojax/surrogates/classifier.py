@@ -141,9 +141,13 @@ class GPClassifier:
         )
         return ClassifierState(prior, position, jnp.zeros(0), 0)
 
-    def fit(self, key: jax.Array, state: ClassifierState, x, success) -> ClassifierState:
-        """Condition on evaluated unit points ``x`` (n, d) and ``success`` (n,) flags."""
-        data = gp.make_data(np.asarray(x, np.float64), _labels(success))
+    def fit(
+        self, key: jax.Array, state: ClassifierState, x, success, batch: int = 1
+    ) -> ClassifierState:
+        """Condition on evaluated unit points ``x`` (n, d) and ``success`` (n,) flags
+        (padded for a run adding ``batch`` points at a time, :func:`gp.bucket_size`)."""
+        size = gp.bucket_size(len(success), batch=batch)
+        data = gp.make_data(np.asarray(x, np.float64), _labels(success), size)
         size = data.y.shape[0]
         latent = np.zeros(size)  # the chain's latents, padded (with the prior mean) to N
         kept = np.asarray(state.latent)[:size]
