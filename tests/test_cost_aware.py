@@ -84,9 +84,9 @@ def test_past_exact_limit_the_cost_model_sees_the_trust_regions_evaluations(monk
     seen = []
     fit_cost = loop.fit_cost
 
-    def spy(space, u, seconds, key):
+    def spy(space, u, seconds, key, batch=1):
         seen.append((u.copy(), seconds.copy()))
-        return fit_cost(space, u, seconds, key)
+        return fit_cost(space, u, seconds, key, batch)
 
     monkeypatch.setattr(loop, "fit_cost", spy)
     state = bojax.init(LINE, surrogate="gp-map", cost_aware=True, exact_limit=10, local_points=8)
