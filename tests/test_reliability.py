@@ -170,6 +170,54 @@ def test_an_evaluation_whose_driver_died_while_it_started_ends_itself(tmp_path):
     assert not folder.exists()
 
 
+def _holds_the_gil():
+    sum(range(10**15))  # one C call: no other thread of this process runs meanwhile
+
+
+def test_an_evaluation_holding_the_gil_ends_with_its_killed_driver(tmp_path):
+    """A thread of the evaluation watched for its driver's death, but no thread runs
+    while the evaluation holds the GIL in C: it ran on after its driver was SIGKILLed."""
+    import cloudpickle
+
+    from bojax.bo.isolation import STARTED
+
+    folder = tmp_path / "task"
+    folder.mkdir()
+    (folder / "task.pkl").write_bytes(cloudpickle.dumps((_holds_the_gil, ())))
+    child_command = [
+        sys.executable, "-m", "bojax.bo.isolation", str(folder / "task.pkl"),
+        str(folder / "outcome.pkl"),
+    ]  # fmt: skip
+    driver = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import os, subprocess, time
+            command = {child_command!r} + [str(os.getpid())]
+            print(subprocess.Popen(command, start_new_session=True).pid, flush=True)
+            time.sleep(300)
+        """)],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    child = int(driver.stdout.readline())
+    try:
+        deadline = time.monotonic() + 60
+        while not (folder / STARTED).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # well into the C call
+        driver.kill()
+        driver.wait()
+        deadline = time.monotonic() + 10
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(child)
+        assert not folder.exists()
+    finally:
+        driver.kill()
+        if _alive(child):
+            os.killpg(child, signal.SIGKILL)
+
+
 def test_task_folders_of_killed_processes_are_removed_and_live_ones_kept(tmp_path, monkeypatch):
     from bojax.bo.isolation import _owner
 

@@ -361,12 +361,48 @@ def _wait_for_start(process: subprocess.Popen, started: Path) -> bool:
     return True
 
 
+# The watchdog: a process of its own, since a thread of the evaluation's never runs
+# while the evaluation holds the GIL in C (a regex backtracking, an extension's loop),
+# and such an evaluation outlived its SIGKILLed driver. It ends once the evaluation has
+# (its parent is then another), and kills the evaluation's session, itself included,
+# once the evaluation's parent is no longer the driver. Only the evaluation's own pid is
+# ever killed, and only while it is the watchdog's parent: alive, so never a reused pid.
+_WATCHDOG = """\
+import os, shutil, signal, sys, time
+parent, child = int(sys.argv[1]), int(sys.argv[2])
+folder, interval = sys.argv[3], float(sys.argv[4])
+def parent_of(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+while os.getppid() == child and parent_of(child) == parent:
+    time.sleep(interval)
+if os.getppid() == child:
+    shutil.rmtree(folder, ignore_errors=True)
+    os.killpg(child, signal.SIGKILL)
+"""
+
+
 def _exit_with_parent(folder: Path, parent: int, interval: float = 0.5) -> None:
     """End this process once ``parent``, the process that started it, is gone (a
     SIGKILLed driver or Dask worker): its timeout died with it, and a hung training must
     not hold a GPU on. The task's folder goes too: the parent that would have removed it
     is gone. ``parent`` comes from the parent itself: read here, after the seconds of
-    importing bojax, it would be init's pid for a parent killed meanwhile (review)."""
+    importing bojax, it would be init's pid for a parent killed meanwhile (review).
+    Where ``/proc`` shows a process's parent (Linux), a watchdog process watches
+    (:data:`_WATCHDOG`); elsewhere a thread of this process."""
+    if Path(f"/proc/{os.getpid()}/stat").exists():
+        watchdog = [sys.executable, "-I", "-S", "-c", _WATCHDOG]
+        arguments = [str(parent), str(os.getpid()), str(folder), str(interval)]
+        subprocess.Popen(
+            watchdog + arguments,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        return
     import threading
 
     def watch() -> None:
