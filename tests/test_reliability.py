@@ -170,52 +170,65 @@ def test_an_evaluation_whose_driver_died_while_it_started_ends_itself(tmp_path):
     assert not folder.exists()
 
 
-def _holds_the_gil():
+def _holds_the_gil(marker: str):
+    Path(marker).write_text(str(os.getpid()))
     sum(range(10**15))  # one C call: no other thread of this process runs meanwhile
 
 
 def test_an_evaluation_holding_the_gil_ends_with_its_killed_driver(tmp_path):
-    """A thread of the evaluation watched for its driver's death, but no thread runs
-    while the evaluation holds the GIL in C: it ran on after its driver was SIGKILLed."""
+    """The evaluation's own thread watched for its driver's death, but no thread runs
+    while the evaluation holds the GIL in C: it ran on after its driver was SIGKILLed.
+    The driver's watchdog process ends it, and its task folder goes."""
     import cloudpickle
 
-    from bojax.bo.isolation import STARTED
-
-    folder = tmp_path / "task"
-    folder.mkdir()
-    (folder / "task.pkl").write_bytes(cloudpickle.dumps((_holds_the_gil, ())))
-    child_command = [
-        sys.executable, "-m", "bojax.bo.isolation", str(folder / "task.pkl"),
-        str(folder / "outcome.pkl"),
-    ]  # fmt: skip
+    marker, scratch = tmp_path / "child.pid", tmp_path / "scratch"
+    scratch.mkdir()
+    (tmp_path / "task.pkl").write_bytes(cloudpickle.dumps((_holds_the_gil, (str(marker),))))
     driver = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(f"""
-            import os, subprocess, time
-            command = {child_command!r} + [str(os.getpid())]
-            print(subprocess.Popen(command, start_new_session=True).pid, flush=True)
-            time.sleep(300)
+            import cloudpickle
+            from bojax.bo.isolation import run_isolated
+            with open({str(tmp_path / "task.pkl")!r}, "rb") as sent:
+                run_isolated(*cloudpickle.loads(sent.read()))
         """)],
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
-        stdout=subprocess.PIPE,
-        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+             "TMPDIR": str(scratch)},
     )  # fmt: skip
-    child = int(driver.stdout.readline())
+    child = None
     try:
         deadline = time.monotonic() + 60
-        while not (folder / STARTED).exists() and time.monotonic() < deadline:
+        while not marker.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.5)  # well into the C call
+        child = int(marker.read_text())
         driver.kill()
         driver.wait()
         deadline = time.monotonic() + 10
         while _alive(child) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not _alive(child)
-        assert not folder.exists()
+        assert not list(scratch.iterdir())  # its task folder
     finally:
         driver.kill()
-        if _alive(child):
+        if child is not None and _alive(child):
             os.killpg(child, signal.SIGKILL)
+
+
+def _reaps_every_child(p):
+    subprocess.Popen(["true"])
+    reaped = 0
+    while True:  # a "wait for all children" loop
+        try:
+            os.waitpid(-1, 0)
+            reaped += 1
+        except ChildProcessError:
+            return float(reaped)
+
+
+def test_an_evaluation_that_reaps_all_its_children_returns():
+    """The watchdog is the driver's child, not the evaluation's: an evaluation that waits
+    for all its children would have waited for it forever (review CT)."""
+    assert evaluate_isolated(_reaps_every_child, {"x": 1.0}, timeout=30) == (1.0, None)
 
 
 def test_task_folders_of_killed_processes_are_removed_and_live_ones_kept(tmp_path, monkeypatch):

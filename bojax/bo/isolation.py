@@ -330,7 +330,9 @@ def _run_in(folder: Path, task: Any, args: tuple, timeout: float | None) -> tupl
         env=env,
         start_new_session=True,
     )
+    watchdog = None
     try:
+        watchdog = _start_watchdog(process.pid, folder)
         # The timeout counts from the task's start, not the process's: a start and
         # its imports take seconds under load (review: 83 healthy segments of 129
         # timed out at 5 s with two workers on a busy core).
@@ -345,9 +347,74 @@ def _run_in(folder: Path, task: Any, args: tuple, timeout: float | None) -> tupl
     except BaseException:  # the driver is interrupted: leave no orphan behind
         _kill(process)
         raise
+    finally:
+        if watchdog is not None:
+            watchdog.kill()
+            watchdog.wait()
     if returncode == 0 and outcome.exists():
         return cloudpickle.loads(outcome.read_bytes())
     return False, _why_died(returncode)
+
+
+# The watchdog, a process of the driver's: the evaluation's own watching thread never
+# runs while the evaluation holds the GIL in C (a regex backtracking, an extension's
+# loop), and such an evaluation outlived its SIGKILLed driver. Once the driver is gone
+# (the watchdog's parent changed), it kills the evaluation if it is the process that
+# started at that time (not a reused pid), then the folder, then what the evaluation
+# started. A child of the driver, not of the evaluation: an evaluation that reaps all
+# its children (waitpid(-1) until none) would wait for it forever, and a driver that is
+# PID 1 reaps it (review CT).
+_WATCHDOG = """\
+import os, shutil, signal, sys, time
+driver, child, birth = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+folder, interval = sys.argv[4], float(sys.argv[5])
+while os.getppid() == driver:
+    time.sleep(interval)
+try:
+    with open(f"/proc/{child}/stat") as stat:
+        alive = stat.read().rsplit(")", 1)[1].split()[19] == birth
+except (OSError, IndexError):
+    alive = False
+if alive:
+    os.kill(child, signal.SIGKILL)
+shutil.rmtree(folder, ignore_errors=True)
+if alive:
+    try:
+        os.killpg(child, signal.SIGKILL)
+    except OSError:
+        pass
+"""
+
+
+def _start_time(pid: int) -> str | None:
+    """The start time of process ``pid`` from ``/proc`` (Linux), None if unreadable or if
+    ``/proc`` is not this process's PID namespace's (then its pids name others)."""
+    try:
+        if os.readlink("/proc/self") != str(os.getpid()):
+            return None
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _start_watchdog(child: int, folder: Path, interval: float = 0.5):
+    """The watchdog of the evaluation process ``child`` (:data:`_WATCHDOG`), or None where
+    it cannot run (no usable ``/proc``, or no process to spare): the evaluation's thread
+    then watches alone."""
+    birth = _start_time(child)
+    if birth is None:
+        return None
+    arguments = [str(os.getpid()), str(child), birth, str(folder), str(interval)]
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _WATCHDOG, *arguments],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # a Ctrl-C of the terminal's group leaves it be
+        )
+    except OSError:
+        return None
 
 
 def _wait_for_start(process: subprocess.Popen, started: Path) -> bool:
@@ -361,48 +428,14 @@ def _wait_for_start(process: subprocess.Popen, started: Path) -> bool:
     return True
 
 
-# The watchdog: a process of its own, since a thread of the evaluation's never runs
-# while the evaluation holds the GIL in C (a regex backtracking, an extension's loop),
-# and such an evaluation outlived its SIGKILLed driver. It ends once the evaluation has
-# (its parent is then another), and kills the evaluation's session, itself included,
-# once the evaluation's parent is no longer the driver. Only the evaluation's own pid is
-# ever killed, and only while it is the watchdog's parent: alive, so never a reused pid.
-_WATCHDOG = """\
-import os, shutil, signal, sys, time
-parent, child = int(sys.argv[1]), int(sys.argv[2])
-folder, interval = sys.argv[3], float(sys.argv[4])
-def parent_of(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return int(stat.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-while os.getppid() == child and parent_of(child) == parent:
-    time.sleep(interval)
-if os.getppid() == child:
-    shutil.rmtree(folder, ignore_errors=True)
-    os.killpg(child, signal.SIGKILL)
-"""
-
-
 def _exit_with_parent(folder: Path, parent: int, interval: float = 0.5) -> None:
     """End this process once ``parent``, the process that started it, is gone (a
     SIGKILLed driver or Dask worker): its timeout died with it, and a hung training must
     not hold a GPU on. The task's folder goes too: the parent that would have removed it
     is gone. ``parent`` comes from the parent itself: read here, after the seconds of
     importing bojax, it would be init's pid for a parent killed meanwhile (review).
-    Where ``/proc`` shows a process's parent (Linux), a watchdog process watches
-    (:data:`_WATCHDOG`); elsewhere a thread of this process."""
-    if Path(f"/proc/{os.getpid()}/stat").exists():
-        watchdog = [sys.executable, "-I", "-S", "-c", _WATCHDOG]
-        arguments = [str(parent), str(os.getpid()), str(folder), str(interval)]
-        subprocess.Popen(
-            watchdog + arguments,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        return
+    A thread of this process watches, which cannot while the evaluation holds the GIL in
+    C: on Linux the driver's watchdog (:func:`_start_watchdog`) covers that."""
     import threading
 
     def watch() -> None:
