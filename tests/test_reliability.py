@@ -214,6 +214,45 @@ def test_an_evaluation_holding_the_gil_ends_with_its_killed_driver(tmp_path):
             os.killpg(child, signal.SIGKILL)
 
 
+def test_an_evaluation_whose_driver_died_before_its_watchdog_never_runs(tmp_path):
+    """A driver killed between starting the evaluation and its watchdog: the evaluation's
+    thread saw it, but the GIL-holding task it raced took the GIL for good (review CU).
+    The task now waits for the driver's word that the watchdog runs."""
+    import cloudpickle
+
+    marker, scratch = tmp_path / "child.pid", tmp_path / "scratch"
+    scratch.mkdir()
+    (tmp_path / "task.pkl").write_bytes(cloudpickle.dumps((_holds_the_gil, (str(marker),))))
+    driver = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import os, signal, cloudpickle
+            from bojax.bo import isolation
+            def killed(child, folder):
+                with open({str(tmp_path / "evaluation.pid")!r}, "w") as out:
+                    out.write(str(child))
+                os.kill(os.getpid(), signal.SIGKILL)
+            isolation._start_watchdog = killed
+            with open({str(tmp_path / "task.pkl")!r}, "rb") as sent:
+                isolation.run_isolated(*cloudpickle.loads(sent.read()))
+        """)],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+             "TMPDIR": str(scratch)},
+        timeout=120,
+    )  # fmt: skip
+    assert driver.returncode == -signal.SIGKILL
+    child = int((tmp_path / "evaluation.pid").read_text())
+    try:
+        deadline = time.monotonic() + 60
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(child)
+        assert not marker.exists()  # the task never ran
+        assert not list(scratch.iterdir())
+    finally:
+        if _alive(child):
+            os.killpg(child, signal.SIGKILL)
+
+
 def _reaps_every_child(p):
     subprocess.Popen(["true"])
     reaped = 0

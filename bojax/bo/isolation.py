@@ -99,6 +99,7 @@ def evaluate_isolated(
 
 PREFIX = "bojax-evaluation-"
 STARTED = "started"  # the child's mark that its task is loaded (imports done)
+WATCHED = "watched"  # the driver's mark that its watchdog runs (or cannot run)
 # How long a process may take to start and load its task before it counts as failed
 # (the timeout then counts from the task's start).
 STARTUP_SECONDS = 120.0
@@ -333,6 +334,7 @@ def _run_in(folder: Path, task: Any, args: tuple, timeout: float | None) -> tupl
     watchdog = None
     try:
         watchdog = _start_watchdog(process.pid, folder)
+        (folder / WATCHED).touch()  # the child may start its task
         # The timeout counts from the task's start, not the process's: a start and
         # its imports take seconds under load (review: 83 healthy segments of 129
         # timed out at 5 s with two workers on a busy core).
@@ -359,11 +361,12 @@ def _run_in(folder: Path, task: Any, args: tuple, timeout: float | None) -> tupl
 # The watchdog, a process of the driver's: the evaluation's own watching thread never
 # runs while the evaluation holds the GIL in C (a regex backtracking, an extension's
 # loop), and such an evaluation outlived its SIGKILLed driver. Once the driver is gone
-# (the watchdog's parent changed), it kills the evaluation if it is the process that
-# started at that time (not a reused pid), then the folder, then what the evaluation
-# started. A child of the driver, not of the evaluation: an evaluation that reaps all
-# its children (waitpid(-1) until none) would wait for it forever, and a driver that is
-# PID 1 reaps it (review CT).
+# (the watchdog's parent changed), it kills the evaluation's process group (the
+# evaluation and what it started) unless the evaluation's pid now names a process
+# started at another time (a reused pid; while the group has members its id is not
+# reused), then removes the folder. A child of the driver, not of the evaluation: an
+# evaluation that reaps all its children (waitpid(-1) until none) would wait for it
+# forever, and a driver that is PID 1 reaps it (review CT).
 _WATCHDOG = """\
 import os, shutil, signal, sys, time
 driver, child, birth = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
@@ -372,17 +375,15 @@ while os.getppid() == driver:
     time.sleep(interval)
 try:
     with open(f"/proc/{child}/stat") as stat:
-        alive = stat.read().rsplit(")", 1)[1].split()[19] == birth
+        now = stat.read().rsplit(")", 1)[1].split()[19]
 except (OSError, IndexError):
-    alive = False
-if alive:
-    os.kill(child, signal.SIGKILL)
-shutil.rmtree(folder, ignore_errors=True)
-if alive:
+    now = None
+if now in (birth, None):
     try:
         os.killpg(child, signal.SIGKILL)
     except OSError:
         pass
+shutil.rmtree(folder, ignore_errors=True)
 """
 
 
@@ -435,19 +436,31 @@ def _exit_with_parent(folder: Path, parent: int, interval: float = 0.5) -> None:
     is gone. ``parent`` comes from the parent itself: read here, after the seconds of
     importing bojax, it would be init's pid for a parent killed meanwhile (review).
     A thread of this process watches, which cannot while the evaluation holds the GIL in
-    C: on Linux the driver's watchdog (:func:`_start_watchdog`) covers that."""
+    C: on Linux the driver's watchdog (:func:`_start_watchdog`) covers that, so the task
+    waits here for the driver's word that it runs (a driver killed before starting it
+    left a thread that lost the GIL to the task for good, review CU)."""
     import threading
 
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(interval)
-        shutil.rmtree(folder, ignore_errors=True)
-        try:  # and whatever the evaluation started (a training run as a subprocess)
-            os.killpg(os.getpid(), signal.SIGKILL)  # (this process leads its session)
-        finally:
-            os._exit(70)
+        _abandon(folder)
 
     threading.Thread(target=watch, name="bojax-parent-watch", daemon=True).start()
+    while not (folder / WATCHED).exists():
+        if os.getppid() != parent:
+            _abandon(folder)
+        time.sleep(0.005)
+
+
+def _abandon(folder: Path) -> None:
+    """End this evaluation, whose driver is gone, with its folder and what it started
+    (a training run as a subprocess)."""
+    shutil.rmtree(folder, ignore_errors=True)
+    try:
+        os.killpg(os.getpid(), signal.SIGKILL)  # (this process leads its session)
+    finally:
+        os._exit(70)
 
 
 def _leave(seconds: float = 10.0) -> None:
