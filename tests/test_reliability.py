@@ -253,6 +253,35 @@ def test_an_evaluation_whose_driver_died_before_its_watchdog_never_runs(tmp_path
             os.killpg(child, signal.SIGKILL)
 
 
+def _marks(marker: str):
+    Path(marker).write_text("ran")
+
+
+def test_an_evaluation_waits_for_the_drivers_word_before_its_task(tmp_path):
+    import cloudpickle
+
+    from bojax.bo.isolation import WATCHED
+
+    folder = tmp_path / "task"
+    folder.mkdir()
+    marker = tmp_path / "ran"
+    (folder / "task.pkl").write_bytes(cloudpickle.dumps((_marks, (str(marker),))))
+    child = subprocess.Popen(
+        [sys.executable, "-m", "bojax.bo.isolation", str(folder / "task.pkl"),
+         str(folder / "outcome.pkl"), str(os.getpid())],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        time.sleep(2)  # its imports take well under a second alone
+        assert not marker.exists() and child.poll() is None
+        (folder / WATCHED).touch()
+        assert child.wait(timeout=60) == 0
+        assert marker.read_text() == "ran"
+    finally:
+        child.kill()
+
+
 def _reaps_every_child(p):
     subprocess.Popen(["true"])
     reaped = 0
