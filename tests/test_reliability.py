@@ -268,7 +268,7 @@ def test_an_evaluation_waits_for_the_drivers_word_before_its_task(tmp_path):
     (folder / "task.pkl").write_bytes(cloudpickle.dumps((_marks, (str(marker),))))
     child = subprocess.Popen(
         [sys.executable, "-m", "bojax.bo.isolation", str(folder / "task.pkl"),
-         str(folder / "outcome.pkl"), str(os.getpid())],
+         str(folder / "outcome.pkl"), str(os.getpid()), WATCHED],
         env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
         start_new_session=True,
     )  # fmt: skip
@@ -280,6 +280,23 @@ def test_an_evaluation_waits_for_the_drivers_word_before_its_task(tmp_path):
         assert marker.read_text() == "ran"
     finally:
         child.kill()
+
+
+def test_an_evaluation_that_cannot_be_told_to_start_fails_and_leaves_nothing(tmp_path, monkeypatch):
+    from bojax.bo.isolation import WATCHED
+
+    marker = tmp_path / "ran"
+    touch = Path.touch
+
+    def full_disk(path, *args, **kwargs):
+        if path.name == WATCHED:
+            raise OSError(28, "No space left on device")
+        return touch(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "touch", full_disk)
+    y, why = evaluate_isolated(lambda p: _marks(str(marker)), {"x": 1.0})
+    assert math.isnan(y) and "could not be told to start" in why and "No space" in why
+    assert not marker.exists()
 
 
 def _reaps_every_child(p):

@@ -327,14 +327,19 @@ def _run_in(folder: Path, task: Any, args: tuple, timeout: float | None) -> tupl
     # The child sees the modules the parent sees (a script's folder, plugins).
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     process = subprocess.Popen(
-        [sys.executable, "-m", "bojax.bo.isolation", str(sent), str(outcome), str(os.getpid())],
+        [sys.executable, "-m", "bojax.bo.isolation", str(sent), str(outcome), str(os.getpid()),
+         WATCHED],
         env=env,
         start_new_session=True,
-    )
+    )  # fmt: skip
     watchdog = None
     try:
         watchdog = _start_watchdog(process.pid, folder)
-        (folder / WATCHED).touch()  # the child may start its task
+        try:
+            (folder / WATCHED).touch()  # the child may start its task
+        except OSError as error:  # (a full disk, a folder removed meanwhile)
+            _kill(process)
+            return False, f"the evaluation's process could not be told to start: {error}"
         # The timeout counts from the task's start, not the process's: a start and
         # its imports take seconds under load (review: 83 healthy segments of 129
         # timed out at 5 s with two workers on a busy core).
@@ -429,16 +434,19 @@ def _wait_for_start(process: subprocess.Popen, started: Path) -> bool:
     return True
 
 
-def _exit_with_parent(folder: Path, parent: int, interval: float = 0.5) -> None:
+def _exit_with_parent(
+    folder: Path, parent: int, interval: float = 0.5, watched: bool = False
+) -> None:
     """End this process once ``parent``, the process that started it, is gone (a
     SIGKILLed driver or Dask worker): its timeout died with it, and a hung training must
     not hold a GPU on. The task's folder goes too: the parent that would have removed it
     is gone. ``parent`` comes from the parent itself: read here, after the seconds of
     importing bojax, it would be init's pid for a parent killed meanwhile (review).
     A thread of this process watches, which cannot while the evaluation holds the GIL in
-    C: on Linux the driver's watchdog (:func:`_start_watchdog`) covers that, so the task
-    waits here for the driver's word that it runs (a driver killed before starting it
-    left a thread that lost the GIL to the task for good, review CU)."""
+    C: on Linux the driver's watchdog (:func:`_start_watchdog`) covers that, so with
+    ``watched`` (a driver that marks it) the task waits here for the driver's word that
+    it runs (a driver killed before starting it left a thread that lost the GIL to the
+    task for good, review CU). A driver of an older bojax marks nothing (review CV)."""
     import threading
 
     def watch() -> None:
@@ -447,7 +455,7 @@ def _exit_with_parent(folder: Path, parent: int, interval: float = 0.5) -> None:
         _abandon(folder)
 
     threading.Thread(target=watch, name="bojax-parent-watch", daemon=True).start()
-    while not (folder / WATCHED).exists():
+    while watched and not (folder / WATCHED).exists():
         if os.getppid() != parent:
             _abandon(folder)
         time.sleep(0.005)
@@ -495,7 +503,7 @@ def _leave(seconds: float = 10.0) -> None:
     os._exit(0)
 
 
-def _child(sent: str, outcome: str, parent: int) -> None:
+def _child(sent: str, outcome: str, parent: int, watched: bool = False) -> None:
     """The child's side: load the task, run it, write ``(done, result)`` atomically."""
     import cloudpickle
 
@@ -503,7 +511,7 @@ def _child(sent: str, outcome: str, parent: int) -> None:
     from bojax.bo import isolation
 
     isolation._task_folder = Path(sent).parent
-    _exit_with_parent(isolation._task_folder, parent)
+    _exit_with_parent(isolation._task_folder, parent, watched=watched)
     try:
         task, args = cloudpickle.loads(Path(sent).read_bytes())
     except Exception as error:
@@ -527,4 +535,4 @@ def _child(sent: str, outcome: str, parent: int) -> None:
 
 
 if __name__ == "__main__":
-    _child(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    _child(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:] == [WATCHED])
