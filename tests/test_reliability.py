@@ -300,7 +300,8 @@ def test_an_evaluation_that_cannot_be_told_to_start_fails_and_leaves_nothing(tmp
 
 
 def _reaps_every_child(p):
-    subprocess.Popen(["true"])
+    # Kept referenced: a dropped Popen polls its process at once, and reaps it if done.
+    started = subprocess.Popen(["true"])  # noqa: F841
     reaped = 0
     while True:  # a "wait for all children" loop
         try:
