@@ -319,7 +319,7 @@ def fit_classifier(state: BOState) -> BOState:
     if area is not None:  # past exact_limit, the evaluations nearest the incumbent
         rows = trust.nearest(u, area.centre, settings.local_points)
         u, success = u[rows], success[rows]
-    fitted = classifier.fit(key, previous, u, success, batch=settings.q or 1)
+    fitted = classifier.fit(key, previous, u, success, batch=settings.batch)
     return state._replace(classifier=fitted)
 
 
@@ -395,7 +395,7 @@ def fit_surrogate(state: BOState) -> SurrogateFit:
     warp = output_warping(state, raw)  # a local model's outputs get their own scale
     y = warp.forward(raw)
     previous = previous if previous is not None else surrogate.init(state.space.dim)
-    data = gp.make_data(x, y, size=gp.bucket_size(len(y), batch=settings.q or 1))
+    data = gp.make_data(x, y, size=gp.bucket_size(len(y), batch=settings.batch))
     fitted = surrogate.fit(_keys(settings, n)[0], previous, data)
     if area is not None:
         area = trust.with_box(area, state.space, trust.fitted_lengthscales(fitted, x.shape[1]))
@@ -531,7 +531,7 @@ def _cost_terms(state: BOState, k: int, area: trust.Region | None = None) -> Cos
     rows = slice(None)
     if area is not None:
         rows = trust.nearest(state.u, area.centre, state.settings.local_points)
-    return fit_cost(state.space, state.u[rows], state.seconds[rows], key, state.settings.q or 1)
+    return fit_cost(state.space, state.u[rows], state.seconds[rows], key, state.settings.batch)
 
 
 def _success_diagnostics(state: BOState, u: np.ndarray, k: int) -> dict[str, float]:
@@ -637,7 +637,7 @@ def ask_batch(
     believing = _believing_failures(state, surrogate, fitted, classifier, area, first)
     # The most fantasies this batch's proposals condition on (a run's last, shorter
     # batch pads as its others did).
-    room = len(taken) + max(q, settings.q or 1) - 1
+    room = len(taken) + max(q, settings.batch) - 1
     for k in range(first, first + q):
         conditioned, incumbent = _conditioned(
             state, surrogate, believing, (x, y), taken, k, best, room, local=area is not None
@@ -711,7 +711,7 @@ def _believing_failures(state: BOState, surrogate, fitted, classifier, area, k: 
     if not hasattr(surrogate, "fantasize") or not hasattr(fitted, "posteriors"):
         return fitted
     key = jax.random.fold_in(_iteration_key(state.settings, k), 7)
-    room = gp.bucket_size(len(failed), minimum=8, batch=state.settings.q or 1)
+    room = gp.bucket_size(len(failed), minimum=8, batch=state.settings.batch)
     believed, _ = surrogate.fantasize(key, fitted, failed, "believer", None, room=room)
     return fitted._replace(posteriors=believed)
 
@@ -868,7 +868,7 @@ def _conditioned(
         return conditioned, fantasies.incumbents(best, outcomes)
     mean, _ = surrogate.predict(fitted, jnp.asarray(pending))
     believed = np.asarray(jnp.mean(mean, axis=0))
-    size = gp.bucket_size(len(y) + room, batch=settings.q or 1)  # one per batch, as above
+    size = gp.bucket_size(len(y) + room, batch=settings.batch)  # one per batch, as above
     data = gp.make_data(np.concatenate([x, pending]), np.concatenate([y, believed]), size)
     refitted = surrogate.fit(key, fitted, data)
     return surrogate.conditioned(refitted), fantasies.incumbents(best, jnp.asarray(believed[None]))

@@ -174,7 +174,7 @@ def fit_models(state, k: int | None = None, area: trust.Region | None = None) ->
         surrogate = trust.local_surrogate(surrogate)
         previous = tuple(None if p is None else trust.carried(p) for p in previous)
     fit_key = keys.proposal_keys(settings.seed, n)[0]
-    batch = settings.q or 1  # the points a run adds at a time widen its buckets
+    batch = settings.batch
     fitted = tuple(
         _fit_column(surrogate, jax.random.fold_in(fit_key, i), previous[i], space.dim, x, y, batch)
         for i, y in enumerate(outputs)
@@ -331,29 +331,28 @@ def propose_batch(state, classifier, feasibility, taken, first: int, q: int, are
     fitted, outputs = models.fitted, models.outputs
     observed_front = z[feasible, :count]
     if settings.incumbent == "posterior_mean" and found and not parego:  # the noisy variant
-        observed_front = pooled_means(surrogate, fitted, x[feasible], count, settings.q or 1)
+        observed_front = pooled_means(surrogate, fitted, x[feasible], count, settings.batch)
     if sampled and found:  # the baseline depends on the fit only, not on the batch so far
-        kept = baseline(x[feasible], observed_front, surrogate, fitted, count, settings.q or 1)
+        kept = baseline(x[feasible], observed_front, surrogate, fitted, count, settings.batch)
         at = x[feasible][kept]
     # Rows each box sum runs over: the predictive's draws (a GP's samples; one for a BNN,
     # whose predictive is one Gaussian however many networks it keeps).
     draws = surrogate.predictive(surrogate.conditioned(fitted[0]), jnp.asarray(x[:1]))[0]
     draws = int(np.shape(draws)[0]) if np.ndim(draws) > 1 else 1
     points, infos = [], []
-    room = len(taken) + max(q, settings.q or 1) - 1
+    room = len(taken) + max(q, settings.batch) - 1
     for k in range(first, first + q):
         if parego and k > first:  # a new scalarisation per proposal
             outputs = [_scalarised(state, z, k), *outputs[1:]]
             key = jax.random.fold_in(keys.proposal_keys(settings.seed, k)[0], 0)
-            batch = settings.q or 1
-            refit = _fit_column(surrogate, key, fitted[0], space.dim, x, outputs[0], batch)
+            refit = _fit_column(surrogate, key, fitted[0], space.dim, x, outputs[0], settings.batch)
             fitted = (refit, *fitted[1:])
         believe_key = jax.random.fold_in(keys.iteration_key(settings.seed, k), 3)
         conditioned, believed = [], []
         for i, (model, y) in enumerate(zip(fitted, outputs, strict=True)):
             c, b = _believed(
                 surrogate, model, jax.random.fold_in(believe_key, i), x, y, taken, room,
-                settings.q or 1,
+                settings.batch,
             )  # fmt: skip
             conditioned.append(c)
             believed.append(b)

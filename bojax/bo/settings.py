@@ -381,6 +381,13 @@ class Settings:
     )
 
     @property
+    def batch(self) -> int:
+        """The points the run adds at a time, ``q`` (1 unset): the data's buckets widen for
+        it (:func:`bojax.compilation.bucket_size`), read here rather than from each ask so
+        a resume's replayed fits pad as the run's did."""
+        return self.q or 1
+
+    @property
     def isolated(self) -> bool:
         """Whether evaluations run in a process of their own (``isolate`` or a ``timeout``)."""
         return self.isolate or self.timeout is not None

@@ -1349,13 +1349,13 @@ def check_stepwise(settings: Settings, executor: Any, batched: bool = False) -> 
             f"early_stopping={settings.early_stopping!r} has no decision to price: use "
             "early_stopping='freeze-thaw' or leave cost_aware off"
         )
-    if executor is None and (settings.q or 1) > 1 and settings.early_stopping == "freeze-thaw":
+    if executor is None and settings.batch > 1 and settings.early_stopping == "freeze-thaw":
         raise SettingsError(
             "freeze-thaw trains q > 1 designs at once on an executor only: pass executor= "
             "(a thread or process pool, a Dask client; --workers or --scheduler on the "
             "command line)"
         )
-    if executor is None and (settings.q or 1) > 1 and not batched:
+    if executor is None and settings.batch > 1 and not batched:
         raise SettingsError(
             "q > 1 trains several designs at once: on an executor (pass executor=, a "
             "thread or process pool or a Dask client; --workers or --scheduler on the "
@@ -1385,7 +1385,7 @@ def minimize_steps(
         raise ObjectiveError(f"a step-wise objective is called as train(point, report): {why}")
     if executor is not None and (why := unsendable(train, as_executor(executor))) is not None:
         raise ObjectiveError(f"the objective cannot be sent to the executor's workers: {why}")
-    batch = batch_of(train) if executor is None and (settings.q or 1) > 1 else None
+    batch = batch_of(train) if executor is None and settings.batch > 1 else None
     check_stepwise(settings, executor, batched=batch is not None)
     journal = Journal(out) if out is not None else None
     started = time.perf_counter()
