@@ -340,6 +340,38 @@ def test_a_value_that_diverges_at_every_step_is_a_design_failure_not_a_misuse():
     assert "ValueError: " in str(raised.value)
 
 
+def test_the_step_a_training_diverges_at_is_charged_and_resumed_alike(tmp_path):
+    """A training that reports inf at step 2 trained two steps: both are charged, in the
+    run's spend and its record, and a resume replays the same spend (review CW: step 2
+    was not charged, so a design that always diverged at step k cost k - 1). Freeze-thaw's
+    segments: the test below."""
+
+    def train(point, report):
+        report(1, final_value(point))
+        report(2, math.inf)
+
+    settings = dict(max_step=4, early_stopping="asha", proposer="random", step_budget=30,
+                    seed=1, progress=False)  # fmt: skip
+    result = bojax.minimize(train, SPACE, out=tmp_path, **settings)
+    failed = [r for r in result.history if r["status"] == "failed"]
+    assert failed and all(r["curve"] == r["curve"][:1] for r in failed)
+    assert all(r["diagnostics"]["charged"] == 2 for r in failed)
+    spent = sum(r["diagnostics"].get("charged", r["curve"][-1][0]) for r in result.history)
+    assert result.steps == spent >= 30
+    again = bojax.minimize(train, SPACE, out=tmp_path, resume=True, **settings)
+    assert again.steps == result.steps and again.history == result.history
+
+
+def test_a_segment_charges_the_step_it_diverges_at():
+    def train(point, report, checkpoint=None):
+        for step in range(checkpoint + 1, 10):
+            report(step, math.nan if step == 5 else 1.0 / step, checkpoint=step)
+
+    segment = run_segment(train, {"lr": 1e-3, "w": 0.3}, 3, 9, 9, checkpoint=Checkpoint(3, 3))
+    assert segment.status == "failed" and "finite number" in segment.error
+    assert segment.curve == [[4, 0.25]] and segment.charged == 2  # steps 4 and 5
+
+
 def test_failing_and_misreporting_trainings_are_recorded_and_the_run_goes_on():
     calls = []
 
@@ -1434,7 +1466,7 @@ def test_ask_and_tell_refuse_out_of_order_calls_and_fail_a_diverged_training():
         trainings.tell(7, 2, 0.4)
     assert trainings.tell(design, 2, math.inf) is False  # a diverged training fails
     record = trainings.finish(design)
-    assert record["status"] == "failed"
+    assert record["status"] == "failed" and record["diagnostics"]["charged"] == 2  # it ran step 2
     assert record["error"].startswith("ValueError: ") and "finite number" in record["error"]
     with pytest.raises(SettingsError, match="freeze-thaw"):
         bojax.Trainings(SPACE, max_step=9, early_stopping="freeze-thaw")

@@ -55,6 +55,7 @@ from bojax.bo.stepwise import (
     check_step,
     checked_seconds,
     checked_value,
+    diverged,
     outcome,
     past_max_step,
     raise_late_report,
@@ -119,6 +120,9 @@ class SegmentReport:
             self.complete = True
             raise StopTraining(f"past max_step = {self.max_step}")
         with remembered(self):
+            if diverged(value):  # the step was trained: it is charged, then the segment fails
+                self.charged += step - self.last
+                self.last = int(step)
             value = checked_value(value)
             given, now = checked_seconds(seconds), time.perf_counter()
         self.seconds += now - self.tick if given is None else given

@@ -294,6 +294,13 @@ class _Reporter:
     def __init__(self, run: StepRun, training: _Training):
         self.run, self.training = run, training
 
+    def _charge(self, step: int) -> None:
+        """Charge the steps the training ran since its last report, up to ``step``."""
+        run, training = self.run, self.training
+        run.spent += step - training.reported
+        training.charged += step - training.reported
+        training.reported = step
+
     def __call__(
         self, step: Any, value: Any = _NO_VALUE, checkpoint=None, seconds=None, last=False
     ) -> bool:
@@ -322,11 +329,11 @@ class _Reporter:
             training.over = "max_step"
             raise StopTraining(f"past max_step = {run.max_step}")
         with remembered(training):
+            if diverged(value):  # the step was trained: it is charged, then the training fails
+                self._charge(step)
             value = checked_value(value)
             checked_seconds(seconds)
-        run.spent += step - training.reported
-        training.charged += step - training.reported
-        training.reported = step
+        self._charge(step)
         if checkpoint is not None:
             training.checkpoint = Checkpoint(step, checkpoint)
         stopped, decided = False, False
@@ -760,8 +767,10 @@ class StepRun:
 
     def end(self, opened: Opened, status: str, y, error: str | None, charged=None) -> dict:
         """Journal the ended training's record (``y`` defaults to its last value;
-        ``charged``: steps trained, when more than its last step)."""
+        ``charged``: steps trained, kept when more than its last step)."""
         curve = opened.training.curve
+        if charged is None and opened.training.charged > (curve[-1][0] if curve else 0):
+            charged = opened.training.charged  # (a repeat, or the step it diverged at)
         if status != "failed" and y is None:
             y = curve[-1][1]
         if status == "failed" and not (charged or opened.training.charged):
@@ -1299,6 +1308,15 @@ def past_max_step(step: int, max_step: int, reached: int) -> None:
             f"step {step} is past max_step = {max_step}, and the training reported only up "
             f"to step {reached}: report every step up to max_step (is max_step right?)"
         )
+
+
+def diverged(value: Any) -> bool:
+    """Whether a reported value is a number, NaN or inf: the training ran the step and
+    diverged, so the step is charged before the training fails (else a design that always
+    diverged at step ``k`` cost ``k - 1``; review CW)."""
+    plain = unwrapped(value)
+    number = isinstance(plain, numbers.Real) and not isinstance(plain, bool)
+    return number and finite_number(value) is None
 
 
 def checked_value(value: Any) -> float:
