@@ -125,6 +125,31 @@ def test_exhausted_integer_space_is_a_typed_error():
         propose(jax.random.key(0), bump, jnp.zeros(1), space, evaluated)
 
 
+@pytest.mark.parametrize("method", ["sobol", "random"])
+@pytest.mark.parametrize(
+    "space",
+    [Space([Integer("k", 0, 40)]), Space([Integer("a", 0, 6), Integer("b", 0, 5)])],
+    ids=["one integer", "two integers"],
+)
+def test_a_sampled_discrete_space_is_exhausted_only_once_every_point_is_taken(space, method):
+    """More points than candidates: the candidates are a sample, and once each repeated a
+    taken point the space was called exhausted with points untried (review CY: 37 of 41).
+    The untried ones are listed instead, and the message counts the space's points."""
+    from bojax.bo.optimize import enumeration
+
+    everything = enumeration(space, 1000)
+    rng = np.random.default_rng(0)
+    for left in (3, 1):
+        keep = np.sort(rng.choice(len(everything), left, replace=False))
+        taken = np.delete(everything, keep, axis=0)
+        u, _ = propose(jax.random.key(1), bump, jnp.full(space.dim, 0.5), space, taken,
+                       method=method, num_candidates=8)  # fmt: skip
+        assert any(np.array_equal(u, everything[k]) for k in keep)
+    with pytest.raises(SpaceExhaustedError, match=f"all {len(everything)} of its points"):
+        propose(jax.random.key(1), bump, jnp.zeros(space.dim), space, everything,
+                method=method, num_candidates=8)  # fmt: skip
+
+
 def test_a_conditional_discrete_space_with_few_distinct_points_is_enumerated():
     """Eight nested binary choices: 256 combinations, more than the 64 candidates, but 9
     distinct points. Its last unseen point is found, and the space is called exhausted

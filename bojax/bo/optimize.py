@@ -364,7 +364,34 @@ def propose(
             best = _best_new(pool, pool_values, taken)
             if best is not None:
                 return pool[best], float(pool_values[best])
-    return _best_or_exhausted(candidates, values, taken, f"all {len(candidates)} candidates are")
+    best = _best_new(candidates, values, taken)
+    if best is not None:
+        return candidates[best], float(values[best])
+    return _best_untried(draw_key, score, args, space, taken, box, num_candidates, len(candidates))
+
+
+def _best_untried(key, score: Score, args, space: Space, taken, box, limit: int, sampled: int):
+    """When every candidate repeats a taken point: the best of a discrete space's points
+    that none does (at most ``limit`` of them, drawn), scored exactly. A sample of a
+    space with more points than candidates misses some, and the run stopped as if the
+    space were used up (review CY: an integer run of 41 points with 4 untried).
+    :class:`SpaceExhaustedError` when nothing is left, or the space is too large (or
+    continuous) to list."""
+    everything = enumeration(space, ENUMERATION_LIMIT)
+    if everything is None:
+        raise SpaceExhaustedError(
+            f"the space is exhausted: all {sampled} candidates are evaluated or pending"
+        )
+    which = f"all {len(everything)} of its points are"
+    if box is not None:
+        everything = everything[_inside(everything, box)]
+        which = f"all {len(everything)} of its points in the trust region are"
+    fresh = everything[~np.asarray(repeated_mask(jnp.asarray(everything), jnp.asarray(taken)))]
+    if len(fresh) > limit:  # a sample of them, as the grid is
+        rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel())
+        fresh = fresh[np.sort(rng.choice(len(fresh), size=limit, replace=False))]
+    values = _batch_scores(score, args, fresh) if len(fresh) else np.zeros(0)
+    return _best_or_exhausted(fresh, values, taken, which)
 
 
 def propose_within(boxes, *args, **kwargs) -> tuple[np.ndarray, float]:
