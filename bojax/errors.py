@@ -9,8 +9,23 @@ usual idioms catch them.
 from __future__ import annotations
 
 import numbers
+import os
+import sys
+import warnings
 
 import numpy as np
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
+    """``warnings.warn`` attributed to the first caller outside bojax, the user's line,
+    however deep in bojax the warning arises (a fixed ``stacklevel`` pointed into
+    bojax's own wrappers; review CZ)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level + 1)
 
 
 class BojaxError(Exception):

@@ -238,8 +238,9 @@ def test_a_sequential_run_does_not_change_with_the_inline_batch_code():
 
 
 def test_a_batch_as_large_as_the_run_warns_that_no_model_proposes():
-    with pytest.warns(UserWarning, match="none from the model"):
+    with pytest.warns(UserWarning, match="none from the model") as seen:
         result = bojax.minimize(BRANIN, BRANIN.space, q=4, initial=2, iterations=2, **FAST)
+    assert seen[0].filename == __file__  # the line that asked for it
     assert [r["phase"] for r in result.history] == ["initial"] * 4
 
 

@@ -565,8 +565,9 @@ def test_resuming_a_run_with_another_objective_warns(tmp_path, no_warnings):
     with no_warnings():  # the same objective: no warning
         bojax.minimize(first, space, initial=3, iterations=0, out=tmp_path, resume=True,
                        progress=False)  # fmt: skip
-    with pytest.warns(UserWarning, match="journalled for the objective .*first.*second"):
+    with pytest.warns(UserWarning, match="journalled for the objective .*first.*second") as seen:
         bojax.minimize(second, space, initial=3, iterations=0, out=tmp_path, resume=True,
                        progress=False)  # fmt: skip
+    assert seen[0].filename == __file__  # the user's call, not a line of bojax (review CZ)
     header = json.loads((tmp_path / "run.json").read_text())
     assert header["objective"].endswith("first")  # the run's own, kept

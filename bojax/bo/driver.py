@@ -41,7 +41,6 @@ import concurrent.futures as cf
 import contextlib
 import math
 import time
-import warnings
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -77,6 +76,7 @@ from bojax.errors import (
     SettingsError,
     SpaceExhaustedError,
     is_count,
+    warn_user,
 )
 from bojax.spaces import Space
 
@@ -369,12 +369,10 @@ def minimize(
         raise ObjectiveError(f"the objective cannot be sent to the executor's workers: {why}")
     q = (1 if executor is None else concurrency(pool)) if settings.q is None else settings.q
     if settings.iterations > 0 and q >= settings.initial + settings.iterations:
-        warnings.warn(
+        warn_user(
             f"q = {q} evaluations at once is at least this run's initial + iterations = "
             f"{settings.initial + settings.iterations}: they are all proposed before any "
-            "finishes, so all come from the initial design and none from the model",
-            UserWarning,
-            stacklevel=2,
+            "finishes, so all come from the initial design and none from the model"
         )
     journal = Journal(out) if out is not None else None
     with contextlib.nullcontext() if journal is None else journal.lock():

@@ -34,14 +34,20 @@ import os
 import socket
 import threading
 import time
-import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bojax.bo.evaluation import short_repr
 from bojax.bo.records import pending_problem, record_problem
-from bojax.errors import BojaxError, JournalError, RunFolderError, RunLockedError, is_count
+from bojax.errors import (
+    BojaxError,
+    JournalError,
+    RunFolderError,
+    RunLockedError,
+    is_count,
+    warn_user,
+)
 
 if TYPE_CHECKING:
     from bojax.bo.metrics import Metrics
@@ -322,10 +328,9 @@ class Journal:
         expected = json.loads(json.dumps({"format": FORMAT_VERSION, **header}))
         old, new = stored.get("objective"), expected.get("objective")
         if None not in (old, new) and old != new:
-            warnings.warn(
+            warn_user(
                 f"{self.folder} was journalled for the objective {old!r}; it resumes with "
-                f"{new!r}, beside that objective's values",
-                stacklevel=4,
+                f"{new!r}, beside that objective's values"
             )
         for key in sorted((set(stored) | set(expected)) - _NOT_CHECKED):
             old, new = stored.get(key), expected.get(key)

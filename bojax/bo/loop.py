@@ -25,7 +25,6 @@ import functools
 import itertools
 import math
 import numbers
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
@@ -53,6 +52,7 @@ from bojax.errors import (
     SpaceDefinitionError,
     SpaceExhaustedError,
     is_count,
+    warn_user,
 )
 from bojax.gp import fantasies
 from bojax.parameters.base import is_number
@@ -661,11 +661,10 @@ def ask_batch(
                 break
             raise
         if math.isnan(value):  # NaN scores lose, so every one was NaN: a broken plugin?
-            warnings.warn(
+            warn_user(
                 f"acquisition {settings.acquisition!r} scored NaN at every candidate not "
                 f"taken, at proposal {k}: the proposal is an arbitrary candidate",
                 RuntimeWarning,
-                stacklevel=2,
             )
         diagnostics = getattr(fitted, "diagnostics", None) or {}  # optional (protocol)
         info = {"phase": "bo", "acquisition_value": value, **diagnostics}
