@@ -367,9 +367,12 @@ def test_a_segment_charges_the_step_it_diverges_at():
         for step in range(checkpoint + 1, 10):
             report(step, math.nan if step == 5 else 1.0 / step, checkpoint=step)
 
-    segment = run_segment(train, {"lr": 1e-3, "w": 0.3}, 3, 9, 9, checkpoint=Checkpoint(3, 3))
+    seen = []  # what an isolated segment's progress file is told, step by step
+    segment = run_segment(train, {"lr": 1e-3, "w": 0.3}, 3, 9, 9, checkpoint=Checkpoint(3, 3),
+                          on_report=lambda report: seen.append(report.charged))  # fmt: skip
     assert segment.status == "failed" and "finite number" in segment.error
     assert segment.curve == [[4, 0.25]] and segment.charged == 2  # steps 4 and 5
+    assert seen == [1, 2]
 
 
 def test_failing_and_misreporting_trainings_are_recorded_and_the_run_goes_on():

@@ -370,6 +370,19 @@ def propose(
     return _best_untried(draw_key, score, args, space, taken, box, num_candidates, len(candidates))
 
 
+def _repeats(points: np.ndarray, taken: np.ndarray, chunk: int = 1024) -> np.ndarray:
+    """Which of ``points`` repeat a ``taken`` one, ``chunk`` rows at a time (NaN-padded):
+    one program and bounded memory for a listing of up to ``ENUMERATION_LIMIT`` points
+    (in one piece, 32,768 of them against a nearly used-up space took 1.5 GB)."""
+    taken = jnp.asarray(taken)
+    found = []
+    for begin in range(0, len(points), chunk):
+        rows = points[begin : begin + chunk]
+        padded = np.concatenate([rows, np.full((chunk - len(rows), points.shape[1]), np.nan)])
+        found.append(np.asarray(repeated_mask(jnp.asarray(padded), taken))[: len(rows)])
+    return np.concatenate(found) if found else np.zeros(0, dtype=bool)
+
+
 def _best_untried(key, score: Score, args, space: Space, taken, box, limit: int, sampled: int):
     """When every candidate repeats a taken point: the best of a discrete space's points
     that none does (at most ``limit`` of them, drawn), scored exactly. A sample of a
@@ -386,7 +399,7 @@ def _best_untried(key, score: Score, args, space: Space, taken, box, limit: int,
     if box is not None:
         everything = everything[_inside(everything, box)]
         which = f"all {len(everything)} of its points in the trust region are"
-    fresh = everything[~np.asarray(repeated_mask(jnp.asarray(everything), jnp.asarray(taken)))]
+    fresh = everything[~_repeats(everything, taken)]
     if len(fresh) > limit:  # a sample of them, as the grid is
         rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel())
         fresh = fresh[np.sort(rng.choice(len(fresh), size=limit, replace=False))]

@@ -121,14 +121,12 @@ class SegmentReport:
             raise StopTraining(f"past max_step = {self.max_step}")
         with remembered(self):
             if diverged(value):  # the step was trained: it is charged, then the segment fails
-                self.charged += step - self.last
-                self.last = int(step)
+                self._charge(step, checked_seconds(seconds))
+                if self.on_report is not None:  # (an isolated one's progress file sees it)
+                    self.on_report(self)
             value = checked_value(value)
-            given, now = checked_seconds(seconds), time.perf_counter()
-        self.seconds += now - self.tick if given is None else given
-        self.tick = now
-        self.charged += step - self.last
-        self.last = int(step)
+            given = checked_seconds(seconds)
+        self._charge(step, given)
         if checkpoint is not None:
             self.checkpoint = Checkpoint(step, checkpoint)
         if step > self.after:  # a repeated step is charged, not recorded
@@ -141,6 +139,14 @@ class SegmentReport:
             self.paused = True
             raise StopTraining(f"paused at step {step}")
         return not self.complete
+
+    def _charge(self, step: int, given: float | None) -> None:
+        """Charge the steps up to ``step`` and their seconds (``given``, else timed)."""
+        now = time.perf_counter()
+        self.seconds += now - self.tick if given is None else given
+        self.tick = now
+        self.charged += step - self.last
+        self.last = int(step)
 
     def ended(self, status: str, y: float | None = None, error: str | None = None) -> Segment:
         self.closed = True
