@@ -43,6 +43,7 @@ from bojax.bo.optimize import (
     enumeration,
     propose,
     propose_within,
+    repeats,
 )
 from bojax.bo.settings import Settings
 from bojax.compilation import release_if_crowded, use_persistent_cache
@@ -837,7 +838,7 @@ def _unseen_point(space: Space, seen: np.ndarray) -> np.ndarray | None:
     everything = enumeration(space, ENUMERATION_LIMIT)
     if everything is None:
         return None
-    fresh = ~np.asarray(repeated_mask(jnp.asarray(everything), jnp.asarray(seen)))
+    fresh = ~repeats(everything, seen)
     return everything[int(np.argmax(fresh))] if fresh.any() else None
 
 

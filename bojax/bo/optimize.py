@@ -370,7 +370,7 @@ def propose(
     return _best_untried(draw_key, score, args, space, taken, box, num_candidates, len(candidates))
 
 
-def _repeats(points: np.ndarray, taken: np.ndarray, chunk: int = 1024) -> np.ndarray:
+def repeats(points: np.ndarray, taken: np.ndarray, chunk: int = 1024) -> np.ndarray:
     """Which of ``points`` repeat a ``taken`` one, ``chunk`` rows at a time (NaN-padded):
     one program and bounded memory for a listing of up to ``ENUMERATION_LIMIT`` points
     (in one piece, 32,768 of them against a nearly used-up space took 1.5 GB)."""
@@ -399,7 +399,7 @@ def _best_untried(key, score: Score, args, space: Space, taken, box, limit: int,
     if box is not None:
         everything = everything[_inside(everything, box)]
         which = f"all {len(everything)} of its points in the trust region are"
-    fresh = everything[~_repeats(everything, taken)]
+    fresh = everything[~repeats(everything, taken)]
     if len(fresh) > limit:  # a sample of them, as the grid is
         rng = np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel())
         fresh = fresh[np.sort(rng.choice(len(fresh), size=limit, replace=False))]

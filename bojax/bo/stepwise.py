@@ -1323,9 +1323,7 @@ def checked_value(value: Any) -> float:
     """A reported value as a float; ValueError (the training fails) unless finite."""
     y = finite_number(value)
     if y is None:
-        plain = unwrapped(value)  # nan or inf: a divergence
-        number = isinstance(plain, numbers.Real) and not isinstance(plain, bool)
-        raise (ValueError if number else ReportMisuse)(
+        raise (ValueError if diverged(value) else ReportMisuse)(
             f"report(step, value): value must be a finite number, got {short_repr(value)}"
         )
     return y
